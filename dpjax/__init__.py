@@ -1,0 +1,53 @@
+"""dpjax: differentially private and communication-efficient learning in JAX.
+
+The core DP-SGD pieces are re-exported here; ``dpjax.accounting``,
+``dpjax.noise`` and ``dpjax.sampling`` are namespaces of their own.
+"""
+
+from dpjax import accounting
+from dpjax import noise
+from dpjax import sampling
+from dpjax._clipping import clip_and_sum
+from dpjax._clipping import clipped_grad_sum
+from dpjax._clipping import clipped_norm_bound
+from dpjax._clipping import ClippedGradSum
+from dpjax._clipping import count_nonfinite
+from dpjax._clipping import per_example_grads
+from dpjax._transforms import add_gaussian_noise
+from dpjax._transforms import add_laplace_noise
+from dpjax._transforms import AddGaussianNoiseState
+from dpjax._transforms import AddLaplaceNoiseState
+from dpjax._transforms import clip_per_example
+from dpjax._transforms import ClipPerExampleState
+from dpjax._transforms import dpsgd
+from dpjax._transforms import normalize
+from dpjax.sampling import FixedSizeSampler
+from dpjax.sampling import PaddedBatch
+from dpjax.sampling import PoissonSampler
+from dpjax.sampling import ShuffleSampler
+
+__version__ = '0.1.0'
+
+__all__ = [
+    'accounting',
+    'add_gaussian_noise',
+    'add_laplace_noise',
+    'AddGaussianNoiseState',
+    'AddLaplaceNoiseState',
+    'clip_and_sum',
+    'clip_per_example',
+    'ClipPerExampleState',
+    'clipped_grad_sum',
+    'clipped_norm_bound',
+    'ClippedGradSum',
+    'count_nonfinite',
+    'dpsgd',
+    'FixedSizeSampler',
+    'noise',
+    'normalize',
+    'PaddedBatch',
+    'per_example_grads',
+    'PoissonSampler',
+    'sampling',
+    'ShuffleSampler',
+]

@@ -1,0 +1,75 @@
+"""Validation of static hyperparameters (DESIGN.md convention 7).
+
+Only concrete Python/NumPy numbers are checked; traced values pass through.
+This module imports nothing from dpjax, so every layer may use it.
+"""
+
+import numbers
+from typing import Any
+
+import jax
+import numpy as np
+
+
+def _concrete(value: Any) -> bool:
+  if isinstance(value, jax.core.Tracer):
+    return False
+  return isinstance(value, numbers.Real) or (
+      isinstance(value, (np.ndarray, jax.Array)) and np.ndim(value) == 0
+  )
+
+
+def non_negative(**kwargs: Any) -> None:
+  for name, value in kwargs.items():
+    if _concrete(value) and not float(value) >= 0:
+      raise ValueError(f'Expected {name}={value} >= 0.')
+
+
+def positive(**kwargs: Any) -> None:
+  for name, value in kwargs.items():
+    if _concrete(value) and not float(value) > 0:
+      raise ValueError(f'Expected {name}={value} > 0.')
+
+
+def open_unit(**kwargs: Any) -> None:
+  """Checks 0 < value < 1 (e.g. delta)."""
+  for name, value in kwargs.items():
+    if _concrete(value) and not 0 < float(value) < 1:
+      raise ValueError(f'Expected {name}={value} in (0, 1).')
+
+
+def half_open_unit(**kwargs: Any) -> None:
+  """Checks 0 < value <= 1 (e.g. a sampling rate)."""
+  for name, value in kwargs.items():
+    if _concrete(value) and not 0 < float(value) <= 1:
+      raise ValueError(f'Expected {name}={value} in (0, 1].')
+
+
+def positive_int(**kwargs: Any) -> None:
+  for name, value in kwargs.items():
+    if not isinstance(value, numbers.Integral) or value <= 0:
+      raise ValueError(f'Expected {name}={value} to be an integer > 0.')
+
+
+def non_negative_int(**kwargs: Any) -> None:
+  for name, value in kwargs.items():
+    if not isinstance(value, numbers.Integral) or value < 0:
+      raise ValueError(f'Expected {name}={value} to be an integer >= 0.')
+
+
+def key(value: Any, name: str = 'key') -> jax.Array:
+  """Checks that a PRNG key was given; returns it as a typed key."""
+  if value is None:
+    raise ValueError(f'Expected {name} to be a jax.random key, got None.')
+  if not isinstance(value, jax.Array):
+    raise ValueError(
+        f'Expected {name} to be a jax.random key, got {type(value).__name__}.'
+    )
+  if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+    return value
+  if value.dtype == np.uint32 and value.shape == (2,):
+    return jax.random.wrap_key_data(value)
+  raise ValueError(
+      f'Expected {name} to be a jax.random key, got an array of dtype '
+      f'{value.dtype} and shape {value.shape}.'
+  )

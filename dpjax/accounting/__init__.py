@@ -1,0 +1,42 @@
+"""Privacy accounting on dp_accounting: events, epsilon, calibration, ledger.
+
+Imports nothing from dpjax except the dependency-free ``dpjax._validate``.
+"""
+
+from dpjax.accounting._accountants import ACCOUNTANTS
+from dpjax.accounting._accountants import calibrate
+from dpjax.accounting._accountants import calibrate_noise_multiplier
+from dpjax.accounting._accountants import delta
+from dpjax.accounting._accountants import epsilon
+from dpjax.accounting._accountants import infer_neighboring_relation
+from dpjax.accounting._accountants import make_accountant
+from dpjax.accounting._events import basic_composition
+from dpjax.accounting._events import dpsgd_event
+from dpjax.accounting._events import EpsilonDeltaDpEvent
+from dpjax.accounting._events import gaussian_step_event
+from dpjax.accounting._events import is_pure
+from dpjax.accounting._events import poisson_truncation_probability
+from dpjax.accounting._events import pure_dp_event
+from dpjax.accounting._ledger import event_from_dict
+from dpjax.accounting._ledger import event_to_dict
+from dpjax.accounting._ledger import PrivacyLedger
+
+__all__ = [
+    'ACCOUNTANTS',
+    'basic_composition',
+    'calibrate',
+    'calibrate_noise_multiplier',
+    'delta',
+    'dpsgd_event',
+    'EpsilonDeltaDpEvent',
+    'epsilon',
+    'event_from_dict',
+    'event_to_dict',
+    'gaussian_step_event',
+    'infer_neighboring_relation',
+    'is_pure',
+    'make_accountant',
+    'poisson_truncation_probability',
+    'PrivacyLedger',
+    'pure_dp_event',
+]

@@ -1,0 +1,274 @@
+"""epsilon, delta and noise calibration on top of dp_accounting.
+
+Two accountants, chosen by name: ``"rdp"`` (dp_accounting's RdpAccountant,
+Mironov 2017; conversion to (eps, delta) of Balle et al. 2020) and ``"pld"``
+(dp_accounting's PLDAccountant, pessimistic discretization). Both are extended
+to ``EpsilonDeltaDpEvent``. ``TruncatedSubsampledGaussianDpEvent`` (Poisson
+sampling capped at a batch size) is exact under PLD; under RDP it is replaced
+by the untruncated Poisson event plus a total-variation slack (see
+``epsilon``).
+"""
+
+import math
+from typing import Callable
+
+import dp_accounting
+from dp_accounting import pld
+from dp_accounting import rdp
+import numpy as np
+
+from dpjax import _validate
+from dpjax.accounting import _events
+
+NeighboringRelation = dp_accounting.NeighboringRelation
+ACCOUNTANTS = ('rdp', 'pld')
+_Errors = dp_accounting.PrivacyAccountant.CompositionErrorDetails
+
+
+class _RdpAccountant(rdp.RdpAccountant):
+  """RdpAccountant that also composes pure ``EpsilonDeltaDpEvent``s."""
+
+  def _maybe_compose(self, event, count, do_compose):
+    if not isinstance(event, _events.EpsilonDeltaDpEvent):
+      return super()._maybe_compose(event, count, do_compose)
+    if event.delta > 0:
+      return _Errors(event, 'an (epsilon, delta > 0) event has no finite RDP; '
+                     'use accountant="pld".')
+    if do_compose:
+      eps = float(event.epsilon)
+      self._rdp += count * np.minimum(eps, self._orders * eps**2 / 2)
+    return None
+
+
+class _PldAccountant(pld.PLDAccountant):
+  """PLDAccountant that also composes ``EpsilonDeltaDpEvent``s."""
+
+  def _maybe_compose(self, event, count, do_compose):
+    if not isinstance(event, _events.EpsilonDeltaDpEvent):
+      return super()._maybe_compose(event, count, do_compose)
+    if do_compose and (event.epsilon > 0 or event.delta > 0):
+      params = dp_accounting.pld.common.DifferentialPrivacyParameters(
+          float(event.epsilon), float(event.delta))
+      self._pld = self._pld.compose(
+          pld.privacy_loss_distribution.from_privacy_parameters(
+              params, self._value_discretization_interval).self_compose(count))
+    return None
+
+
+def _walk(event: dp_accounting.DpEvent):
+  yield event
+  if isinstance(event, dp_accounting.SelfComposedDpEvent):
+    yield from _walk(event.event)
+  elif isinstance(event, dp_accounting.ComposedDpEvent):
+    for e in event.events:
+      yield from _walk(e)
+  elif isinstance(event, (dp_accounting.PoissonSampledDpEvent,
+                          dp_accounting.SampledWithoutReplacementDpEvent,
+                          dp_accounting.SampledWithReplacementDpEvent)):
+    yield from _walk(event.event)
+
+
+def infer_neighboring_relation(
+    event: dp_accounting.DpEvent) -> NeighboringRelation:
+  """REPLACE_ONE if the event samples without replacement, else ADD_OR_REMOVE_ONE."""
+  if any(isinstance(e, dp_accounting.SampledWithoutReplacementDpEvent)
+         for e in _walk(event)):
+    return NeighboringRelation.REPLACE_ONE
+  return NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+def _untruncate(event: dp_accounting.DpEvent):
+  """Replaces truncated Poisson events by Poisson ones; returns (event, tv).
+
+  tv bounds the total-variation distance between the two compositions: a
+  coupling draws the same Bernoulli selections, and the outputs differ only
+  if some step overflowed its cap (union bound over steps).
+  """
+  if isinstance(event, dp_accounting.TruncatedSubsampledGaussianDpEvent):
+    tv = _events.poisson_truncation_probability(
+        event.dataset_size, event.sampling_probability,
+        event.truncated_batch_size)
+    return _events.gaussian_step_event(event.noise_multiplier,
+                                       event.sampling_probability), tv
+  if isinstance(event, dp_accounting.SelfComposedDpEvent):
+    inner, tv = _untruncate(event.event)
+    return dp_accounting.SelfComposedDpEvent(inner, event.count), min(
+        1.0, tv * event.count)
+  if isinstance(event, dp_accounting.ComposedDpEvent):
+    parts = [_untruncate(e) for e in event.events]
+    return dp_accounting.ComposedDpEvent([p[0] for p in parts]), min(
+        1.0, sum(p[1] for p in parts))
+  return event, 0.0
+
+
+def make_accountant(
+    accountant: str = 'rdp',
+    neighboring_relation: NeighboringRelation = (
+        NeighboringRelation.ADD_OR_REMOVE_ONE)
+) -> dp_accounting.PrivacyAccountant:
+  """A fresh dp_accounting accountant (``"rdp"`` or ``"pld"``) with dpjax events."""
+  if accountant == 'rdp':
+    return _RdpAccountant(neighboring_relation=neighboring_relation)
+  if accountant == 'pld':
+    return _PldAccountant(neighboring_relation)
+  raise ValueError(f'Expected accountant={accountant!r} in {ACCOUNTANTS}.')
+
+
+def _composed(event, accountant, neighboring_relation):
+  if neighboring_relation is None:
+    neighboring_relation = infer_neighboring_relation(event)
+  acc = make_accountant(accountant, neighboring_relation)
+  acc.compose(event)
+  return acc
+
+
+def epsilon(event: dp_accounting.DpEvent, delta: float,
+            accountant: str = 'rdp',
+            neighboring_relation: NeighboringRelation | None = None) -> float:
+  """Smallest epsilon such that ``event`` is (epsilon, delta)-DP.
+
+  Args:
+    event: any dp_accounting event, or dpjax's ``EpsilonDeltaDpEvent``.
+    delta: target delta in (0, 1).
+    accountant: ``"rdp"`` or ``"pld"``.
+    neighboring_relation: default: replace-one if the event samples without
+      replacement, add/remove-one otherwise.
+
+  Returns:
+    epsilon (``inf`` if the event is not private).
+
+  Raises:
+    ValueError: bad delta or accountant, or (RDP only) a truncation slack
+      larger than delta / 2.
+
+  Truncated Poisson under RDP: with tv the total-variation bound of
+  ``_untruncate`` and eps_hi the RDP epsilon of the untruncated event at
+  delta / 2, the result is eps = eps_rdp(delta - (1 + e^eps_hi) tv). Since
+  eps <= eps_hi, the truncated mechanism is (eps, delta)-DP.
+
+  Pure events: if the event is built only from pure ``EpsilonDeltaDpEvent``s,
+  the result is the smaller of the accountant's and basic composition's.
+
+  Example:
+    >>> round(epsilon(dpsgd_event(1.1, 256 / 60000, 14062), 1e-5), 4)
+    2.5966
+  """
+  _validate.open_unit(delta=delta)
+  make_accountant(accountant)  # validates the name
+  tv = 0.0
+  if accountant == 'rdp':
+    event, tv = _untruncate(event)
+  acc = _composed(event, accountant, neighboring_relation)
+  if tv == 0:
+    eps = acc.get_epsilon(delta)
+  else:
+    eps_hi = acc.get_epsilon(delta / 2)
+    slack = (1 + math.exp(min(eps_hi, 700.0))) * tv
+    if slack > delta / 2:
+      raise ValueError(
+          f'Poisson truncation costs delta {slack:.3g} > delta/2={delta / 2:.3g}'
+          ' under the RDP accountant; use accountant="pld" (exact for '
+          'truncation) or a larger max_batch_size.')
+    eps = acc.get_epsilon(delta - slack)
+  if _events.is_pure(event):
+    eps = min(eps, _events.basic_composition(event)[0])
+  return float(eps)
+
+
+def delta(event: dp_accounting.DpEvent, epsilon: float,
+          accountant: str = 'rdp',
+          neighboring_relation: NeighboringRelation | None = None) -> float:
+  """Smallest delta such that ``event`` is (epsilon, delta)-DP.
+
+  Under RDP, a truncated Poisson event adds its slack (1 + e^epsilon) tv.
+
+  Example:
+    >>> delta(dpsgd_event(1.1, 256 / 60000, 14062), 3.0, 'pld') < 1e-5
+    True
+  """
+  _validate.non_negative(epsilon=epsilon)
+  make_accountant(accountant)
+  tv = 0.0
+  if accountant == 'rdp':
+    event, tv = _untruncate(event)
+  acc = _composed(event, accountant, neighboring_relation)
+  d = acc.get_delta(epsilon) + (1 + math.exp(min(epsilon, 700.0))) * tv
+  if _events.is_pure(event) and _events.basic_composition(event)[0] <= epsilon:
+    d = 0.0
+  return float(min(1.0, d))
+
+
+def calibrate(make_event: Callable[[float], dp_accounting.DpEvent],
+              target_epsilon: float, delta: float, accountant: str = 'rdp',
+              *, max_noise_multiplier: float = 1e4,
+              rtol: float = 1e-4) -> float:
+  """Smallest noise multiplier (within ``rtol``) meeting the target epsilon.
+
+  Args:
+    make_event: ``sigma -> DpEvent``; its epsilon must fall as sigma grows.
+    target_epsilon: > 0.
+    delta: in (0, 1).
+    accountant: ``"rdp"`` or ``"pld"``.
+    max_noise_multiplier: search ceiling.
+    rtol: relative width of the final bracket.
+
+  Returns:
+    sigma with ``epsilon(make_event(sigma), delta) <= target_epsilon`` (the
+    upper end of the bracket, so the target is never exceeded).
+
+  Raises:
+    ValueError: if the target is unreachable below ``max_noise_multiplier``.
+  """
+  _validate.positive(target_epsilon=target_epsilon, rtol=rtol,
+                     max_noise_multiplier=max_noise_multiplier)
+  _validate.open_unit(delta=delta)
+  eps_of = lambda s: epsilon(make_event(s), delta, accountant)
+  hi = 1.0
+  while eps_of(hi) > target_epsilon:
+    if hi >= max_noise_multiplier:
+      raise ValueError(
+          f'target_epsilon={target_epsilon} is unreachable at delta={delta}: '
+          f'noise_multiplier={hi:g} still gives epsilon='
+          f'{eps_of(hi):.4g}.')
+    hi = min(hi * 2, max_noise_multiplier)
+  lo = hi / 2
+  while eps_of(lo) <= target_epsilon:
+    hi, lo = lo, lo / 2
+    if hi < 1e-6:
+      return hi
+  while hi / lo - 1 > rtol:
+    mid = math.sqrt(lo * hi)
+    if eps_of(mid) <= target_epsilon:
+      hi = mid
+    else:
+      lo = mid
+  return hi
+
+
+def calibrate_noise_multiplier(target_epsilon: float, delta: float,
+                               sampling_rate: float, steps: int,
+                               accountant: str = 'rdp', **kwargs) -> float:
+  """Noise multiplier for DP-SGD to spend at most ``target_epsilon``.
+
+  Args:
+    target_epsilon: > 0.
+    delta: in (0, 1).
+    sampling_rate: Poisson rate q in (0, 1].
+    steps: number of steps (> 0).
+    accountant: ``"rdp"`` or ``"pld"``.
+    **kwargs: ``max_noise_multiplier``, ``rtol`` (see ``calibrate``).
+
+  Returns:
+    sigma such that ``epsilon(dpsgd_event(sigma, q, steps), delta) <=
+    target_epsilon``.
+
+  Example:
+    >>> s = calibrate_noise_multiplier(3.0, 1e-5, 256 / 60000, 14062)
+    >>> 0.9 < s < 1.1
+    True
+  """
+  _validate.half_open_unit(sampling_rate=sampling_rate)
+  _validate.positive_int(steps=steps)
+  return calibrate(
+      lambda s: _events.dpsgd_event(s, sampling_rate, steps),
+      target_epsilon, delta, accountant, **kwargs)

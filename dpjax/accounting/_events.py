@@ -1,0 +1,130 @@
+"""DpEvents for dpjax mechanisms, and the ones dp_accounting lacks."""
+
+import math
+
+import attr
+import dp_accounting
+
+from dpjax import _validate
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class EpsilonDeltaDpEvent(dp_accounting.DpEvent):
+  """A mechanism known only to be (epsilon, delta)-DP (pure DP if delta = 0).
+
+  dp_accounting has no such event. dpjax's accountants treat it as follows:
+  basic composition sums epsilons and deltas; the PLD accountant uses the
+  pessimistic PLD of an (epsilon, delta)-DP mechanism (dp_accounting
+  ``from_privacy_parameters``); the RDP accountant uses, for delta = 0,
+  RDP(a) <= min(epsilon, a epsilon^2 / 2) (Bun & Steinke 2016, Prop. 3.3) and
+  rejects delta > 0 (no finite RDP).
+
+  Attributes:
+    epsilon: epsilon >= 0.
+    delta: delta in [0, 1).
+  """
+  epsilon: float
+  delta: float = 0.0
+
+
+def pure_dp_event(epsilon: float) -> EpsilonDeltaDpEvent:
+  """One epsilon-DP mechanism (e.g. a Laplace release with known L1 bound)."""
+  _validate.non_negative(epsilon=epsilon)
+  return EpsilonDeltaDpEvent(float(epsilon), 0.0)
+
+
+def gaussian_step_event(noise_multiplier: float,
+                        sampling_rate: float = 1.0) -> dp_accounting.DpEvent:
+  """One step of the (Poisson-subsampled) Gaussian mechanism.
+
+  Args:
+    noise_multiplier: noise stddev divided by the L2 sensitivity.
+    sampling_rate: Poisson sampling rate q in (0, 1]; 1 means no sampling.
+  """
+  _validate.non_negative(noise_multiplier=noise_multiplier)
+  _validate.half_open_unit(sampling_rate=sampling_rate)
+  gaussian = dp_accounting.GaussianDpEvent(float(noise_multiplier))
+  if sampling_rate == 1:
+    return gaussian
+  return dp_accounting.PoissonSampledDpEvent(float(sampling_rate), gaussian)
+
+
+def dpsgd_event(noise_multiplier: float, sampling_rate: float,
+                steps: int) -> dp_accounting.DpEvent:
+  """DP-SGD: ``steps`` compositions of the Poisson-subsampled Gaussian.
+
+  Args:
+    noise_multiplier: sigma (noise stddev over the clipped-sum sensitivity).
+    sampling_rate: Poisson sampling rate q in (0, 1].
+    steps: number of steps (>= 0).
+
+  Returns:
+    ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)),
+    steps)`` (add/remove-one neighbours).
+
+  References:
+    Abadi et al. 2016; Mironov, Talwar, Zhang 2019 (RDP of the sampled
+    Gaussian).
+
+  Example:
+    >>> dpsgd_event(1.1, 0.01, 100).count
+    100
+  """
+  _validate.non_negative_int(steps=steps)
+  return dp_accounting.SelfComposedDpEvent(
+      gaussian_step_event(noise_multiplier, sampling_rate), steps)
+
+
+def poisson_truncation_probability(num_examples: int, sampling_rate: float,
+                                   max_batch_size: int) -> float:
+  """P[Bin(num_examples + 1, q) > max_batch_size]: one step's overflow chance.
+
+  Uses num_examples + 1 so the bound also holds on an add-one neighbour.
+  """
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  if max_batch_size >= num_examples + 1:
+    return 0.0
+  return float(stats.binom.sf(max_batch_size, num_examples + 1,
+                              sampling_rate))
+
+
+def is_pure(event: dp_accounting.DpEvent) -> bool:
+  """True if ``event`` is built only from pure-DP and no-op events."""
+  eps, delta = basic_composition(event, strict=False)
+  return math.isfinite(eps) and delta == 0
+
+
+def basic_composition(event: dp_accounting.DpEvent,
+                      strict: bool = True) -> tuple[float, float]:
+  """(sum of epsilons, sum of deltas) over ``EpsilonDeltaDpEvent`` leaves.
+
+  Args:
+    event: built from ``EpsilonDeltaDpEvent``, ``NoOpDpEvent``,
+      ``SelfComposedDpEvent`` and ``ComposedDpEvent``.
+    strict: raise on any other event (otherwise return (inf, 1)).
+
+  Returns:
+    The basic-composition guarantee (epsilon, delta) (Dwork & Roth 2014,
+    Thm. 3.16).
+
+  Example:
+    >>> basic_composition(dp_accounting.SelfComposedDpEvent(
+    ...     pure_dp_event(0.5), 4))
+    (2.0, 0.0)
+  """
+  if isinstance(event, EpsilonDeltaDpEvent):
+    return float(event.epsilon), float(event.delta)
+  if isinstance(event, dp_accounting.NoOpDpEvent):
+    return 0.0, 0.0
+  if isinstance(event, dp_accounting.SelfComposedDpEvent):
+    eps, delta = basic_composition(event.event, strict)
+    return eps * event.count, min(1.0, delta * event.count)
+  if isinstance(event, dp_accounting.ComposedDpEvent):
+    parts = [basic_composition(e, strict) for e in event.events]
+    return (sum(p[0] for p in parts),
+            min(1.0, sum(p[1] for p in parts)))
+  if strict:
+    raise ValueError(
+        f'basic_composition supports EpsilonDeltaDpEvent and compositions of '
+        f'it; got {type(event).__name__}.')
+  return math.inf, 1.0

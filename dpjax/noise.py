@@ -1,0 +1,82 @@
+"""Pure noise samplers: ``key -> array`` (and ``key -> pytree``).
+
+This module imports nothing from dpjax except the validation leaf.
+"""
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from dpjax import _validate
+
+PyTree = Any
+
+
+def gaussian(key: jax.Array, shape, stddev: jax.typing.ArrayLike,
+             dtype=jnp.float32) -> jax.Array:
+  """Draws i.i.d. N(0, stddev^2) noise.
+
+  Args:
+    key: PRNG key.
+    shape: output shape.
+    stddev: standard deviation (>= 0).
+    dtype: floating dtype of the output.
+
+  Returns:
+    An array of ``shape`` and ``dtype``.
+
+  Example:
+    >>> x = gaussian(jax.random.key(0), (3,), stddev=2.0)
+    >>> x.shape
+    (3,)
+  """
+  _validate.non_negative(stddev=stddev)
+  return (jnp.asarray(stddev, dtype) * jax.random.normal(key, shape, dtype))
+
+
+def laplace(key: jax.Array, shape, scale: jax.typing.ArrayLike,
+            dtype=jnp.float32) -> jax.Array:
+  """Draws i.i.d. Laplace(0, scale) noise (density exp(-|x|/scale)/(2 scale)).
+
+  Args:
+    key: PRNG key.
+    shape: output shape.
+    scale: Laplace scale b (>= 0); the variance is 2 b^2.
+    dtype: floating dtype of the output.
+
+  Returns:
+    An array of ``shape`` and ``dtype``.
+
+  Example:
+    >>> laplace(jax.random.key(0), (2, 2), scale=1.0).shape
+    (2, 2)
+  """
+  _validate.non_negative(scale=scale)
+  return jnp.asarray(scale, dtype) * jax.random.laplace(key, shape, dtype)
+
+
+def tree_noise(sampler: Callable[..., jax.Array], key: jax.Array,
+               like: PyTree, **params: Any) -> PyTree:
+  """Draws independent noise for every leaf of ``like`` (one subkey a leaf).
+
+  Args:
+    sampler: ``gaussian`` or ``laplace`` (any ``(key, shape, **params, dtype)``).
+    key: PRNG key.
+    like: pytree whose leaf shapes and dtypes the noise takes.
+    **params: the sampler's scale parameter, e.g. ``stddev=1.0``.
+
+  Returns:
+    A pytree of noise with the structure of ``like``.
+
+  Example:
+    >>> n = tree_noise(gaussian, jax.random.key(0), {'w': jnp.zeros(2)},
+    ...                stddev=1.0)
+    >>> n['w'].shape
+    (2,)
+  """
+  leaves, treedef = jax.tree.flatten(like)
+  keys = jax.random.split(key, len(leaves))
+  noise = [sampler(k, jnp.shape(x), dtype=jnp.result_type(x), **params)
+           for k, x in zip(keys, leaves)]
+  return jax.tree.unflatten(treedef, noise)

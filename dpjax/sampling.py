@@ -1,0 +1,239 @@
+"""Batch samplers with fixed shapes, each naming the DpEvent its use justifies.
+
+* ``PoissonSampler``: each example joins a step's batch independently with
+  probability q (Abadi et al. 2016). The batch is returned as a fixed-size
+  index array of length ``max_batch_size`` plus a mask. If more than
+  ``max_batch_size`` examples are drawn, a uniformly random subset of that
+  size is kept; this truncation is part of the accounted mechanism
+  (``TruncatedSubsampledGaussianDpEvent``, exact under PLD; RDP adds the
+  overflow probability to delta, see ``dpjax.accounting.epsilon``). The
+  default cap makes overflow probability at most 1e-12 per step.
+* ``FixedSizeSampler``: a uniform subset of exactly ``batch_size`` examples
+  each step, independently across steps (``SampledWithoutReplacementDpEvent``,
+  replace-one neighbours).
+* ``ShuffleSampler``: one random permutation per epoch, cut into batches.
+  No amplification is claimed: the event is one Gaussian mechanism per epoch
+  under replace-one (each example is in exactly one batch).
+
+All draws come from an explicit key; ``sample``/``epoch`` are jittable.
+"""
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+from scipy import stats
+
+from dpjax import _validate
+from dpjax import accounting
+
+DEFAULT_OVERFLOW_PROBABILITY = 1e-12
+
+
+class PaddedBatch(NamedTuple):
+  """Indices of one batch padded to a fixed size.
+
+  Attributes:
+    indices: int32 [cap]; padded slots hold index 0 (safe to gather).
+    mask: bool [cap]; True for real examples.
+    num_sampled: int32 scalar; examples drawn before truncation (> cap means
+      the batch was truncated to a uniform subset).
+  """
+  indices: jax.Array
+  mask: jax.Array
+  num_sampled: jax.Array
+
+
+def poisson_batch_cap(num_examples: int, sampling_rate: float,
+                      overflow_probability: float = DEFAULT_OVERFLOW_PROBABILITY
+                      ) -> int:
+  """Smallest cap with P[Bin(num_examples + 1, q) > cap] <= overflow_probability.
+
+  Example:
+    >>> poisson_batch_cap(60000, 256 / 60000) > 256
+    True
+  """
+  _validate.positive_int(num_examples=num_examples)
+  _validate.half_open_unit(sampling_rate=sampling_rate)
+  _validate.open_unit(overflow_probability=overflow_probability)
+  n = num_examples + 1
+  cap = int(stats.binom.isf(overflow_probability, n, sampling_rate))
+  cap = max(cap - 2, 0)
+  while accounting.poisson_truncation_probability(
+      num_examples, sampling_rate, cap) > overflow_probability:
+    cap += 1
+  return min(cap, num_examples)
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonSampler:
+  """Poisson sampling into fixed-shape padded batches.
+
+  Attributes:
+    num_examples: dataset size N.
+    sampling_rate: q in (0, 1]; expected batch size q N.
+    max_batch_size: cap on the batch array; default ``poisson_batch_cap``.
+
+  Example:
+    >>> s = PoissonSampler(1000, 0.05)
+    >>> b = s.sample(jax.random.key(0))
+    >>> b.indices.shape == (s.max_batch_size,)
+    True
+  """
+  num_examples: int
+  sampling_rate: float
+  max_batch_size: int | None = None
+
+  def __post_init__(self):
+    _validate.positive_int(num_examples=self.num_examples)
+    _validate.half_open_unit(sampling_rate=self.sampling_rate)
+    if self.max_batch_size is None:
+      object.__setattr__(self, 'max_batch_size', poisson_batch_cap(
+          self.num_examples, self.sampling_rate))
+    _validate.positive_int(max_batch_size=self.max_batch_size)
+    object.__setattr__(self, 'max_batch_size',
+                       min(self.max_batch_size, self.num_examples))
+
+  @property
+  def expected_batch_size(self) -> float:
+    return self.sampling_rate * self.num_examples
+
+  @property
+  def overflow_probability(self) -> float:
+    """Chance that one step's draw exceeds ``max_batch_size``."""
+    return accounting.poisson_truncation_probability(
+        self.num_examples, self.sampling_rate, self.max_batch_size)
+
+  def sample(self, key: jax.Array) -> PaddedBatch:
+    """One Poisson batch. Jittable; the same key gives the same batch.
+
+    Selection uses integer thresholds on 32-bit random words, so the realized
+    rate is floor(q 2^32) / 2^32 <= q: accounting at q is conservative.
+    """
+    n, cap = self.num_examples, self.max_batch_size
+    select_key, truncate_key = jax.random.split(key)
+    if self.sampling_rate == 1:
+      selected = jnp.ones((n,), bool)
+    else:
+      threshold = jnp.uint32(math.floor(self.sampling_rate * 2**32))
+      selected = jax.random.bits(select_key, (n,), jnp.uint32) < threshold
+    num_sampled = jnp.sum(selected, dtype=jnp.int32)
+
+    def first_selected():
+      return jnp.nonzero(selected, size=cap, fill_value=0)[0].astype(jnp.int32)
+
+    def uniform_subset():
+      perm = jax.random.permutation(truncate_key, n)
+      order = jnp.argsort(~selected[perm], stable=True)
+      return perm[order[:cap]].astype(jnp.int32)
+
+    indices = jax.lax.cond(num_sampled > cap, uniform_subset, first_selected)
+    mask = jnp.arange(cap) < jnp.minimum(num_sampled, cap)
+    indices = jnp.where(mask, indices, 0)
+    return PaddedBatch(indices, mask, num_sampled)
+
+  def dp_event(self, noise_multiplier: float) -> dp_accounting.DpEvent:
+    """One step's event for a Gaussian sum with this noise multiplier.
+
+    Add/remove-one neighbours; noise multiplier relative to the clipped-sum
+    sensitivity C. Truncated Poisson when truncation is possible.
+    """
+    _validate.non_negative(noise_multiplier=noise_multiplier)
+    if self.max_batch_size >= self.num_examples + 1 or (
+        self.sampling_rate == 1):
+      return accounting.gaussian_step_event(noise_multiplier,
+                                            self.sampling_rate)
+    return dp_accounting.TruncatedSubsampledGaussianDpEvent(
+        dataset_size=self.num_examples,
+        sampling_probability=float(self.sampling_rate),
+        truncated_batch_size=self.max_batch_size,
+        noise_multiplier=float(noise_multiplier))
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedSizeSampler:
+  """Uniform subsets of exactly ``batch_size`` examples, fresh each step.
+
+  Example:
+    >>> FixedSizeSampler(100, 10).sample(jax.random.key(0)).indices.shape
+    (10,)
+  """
+  num_examples: int
+  batch_size: int
+
+  def __post_init__(self):
+    _validate.positive_int(num_examples=self.num_examples,
+                           batch_size=self.batch_size)
+    if self.batch_size > self.num_examples:
+      raise ValueError(f'Expected batch_size={self.batch_size} <= '
+                       f'num_examples={self.num_examples}.')
+
+  @property
+  def expected_batch_size(self) -> float:
+    return float(self.batch_size)
+
+  def sample(self, key: jax.Array) -> PaddedBatch:
+    idx = jax.random.choice(key, self.num_examples, (self.batch_size,),
+                            replace=False).astype(jnp.int32)
+    return PaddedBatch(idx, jnp.ones((self.batch_size,), bool),
+                       jnp.int32(self.batch_size))
+
+  def dp_event(self, noise_multiplier: float) -> dp_accounting.DpEvent:
+    """One step's event (replace-one neighbours).
+
+    dp_accounting's sampled-without-replacement Gaussian takes the noise
+    multiplier relative to the replace-one sensitivity, which for a clipped
+    sum is 2C; with noise stddev sigma C the event carries sigma / 2.
+    """
+    _validate.non_negative(noise_multiplier=noise_multiplier)
+    return dp_accounting.SampledWithoutReplacementDpEvent(
+        self.num_examples, self.batch_size,
+        dp_accounting.GaussianDpEvent(noise_multiplier / 2))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleSampler:
+  """Shuffle once per epoch and partition into batches (last one padded).
+
+  Example:
+    >>> b = ShuffleSampler(10, 4).epoch(jax.random.key(0))
+    >>> b.indices.shape, int(b.mask.sum())
+    ((3, 4), 10)
+  """
+  num_examples: int
+  batch_size: int
+
+  def __post_init__(self):
+    _validate.positive_int(num_examples=self.num_examples,
+                           batch_size=self.batch_size)
+
+  @property
+  def expected_batch_size(self) -> float:
+    return float(self.batch_size)
+
+  @property
+  def steps_per_epoch(self) -> int:
+    return -(-self.num_examples // self.batch_size)
+
+  def epoch(self, key: jax.Array) -> PaddedBatch:
+    """All batches of one epoch: indices and mask of shape [steps, batch]."""
+    total = self.steps_per_epoch * self.batch_size
+    perm = jax.random.permutation(key, self.num_examples).astype(jnp.int32)
+    indices = jnp.zeros((total,), jnp.int32).at[:self.num_examples].set(perm)
+    mask = jnp.arange(total) < self.num_examples
+    shape = (self.steps_per_epoch, self.batch_size)
+    return PaddedBatch(indices.reshape(shape), mask.reshape(shape),
+                       jnp.int32(self.num_examples))
+
+  def dp_event(self, noise_multiplier: float) -> dp_accounting.DpEvent:
+    """One EPOCH's event (record it once per epoch begun), replace-one.
+
+    Each example lands in exactly one batch, whose clipped sum moves by at
+    most 2C when it is replaced; the other steps are post-processing. No
+    shuffling amplification is claimed.
+    """
+    _validate.non_negative(noise_multiplier=noise_multiplier)
+    return dp_accounting.GaussianDpEvent(noise_multiplier / 2)
