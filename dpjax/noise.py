@@ -13,6 +13,17 @@ from dpjax import _validate
 PyTree = Any
 
 
+def _scale(scale: jax.typing.ArrayLike, unit: jax.Array) -> jax.Array:
+  """scale * unit, fenced so XLA cannot fuse it into neighbouring arithmetic.
+
+  Without the barriers, jit contracts ``g + scale * z`` into an FMA and folds
+  constants into the sampler, so jitted and eager noise differ in the last
+  bit. With them, the same key gives bit-identical noise either way.
+  """
+  barrier = jax.lax.optimization_barrier
+  return barrier(jnp.asarray(scale, unit.dtype) * barrier(unit))
+
+
 def gaussian(key: jax.Array, shape, stddev: jax.typing.ArrayLike,
              dtype=jnp.float32) -> jax.Array:
   """Draws i.i.d. N(0, stddev^2) noise.
@@ -32,7 +43,7 @@ def gaussian(key: jax.Array, shape, stddev: jax.typing.ArrayLike,
     (3,)
   """
   _validate.non_negative(stddev=stddev)
-  return (jnp.asarray(stddev, dtype) * jax.random.normal(key, shape, dtype))
+  return _scale(stddev, jax.random.normal(key, shape, dtype))
 
 
 def laplace(key: jax.Array, shape, scale: jax.typing.ArrayLike,
@@ -53,7 +64,7 @@ def laplace(key: jax.Array, shape, scale: jax.typing.ArrayLike,
     (2, 2)
   """
   _validate.non_negative(scale=scale)
-  return jnp.asarray(scale, dtype) * jax.random.laplace(key, shape, dtype)
+  return _scale(scale, jax.random.laplace(key, shape, dtype))
 
 
 def tree_noise(sampler: Callable[..., jax.Array], key: jax.Array,

@@ -65,7 +65,7 @@ def poisson_batch_cap(num_examples: int, sampling_rate: float,
   while accounting.poisson_truncation_probability(
       num_examples, sampling_rate, cap) > overflow_probability:
     cap += 1
-  return min(cap, num_examples)
+  return cap
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,9 +93,9 @@ class PoissonSampler:
     if self.max_batch_size is None:
       object.__setattr__(self, 'max_batch_size', poisson_batch_cap(
           self.num_examples, self.sampling_rate))
+    # The cap is a fixed number, never clamped to N: the accounting compares
+    # it with the N + 1 rows of an add-one neighbour.
     _validate.positive_int(max_batch_size=self.max_batch_size)
-    object.__setattr__(self, 'max_batch_size',
-                       min(self.max_batch_size, self.num_examples))
 
   @property
   def expected_batch_size(self) -> float:
@@ -139,11 +139,11 @@ class PoissonSampler:
     """One step's event for a Gaussian sum with this noise multiplier.
 
     Add/remove-one neighbours; noise multiplier relative to the clipped-sum
-    sensitivity C. Truncated Poisson when truncation is possible.
+    sensitivity C. A truncated Poisson event unless the cap exceeds N (then
+    not even an add-one neighbour can overflow it).
     """
     _validate.non_negative(noise_multiplier=noise_multiplier)
-    if self.max_batch_size >= self.num_examples + 1 or (
-        self.sampling_rate == 1):
+    if self.max_batch_size > self.num_examples:  # never truncates
       return accounting.gaussian_step_event(noise_multiplier,
                                             self.sampling_rate)
     return dp_accounting.TruncatedSubsampledGaussianDpEvent(

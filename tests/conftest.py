@@ -1,0 +1,11 @@
+"""Test setup: two host CPU devices and strict dtype promotion (DESIGN.md 12)."""
+
+import os
+
+os.environ['XLA_FLAGS'] = (
+    os.environ.get('XLA_FLAGS', '') + ' --xla_force_host_platform_device_count=2')
+
+import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+jax.config.update('jax_numpy_dtype_promotion', 'strict')
+jax.config.update('jax_platforms', 'cpu')

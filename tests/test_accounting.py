@@ -1,0 +1,210 @@
+"""Accounting: agreement with dp_accounting, published values, calibration,
+pure DP, truncated Poisson, and the ledger."""
+
+import math
+
+import dp_accounting
+from dp_accounting import pld
+from dp_accounting import rdp
+import pytest
+
+from dpjax import accounting
+
+NR = dp_accounting.NeighboringRelation
+
+CONFIGS = [  # (noise_multiplier, sampling_rate, steps, delta)
+    (1.1, 256 / 60000, 14062, 1e-5),
+    (1.5, 0.04, 2250, 1e-5),
+    (0.8, 0.01, 1000, 1e-6),
+    (2.0, 0.1, 500, 1e-5),
+    (4.0, 1.0, 10, 1e-3),
+    (1.0, 0.001, 100000, 1e-7),
+]
+
+
+def _reference(event, delta, name, relation=NR.ADD_OR_REMOVE_ONE):
+  acc = (rdp.RdpAccountant(neighboring_relation=relation) if name == 'rdp'
+         else pld.PLDAccountant(relation))
+  acc.compose(event)
+  return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize('sigma,q,steps,delta', CONFIGS)
+@pytest.mark.parametrize('name', ['rdp', 'pld'])
+def test_epsilon_equals_dp_accounting(sigma, q, steps, delta, name):
+  event = accounting.dpsgd_event(sigma, q, steps)
+  assert accounting.epsilon(event, delta, name) == pytest.approx(
+      _reference(event, delta, name), rel=1e-12)
+
+
+def test_published_regression_values():
+  # REFERENCES.md section 1 (dp-accounting 0.6.0); Opacus reports RDP 7.32911
+  # with its own order grid and PRV 6.7774.
+  e = accounting.dpsgd_event(1.5, 0.04, 2250)
+  assert accounting.epsilon(e, 1e-5, 'rdp') == pytest.approx(7.3293, abs=1e-4)
+  assert accounting.epsilon(e, 1e-5, 'rdp') == pytest.approx(7.3291, abs=2e-3)
+  assert accounting.epsilon(e, 1e-5, 'pld') == pytest.approx(6.7688, abs=1e-4)
+  assert accounting.epsilon(e, 1e-5, 'pld') == pytest.approx(6.7774, abs=0.02)
+  e = accounting.dpsgd_event(1.1, 256 / 60000, 14062)
+  assert accounting.epsilon(e, 1e-5, 'rdp') == pytest.approx(2.5966, abs=1e-4)
+  assert accounting.epsilon(e, 1e-5, 'pld') == pytest.approx(2.3817, abs=1e-4)
+
+
+@pytest.mark.parametrize('name', ['rdp', 'pld'])
+def test_delta_and_epsilon_are_inverse(name):
+  event = accounting.dpsgd_event(1.1, 0.01, 2000)
+  eps = accounting.epsilon(event, 1e-5, name)
+  assert accounting.delta(event, eps, name) == pytest.approx(1e-5, rel=0.05)
+  assert accounting.delta(event, eps, name) <= 1e-5 * 1.001
+
+
+@pytest.mark.parametrize('name', ['rdp', 'pld'])
+@pytest.mark.parametrize('target', [1.0, 3.0, 8.0])
+def test_calibration_round_trip(name, target):
+  q, steps, delta = 0.01, 3000, 1e-5
+  sigma = accounting.calibrate_noise_multiplier(target, delta, q, steps, name)
+  spent = accounting.epsilon(accounting.dpsgd_event(sigma, q, steps), delta,
+                             name)
+  assert spent <= target
+  assert spent >= target * 0.995  # and it is not needlessly conservative
+  less = accounting.dpsgd_event(sigma * 0.99, q, steps)
+  assert accounting.epsilon(less, delta, name) > target
+
+
+def test_unreachable_target_raises_clearly():
+  with pytest.raises(ValueError, match='unreachable'):
+    accounting.calibrate_noise_multiplier(0.01, 1e-5, 0.5, 10000,
+                                          max_noise_multiplier=10.0)
+
+
+def test_pure_dp_basic_composition_and_accountants():
+  event = dp_accounting.ComposedDpEvent([
+      dp_accounting.SelfComposedDpEvent(accounting.pure_dp_event(0.1), 30),
+      accounting.pure_dp_event(0.5)])
+  assert accounting.basic_composition(event) == pytest.approx((3.5, 0.0))
+  for name in ('rdp', 'pld'):
+    eps = accounting.epsilon(event, 1e-5, name)
+    assert 0 < eps <= 3.5
+  # Advanced composition must beat basic for many small steps under PLD.
+  assert accounting.epsilon(event, 1e-5, 'pld') < 3.0
+  assert accounting.delta(event, 3.5) == 0.0
+
+
+def test_pld_of_pure_event_matches_the_epsilon_for_one_step():
+  event = accounting.pure_dp_event(1.0)
+  assert accounting.epsilon(event, 1e-9, 'pld') == pytest.approx(1.0, abs=1e-3)
+  assert accounting.epsilon(event, 1e-9, 'rdp') == pytest.approx(1.0)
+
+
+def test_approximate_dp_event_is_refused_by_rdp_but_handled_by_pld():
+  event = accounting.EpsilonDeltaDpEvent(1.0, 1e-6)
+  with pytest.raises(dp_accounting.UnsupportedEventError):
+    accounting.epsilon(event, 1e-5, 'rdp')
+  assert accounting.epsilon(event, 1e-5, 'pld') <= 1.0 + 1e-3
+  with pytest.raises(ValueError, match='basic_composition'):
+    accounting.basic_composition(accounting.dpsgd_event(1.0, 0.1, 2))
+
+
+def test_truncated_poisson_is_exact_under_pld_and_slack_under_rdp():
+  n, q, cap, sigma, steps = 60000, 256 / 60000, 376, 1.1, 14062
+  trunc = dp_accounting.SelfComposedDpEvent(
+      dp_accounting.TruncatedSubsampledGaussianDpEvent(n, q, cap, sigma), steps)
+  plain = accounting.dpsgd_event(sigma, q, steps)
+  assert accounting.epsilon(trunc, 1e-5, 'pld') == pytest.approx(
+      _reference(trunc, 1e-5, 'pld'))
+  eps_rdp = accounting.epsilon(trunc, 1e-5, 'rdp')
+  base = accounting.epsilon(plain, 1e-5, 'rdp')
+  assert base < eps_rdp < base + 0.01
+  tv = steps * accounting.poisson_truncation_probability(n, q, cap)
+  assert accounting.delta(trunc, eps_rdp, 'rdp') == pytest.approx(
+      accounting.delta(plain, eps_rdp, 'rdp') + (1 + math.exp(eps_rdp)) * tv)
+
+
+def test_truncation_too_likely_for_rdp_raises():
+  trunc = dp_accounting.TruncatedSubsampledGaussianDpEvent(1000, 0.1, 100, 1.0)
+  with pytest.raises(ValueError, match='accountant="pld"'):
+    accounting.epsilon(trunc, 1e-5, 'rdp')
+
+
+def test_without_replacement_uses_replace_one():
+  event = dp_accounting.SelfComposedDpEvent(
+      dp_accounting.SampledWithoutReplacementDpEvent(
+          1000, 10, dp_accounting.GaussianDpEvent(1.0)), 100)
+  assert accounting.infer_neighboring_relation(event) == NR.REPLACE_ONE
+  assert accounting.epsilon(event, 1e-5) == pytest.approx(
+      _reference(event, 1e-5, 'rdp', NR.REPLACE_ONE))
+
+
+@pytest.mark.parametrize('call,match', [
+    (lambda: accounting.epsilon(accounting.dpsgd_event(1, .1, 1), 0.0),
+     'delta=0.0'),
+    (lambda: accounting.epsilon(accounting.dpsgd_event(1, .1, 1), 1.5),
+     'delta=1.5'),
+    (lambda: accounting.epsilon(accounting.dpsgd_event(1, .1, 1), 1e-5, 'x'),
+     "accountant='x'"),
+    (lambda: accounting.dpsgd_event(-1.0, 0.1, 10), 'noise_multiplier=-1.0'),
+    (lambda: accounting.dpsgd_event(1.0, 0.0, 10), 'sampling_rate=0.0'),
+    (lambda: accounting.dpsgd_event(1.0, 1.2, 10), 'sampling_rate=1.2'),
+    (lambda: accounting.dpsgd_event(1.0, 0.1, -3), 'steps=-3'),
+    (lambda: accounting.calibrate_noise_multiplier(0.0, 1e-5, 0.1, 10),
+     'target_epsilon=0.0'),
+    (lambda: accounting.calibrate_noise_multiplier(-1.0, 1e-5, 0.1, 10),
+     'target_epsilon=-1.0'),
+    (lambda: accounting.calibrate_noise_multiplier(1.0, 1e-5, 0.1, 0),
+     'steps=0'),
+    (lambda: accounting.pure_dp_event(-0.1), 'epsilon=-0.1'),
+    (lambda: accounting.delta(accounting.dpsgd_event(1, .1, 1), -1.0),
+     'epsilon=-1.0'),
+])
+def test_bad_arguments_raise_naming_the_value(call, match):
+  with pytest.raises(ValueError, match=match):
+    call()
+
+
+def test_ledger_reports_the_recorded_events_and_round_trips_json():
+  ledger = accounting.PrivacyLedger()
+  assert ledger.epsilon(1e-5) == 0.0
+  step = accounting.gaussian_step_event(1.1, 0.01)
+  for _ in range(500):
+    ledger.record(step)
+  ledger.record(accounting.pure_dp_event(0.2), count=3)
+  ledger.record(dp_accounting.TruncatedSubsampledGaussianDpEvent(
+      1000, 0.01, 60, 1.1))
+  assert ledger.num_events == 504 and len(ledger.runs) == 3
+  expected = dp_accounting.ComposedDpEvent([
+      dp_accounting.SelfComposedDpEvent(step, 500),
+      dp_accounting.SelfComposedDpEvent(accounting.pure_dp_event(0.2), 3),
+      dp_accounting.SelfComposedDpEvent(
+          dp_accounting.TruncatedSubsampledGaussianDpEvent(1000, 0.01, 60, 1.1),
+          1)])
+  for name in ('rdp', 'pld'):
+    assert ledger.epsilon(1e-5, name) == accounting.epsilon(expected, 1e-5,
+                                                            name)
+  restored = accounting.PrivacyLedger.from_json(ledger.to_json())
+  assert restored == ledger
+  assert restored.epsilon(1e-5) == ledger.epsilon(1e-5)
+  assert restored.delta(2.0) == ledger.delta(2.0)
+
+
+def test_every_event_type_round_trips_through_json():
+  events = [
+      accounting.dpsgd_event(1.1, 0.01, 7),
+      dp_accounting.SampledWithoutReplacementDpEvent(
+          100, 5, dp_accounting.LaplaceDpEvent(0.5)),
+      dp_accounting.ComposedDpEvent([dp_accounting.ZCDpEvent(0.1),
+                                     accounting.EpsilonDeltaDpEvent(1.0, 1e-6)]),
+      dp_accounting.dp_event.DiscreteLaplaceDpEvent(0.3, 2),
+  ]
+  for event in events:
+    assert accounting.event_from_dict(accounting.event_to_dict(event)) == event
+
+
+def test_ledger_rejects_bad_input():
+  ledger = accounting.PrivacyLedger()
+  with pytest.raises(ValueError, match='DpEvent'):
+    ledger.record('not an event')
+  with pytest.raises(ValueError, match='count=-1'):
+    ledger.record(accounting.pure_dp_event(1.0), count=-1)
+  with pytest.raises(ValueError, match='Unknown DpEvent'):
+    accounting.PrivacyLedger.from_json(
+        '{"runs": [{"event": {"type": "Bogus"}, "count": 1}]}')

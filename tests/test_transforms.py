@@ -1,0 +1,214 @@
+"""DP-SGD transforms: purity, noise scale, limits, jit, recompilation, sharding."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from scipy import stats
+
+import dpjax
+
+KEY = jax.random.key(42)
+
+
+def loss(params, example):
+  logits = example['x'] @ params['w'] + params['b']
+  return -jax.nn.log_softmax(logits)[example['y']]
+
+
+def setup(batch=16, d=6, classes=3, seed=0):
+  kx, ky, kw = jax.random.split(jax.random.key(seed), 3)
+  data = {'x': jax.random.normal(kx, (batch, d)),
+          'y': jax.random.randint(ky, (batch,), 0, classes)}
+  params = {'w': 0.1 * jax.random.normal(kw, (d, classes)),
+            'b': jnp.zeros(classes)}
+  return params, data
+
+
+def make_step(tx):
+  grads_fn = dpjax.per_example_grads(loss)
+
+  def step(params, state, data, mask):
+    updates, state = tx.update(grads_fn(params, data), state, params, mask=mask)
+    return optax.apply_updates(params, updates), state
+
+  return step
+
+
+def test_same_state_twice_gives_the_same_update():
+  params, data = setup()
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY)
+  state = tx.init(params)
+  step = make_step(tx)
+  a, _ = step(params, state, data, None)
+  b, _ = step(params, state, data, None)
+  chex.assert_trees_all_equal(a, b)
+
+
+def test_successive_steps_draw_fresh_noise():
+  tx = dpjax.add_gaussian_noise(1.0, key=KEY)
+  zeros = jnp.zeros(8)
+  state = tx.init(zeros)
+  n1, state = tx.update(zeros, state)
+  n2, _ = tx.update(zeros, state)
+  assert not np.array_equal(n1, n2)
+
+
+def test_different_keys_give_different_noise():
+  zeros = jnp.zeros(8)
+  t1 = dpjax.add_gaussian_noise(1.0, key=jax.random.key(0))
+  t2 = dpjax.add_gaussian_noise(1.0, key=jax.random.key(1))
+  assert not np.array_equal(t1.update(zeros, t1.init(zeros))[0],
+                            t2.update(zeros, t2.init(zeros))[0])
+
+
+@pytest.mark.parametrize('factory,dist', [
+    (dpjax.add_gaussian_noise, 'norm'), (dpjax.add_laplace_noise, 'laplace')])
+def test_transform_noise_has_the_stated_scale(factory, dist):
+  scale = 1.7
+  tx = factory(scale, key=KEY)
+  zeros = {'a': jnp.zeros((100, 50)), 'b': jnp.zeros((5000,))}
+  noise, _ = jax.jit(tx.update)(zeros, tx.init(zeros))
+  x = np.concatenate([np.ravel(v) for v in jax.tree.leaves(noise)])
+  assert stats.kstest(x, dist, args=(0, scale)).pvalue > 1e-3
+  for wrong in (2 / 3 * scale, 3 / 2 * scale):
+    assert stats.kstest(x, dist, args=(0, wrong)).pvalue < 1e-6
+
+
+def test_dpsgd_noise_stddev_is_sigma_times_the_total_clip_bound():
+  clip = {'w': 0.6, 'b': 0.8}  # total bound 1.0
+  sigma = 2.0
+  params = {'w': jnp.zeros((200, 100)), 'b': jnp.zeros(3000)}
+  tx = dpjax.dpsgd(1.0, clip, sigma, expected_batch_size=1, key=KEY)
+  per_example = jax.tree.map(lambda p: jnp.zeros((1,) + p.shape), params)
+  updates, _ = tx.update(per_example, tx.init(params), params)
+  x = -np.concatenate([np.ravel(v) for v in jax.tree.leaves(updates)])
+  assert stats.kstest(x, 'norm', args=(0, sigma * 1.0)).pvalue > 1e-3
+  assert stats.kstest(x, 'norm', args=(0, sigma * 0.8)).pvalue < 1e-6
+
+
+def test_no_clipping_no_noise_gives_plain_sgd_on_the_mean_gradient():
+  params, data = setup()
+  tx = dpjax.dpsgd(0.5, 1e9, 0.0, 16, key=KEY, momentum=0.9)
+  ref = optax.sgd(0.5, momentum=0.9)
+  mean_loss = lambda p: jnp.mean(jax.vmap(loss, (None, 0))(p, data))
+  s, rs, p, rp = tx.init(params), ref.init(params), params, params
+  for _ in range(3):
+    p, s = make_step(tx)(p, s, data, None)
+    u, rs = ref.update(jax.grad(mean_loss)(rp), rs, rp)
+    rp = optax.apply_updates(rp, u)
+  chex.assert_trees_all_close(p, rp, rtol=1e-5, atol=1e-7)
+
+
+def test_normalize_divides_by_expected_not_padded_batch_size():
+  params, data = setup(batch=8)
+  padded = jax.tree.map(lambda v: jnp.concatenate([v, v]), data)
+  mask = jnp.arange(16) < 8
+  tx = dpjax.dpsgd(1.0, 1e9, 0.0, expected_batch_size=8, key=KEY)
+  a, _ = make_step(tx)(params, tx.init(params), data, None)
+  b, _ = make_step(tx)(params, tx.init(params), padded, mask)
+  chex.assert_trees_all_close(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize('factory', [dpjax.add_gaussian_noise,
+                                     dpjax.add_laplace_noise])
+def test_noise_is_bit_identical_with_and_without_jit(factory):
+  tx = factory(1.3, key=KEY)
+  zeros = {'a': jnp.zeros((7, 3)), 'b': jnp.zeros(11)}
+  s_e = s_j = tx.init(zeros)
+  for _ in range(3):
+    n_e, s_e = tx.update(zeros, s_e)
+    n_j, s_j = jax.jit(tx.update)(zeros, s_j)
+    chex.assert_trees_all_equal(n_e, n_j)
+
+
+def test_jitted_steps_are_reproducible_and_match_eager():
+  params, data = setup()
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY, momentum=0.9)
+  step = make_step(tx)
+  runs = []
+  for fn in (jax.jit(step), jax.jit(step), step):
+    p, s = params, tx.init(params)
+    for _ in range(3):
+      p, s = fn(p, s, data, None)
+    runs.append(p)
+  chex.assert_trees_all_equal(runs[0], runs[1])  # same key: same bits
+  # Eager differs from jit only by XLA's float fusion (last ulps).
+  chex.assert_trees_all_close(runs[0], runs[2], rtol=1e-5, atol=1e-8)
+
+
+def test_jitted_step_compiles_once_across_steps():
+  params, data = setup()
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY)
+  traces = []
+
+  def step(params, state, data, mask):
+    traces.append(1)
+    return make_step(tx)(params, state, data, mask)
+
+  jitted = jax.jit(step)
+  state = tx.init(params)
+  mask = jnp.ones(16, bool)
+  for i in range(5):
+    params, state = jitted(params, state, data, mask.at[i].set(False))
+  assert len(traces) == 1
+  assert int(state[1].count) == 5
+
+
+def test_clip_state_counts_dropped_nonfinite_examples():
+  params, data = setup()
+  data['x'] = data['x'].at[3].set(jnp.nan)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY)
+  new_params, state = make_step(tx)(params, tx.init(params), data, None)
+  chex.assert_tree_all_finite(new_params)
+  assert int(state[0].num_dropped) == 1
+
+
+def test_sharded_batch_gives_the_same_step_as_one_device():
+  assert jax.device_count() >= 2
+  params, data = setup(batch=16)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY)
+  step = jax.jit(make_step(tx))
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ('batch',))
+  sharded = jax.device_put(
+      data, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('batch')))
+  one, _ = step(params, tx.init(params), data, None)
+  two, _ = step(params, tx.init(params), sharded, None)
+  chex.assert_trees_all_close(one, two, rtol=1e-5, atol=1e-7)
+
+
+def test_key_is_a_required_keyword():
+  with pytest.raises(TypeError):
+    dpjax.add_gaussian_noise(1.0)  # pylint: disable=missing-kwoa
+  with pytest.raises(ValueError, match='key'):
+    dpjax.add_gaussian_noise(1.0, key=None)
+  with pytest.raises(ValueError, match='key'):
+    dpjax.dpsgd(0.1, 1.0, 1.0, 10, key=3)
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(noise_multiplier=-1.0), 'noise_multiplier=-1.0'),
+    (dict(l2_norm_clip=0.0), 'l2_norm_clip=0.0'),
+    (dict(l2_norm_clip=-2.0), 'l2_norm_clip=-2.0'),
+    (dict(expected_batch_size=0), 'expected_batch_size=0'),
+    (dict(momentum=-0.5), 'momentum=-0.5'),
+])
+def test_dpsgd_validates_hyperparameters(kwargs, match):
+  args = dict(learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=1.0,
+              expected_batch_size=10, key=KEY)
+  args.update(kwargs)
+  with pytest.raises(ValueError, match=match):
+    dpjax.dpsgd(**args)
+
+
+def test_factories_validate_their_scales():
+  with pytest.raises(ValueError, match='stddev=-1'):
+    dpjax.add_gaussian_noise(-1, key=KEY)
+  with pytest.raises(ValueError, match='scale=-1'):
+    dpjax.add_laplace_noise(-1, key=KEY)
+  with pytest.raises(ValueError, match='expected_batch_size=-3'):
+    dpjax.normalize(-3)
+  with pytest.raises(ValueError, match='l2_norm_clip'):
+    dpjax.clip_per_example(0.0)
