@@ -10,6 +10,7 @@ from dpjax.accounting._accountants import delta
 from dpjax.accounting._accountants import epsilon
 from dpjax.accounting._accountants import infer_neighboring_relation
 from dpjax.accounting._accountants import make_accountant
+from dpjax.accounting._accountants import TruncationSlackError
 from dpjax.accounting._events import basic_composition
 from dpjax.accounting._events import dpsgd_event
 from dpjax.accounting._events import EpsilonDeltaDpEvent
@@ -39,4 +40,5 @@ __all__ = [
     'poisson_truncation_probability',
     'PrivacyLedger',
     'pure_dp_event',
+    'TruncationSlackError',
 ]

@@ -25,6 +25,10 @@ ACCOUNTANTS = ('rdp', 'pld')
 _Errors = dp_accounting.PrivacyAccountant.CompositionErrorDetails
 
 
+class TruncationSlackError(ValueError):
+  """Poisson truncation would cost more than half of delta under RDP."""
+
+
 class _RdpAccountant(rdp.RdpAccountant):
   """RdpAccountant that also composes pure ``EpsilonDeltaDpEvent``s."""
 
@@ -165,7 +169,7 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
     eps_hi = acc.get_epsilon(delta / 2)
     slack = (1 + math.exp(min(eps_hi, 700.0))) * tv
     if slack > delta / 2:
-      raise ValueError(
+      raise TruncationSlackError(
           f'Poisson truncation costs delta {slack:.3g} > delta/2={delta / 2:.3g}'
           ' under the RDP accountant; use accountant="pld" (exact for '
           'truncation) or a larger max_batch_size.')
@@ -200,29 +204,45 @@ def delta(event: dp_accounting.DpEvent, epsilon: float,
 
 def calibrate(make_event: Callable[[float], dp_accounting.DpEvent],
               target_epsilon: float, delta: float, accountant: str = 'rdp',
-              *, max_noise_multiplier: float = 1e4,
+              *, steps: int = 1, max_noise_multiplier: float = 1e4,
               rtol: float = 1e-4) -> float:
   """Smallest noise multiplier (within ``rtol``) meeting the target epsilon.
 
   Args:
-    make_event: ``sigma -> DpEvent``; its epsilon must fall as sigma grows.
+    make_event: ``sigma -> DpEvent`` of one step, e.g. a sampler's
+      ``dp_event``; its epsilon must fall as sigma grows.
     target_epsilon: > 0.
     delta: in (0, 1).
     accountant: ``"rdp"`` or ``"pld"``.
+    steps: the step event is composed this many times.
     max_noise_multiplier: search ceiling.
     rtol: relative width of the final bracket.
 
   Returns:
-    sigma with ``epsilon(make_event(sigma), delta) <= target_epsilon`` (the
-    upper end of the bracket, so the target is never exceeded).
+    sigma with ``epsilon(steps x make_event(sigma), delta) <= target_epsilon``
+    (the upper end of the bracket, so the target is never exceeded).
 
   Raises:
     ValueError: if the target is unreachable below ``max_noise_multiplier``.
+
+  Example:
+    >>> s = calibrate(lambda s: gaussian_step_event(s, 0.01), 2.0, 1e-5,
+    ...               steps=1000)
+    >>> epsilon(dpsgd_event(s, 0.01, 1000), 1e-5) <= 2.0
+    True
   """
   _validate.positive(target_epsilon=target_epsilon, rtol=rtol,
                      max_noise_multiplier=max_noise_multiplier)
   _validate.open_unit(delta=delta)
-  eps_of = lambda s: epsilon(make_event(s), delta, accountant)
+  _validate.positive_int(steps=steps)
+
+  def eps_of(sigma):
+    try:
+      return epsilon(dp_accounting.SelfComposedDpEvent(make_event(sigma), steps),
+                     delta, accountant)
+    except TruncationSlackError:  # too little noise for RDP to bound it
+      return math.inf
+
   hi = 1.0
   while eps_of(hi) > target_epsilon:
     if hi >= max_noise_multiplier:
@@ -250,6 +270,10 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float,
                                accountant: str = 'rdp', **kwargs) -> float:
   """Noise multiplier for DP-SGD to spend at most ``target_epsilon``.
 
+  Calibrates the untruncated Poisson event (``dpsgd_event``). To calibrate
+  exactly what a capped ``PoissonSampler`` runs, use
+  ``calibrate(sampler.dp_event, target_epsilon, delta, steps=steps)``.
+
   Args:
     target_epsilon: > 0.
     delta: in (0, 1).
@@ -268,7 +292,6 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float,
     True
   """
   _validate.half_open_unit(sampling_rate=sampling_rate)
-  _validate.positive_int(steps=steps)
   return calibrate(
-      lambda s: _events.dpsgd_event(s, sampling_rate, steps),
-      target_epsilon, delta, accountant, **kwargs)
+      lambda s: _events.gaussian_step_event(s, sampling_rate),
+      target_epsilon, delta, accountant, steps=steps, **kwargs)

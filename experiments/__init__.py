@@ -1,0 +1,1 @@
+"""Experiments for dpjax: the DP-SGD demo (``python -m experiments``) and benchmarks."""

@@ -1,0 +1,40 @@
+"""Docstring examples of every dpjax module, and README's example, must run."""
+
+import doctest
+import importlib
+import pathlib
+import re
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import dpjax
+
+MODULES = ['dpjax._clipping', 'dpjax._transforms', 'dpjax.noise',
+           'dpjax.sampling', 'dpjax.accounting._events',
+           'dpjax.accounting._accountants', 'dpjax.accounting._ledger']
+README = pathlib.Path(__file__).resolve().parents[1] / 'README.md'
+
+
+@pytest.mark.parametrize('name', MODULES)
+def test_docstring_examples(name):
+  module = importlib.import_module(name)
+  globs = dict(vars(module))
+  globs.update(vars(dpjax.accounting))
+  globs.update(jax=jax, jnp=jnp, np=np, optax=optax, dpjax=dpjax,
+               dp_accounting=dp_accounting)
+  result = doctest.testmod(module, extraglobs=globs, verbose=False,
+                           optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0, f'{name} has no examples'
+  assert result.failed == 0
+
+
+def test_readme_example_runs_as_written():
+  blocks = re.findall(r'```python\n(.*?)```', README.read_text(), re.S)
+  assert blocks, 'README.md has no python example'
+  for block in blocks:
+    exec(compile(block, str(README), 'exec'), {})  # pylint: disable=exec-used
