@@ -130,7 +130,10 @@ class PoissonSampler:
       order = jnp.argsort(~selected[perm], stable=True)
       return perm[order[:cap]].astype(jnp.int32)
 
-    indices = jax.lax.cond(num_sampled > cap, uniform_subset, first_selected)
+    if cap >= n:  # nothing to truncate; the truncation branch would not fit
+      indices = first_selected()
+    else:
+      indices = jax.lax.cond(num_sampled > cap, uniform_subset, first_selected)
     mask = jnp.arange(cap) < jnp.minimum(num_sampled, cap)
     indices = jnp.where(mask, indices, 0)
     return PaddedBatch(indices, mask, num_sampled)

@@ -83,6 +83,18 @@ def test_truncation_keeps_a_uniform_subset_of_the_selected_examples():
     assert len(set(idx[mask])) == mask.sum()
 
 
+@pytest.mark.parametrize('q,cap', [(1.0, None), (0.5, 150)])
+def test_a_cap_above_n_returns_every_selected_example(q, cap):
+  sampler = dpjax.PoissonSampler(100, q, max_batch_size=cap)
+  assert sampler.max_batch_size > 100
+  batch = jax.jit(sampler.sample)(jax.random.key(5))
+  assert batch.indices.shape == (sampler.max_batch_size,)
+  assert int(batch.mask.sum()) == int(batch.num_sampled)
+  if q == 1.0:
+    assert sorted(np.asarray(batch.indices)[np.asarray(batch.mask)]) == list(
+        range(100))
+
+
 def test_sampling_is_a_pure_function_of_the_key():
   sampler = dpjax.PoissonSampler(500, 0.1)
   a = sampler.sample(jax.random.key(3))
