@@ -15,7 +15,6 @@ from dpjax.accounting._events import basic_composition
 from dpjax.accounting._events import dpsgd_event
 from dpjax.accounting._events import EpsilonDeltaDpEvent
 from dpjax.accounting._events import gaussian_step_event
-from dpjax.accounting._events import is_pure
 from dpjax.accounting._events import poisson_truncation_probability
 from dpjax.accounting._events import pure_dp_event
 from dpjax.accounting._ledger import event_from_dict
@@ -35,7 +34,6 @@ __all__ = [
     'event_to_dict',
     'gaussian_step_event',
     'infer_neighboring_relation',
-    'is_pure',
     'make_accountant',
     'poisson_truncation_probability',
     'PrivacyLedger',

@@ -119,11 +119,25 @@ def make_accountant(
 
 
 def _composed(event, accountant, neighboring_relation):
+  """(accountant with ``event`` composed, event as composed, truncation tv).
+
+  Under RDP, truncated Poisson events are replaced by untruncated ones and
+  their total-variation bound ``tv`` is returned (see ``_untruncate``).
+  """
+  tv = 0.0
+  if accountant == 'rdp':
+    event, tv = _untruncate(event)
   if neighboring_relation is None:
     neighboring_relation = infer_neighboring_relation(event)
   acc = make_accountant(accountant, neighboring_relation)
   acc.compose(event)
-  return acc
+  return acc, event, tv
+
+
+def _basic_epsilon(event) -> float:
+  """Basic-composition epsilon if ``event`` is pure DP, else inf."""
+  eps, delta_ = _events.basic_composition(event, strict=False)
+  return eps if delta_ == 0 else math.inf
 
 
 def epsilon(event: dp_accounting.DpEvent, delta: float,
@@ -158,11 +172,7 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
     2.5966
   """
   _validate.open_unit(delta=delta)
-  make_accountant(accountant)  # validates the name
-  tv = 0.0
-  if accountant == 'rdp':
-    event, tv = _untruncate(event)
-  acc = _composed(event, accountant, neighboring_relation)
+  acc, event, tv = _composed(event, accountant, neighboring_relation)
   if tv == 0:
     eps = acc.get_epsilon(delta)
   else:
@@ -174,9 +184,7 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
           ' under the RDP accountant; use accountant="pld" (exact for '
           'truncation) or a larger max_batch_size.')
     eps = acc.get_epsilon(delta - slack)
-  if _events.is_pure(event):
-    eps = min(eps, _events.basic_composition(event)[0])
-  return float(eps)
+  return float(min(eps, _basic_epsilon(event)))
 
 
 def delta(event: dp_accounting.DpEvent, epsilon: float,
@@ -191,14 +199,10 @@ def delta(event: dp_accounting.DpEvent, epsilon: float,
     True
   """
   _validate.non_negative(epsilon=epsilon)
-  make_accountant(accountant)
-  tv = 0.0
-  if accountant == 'rdp':
-    event, tv = _untruncate(event)
-  acc = _composed(event, accountant, neighboring_relation)
+  acc, event, tv = _composed(event, accountant, neighboring_relation)
+  if _basic_epsilon(event) <= epsilon:
+    return 0.0
   d = acc.get_delta(epsilon) + (1 + math.exp(min(epsilon, 700.0))) * tv
-  if _events.is_pure(event) and _events.basic_composition(event)[0] <= epsilon:
-    d = 0.0
   return float(min(1.0, d))
 
 

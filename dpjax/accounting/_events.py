@@ -88,12 +88,6 @@ def poisson_truncation_probability(num_examples: int, sampling_rate: float,
                               sampling_rate))
 
 
-def is_pure(event: dp_accounting.DpEvent) -> bool:
-  """True if ``event`` is built only from pure-DP and no-op events."""
-  eps, delta = basic_composition(event, strict=False)
-  return math.isfinite(eps) and delta == 0
-
-
 def basic_composition(event: dp_accounting.DpEvent,
                       strict: bool = True) -> tuple[float, float]:
   """(sum of epsilons, sum of deltas) over ``EpsilonDeltaDpEvent`` leaves.
