@@ -1,176 +1,147 @@
-"""DP-SGD demo on scikit-learn's bundled digits data (1797 8x8 images, 10 classes).
+"""The reproduction CLI.
 
-Trains a 64-64-10 tanh MLP on an 80/20 split with non-private SGD and with
-DP-SGD (``dpjax.dpsgd``: Poisson sampling at expected batch 64, clip 1.0,
-momentum 0.9) at target epsilon 1, 3 and 8 (delta 1e-5). Every executed step is
-recorded in a ``PrivacyLedger``; epsilon is reported from it under the RDP and
-PLD accountants, next to test accuracy. Prints a markdown table and writes
-``results.md`` and ``results.json`` under ``results/demo/`` (or ``--out DIR``).
+  python -m experiments                  # every experiment, quick mode, + report
+  python -m experiments list
+  python -m experiments run NAME|all [--quick|--full] [--dataset D] [--seed S]
+                                     [--out DIR] [--epsilons E ...] [--delta D]
+  python -m experiments report DIR
 
-Run: ``python -m experiments [--seed S] [--out DIR]``.
+A run writes ``DIR/NAME/results.json`` (every number with its epsilon, delta,
+dataset, seed and the exact configuration), ``DIR/NAME/report.md`` with tables
+and PNG plots, and ``DIR/report.md`` gathering all experiments in DIR. Training
+runs checkpoint under ``DIR/NAME/checkpoints``; rerunning the same command
+resumes them. Bad input prints one line and exits with status 2.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
 
 from absl import logging as absl_logging
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-import numpy as np
-import optax
-from sklearn.datasets import load_digits
 
-import dpjax
-from dpjax import accounting
+from dpjax import _validate
+from experiments import registry
+from experiments.common import checkpoint
+from experiments.common import data as data_lib
+from experiments.common import report as report_lib
 
-CONFIG = dict(train_fraction=0.8, hidden=64, expected_batch_size=64, epochs=25,
-              learning_rate=0.05, momentum=0.9, l2_norm_clip=1.0, delta=1e-5,
-              target_epsilons=[1.0, 3.0, 8.0])
-
-
-class MLP(nn.Module):
-  hidden: int = CONFIG['hidden']
-
-  @nn.compact
-  def __call__(self, x):
-    return nn.Dense(10)(jnp.tanh(nn.Dense(self.hidden)(x)))
-
-
-MODEL = MLP()
-
-
-def loss_fn(params, example):
-  """Softmax cross-entropy of ONE example ``(x [64], y [])``."""
-  x, y = example
-  return optax.softmax_cross_entropy_with_integer_labels(MODEL.apply(params, x), y)
-
-
-def load_data(seed):
-  digits = load_digits()
-  x = (digits.data / 16.0).astype(np.float32)  # pixel values are 0..16
-  y = digits.target.astype(np.int32)
-  perm = np.random.default_rng(seed).permutation(len(x))
-  n_train = int(CONFIG['train_fraction'] * len(x))
-  tr, te = perm[:n_train], perm[n_train:]
-  return (jnp.asarray(x[tr]), jnp.asarray(y[tr])), (jnp.asarray(x[te]), jnp.asarray(y[te]))
-
-
-def train(data, sampler, steps, key, sigma=None):
-  """Runs ``steps`` jitted steps; ``sigma=None`` is non-private SGD on the same batches."""
-  x, y = data
-  init_key, noise_key, batch_key = jax.random.split(key, 3)
-  params = MODEL.init(init_key, x[0])
-  lr, momentum = CONFIG['learning_rate'], CONFIG['momentum']
-  if sigma is None:
-    tx = optax.sgd(lr, momentum=momentum)
-  else:
-    tx = dpjax.dpsgd(lr, l2_norm_clip=CONFIG['l2_norm_clip'], noise_multiplier=sigma,
-                     expected_batch_size=sampler.expected_batch_size, key=noise_key,
-                     momentum=momentum)
-  grads_fn = dpjax.per_example_grads(loss_fn)
-
-  @jax.jit
-  def step(params, state, t):
-    batch = sampler.sample(jax.random.fold_in(batch_key, t))
-    examples = (x[batch.indices], y[batch.indices])
-    if sigma is None:  # masked sum over the expected batch size, like DP-SGD
-      def batch_loss(p):
-        losses = jax.vmap(loss_fn, (None, 0))(p, examples)
-        return jnp.sum(jnp.where(batch.mask, losses, 0.0)) / sampler.expected_batch_size
-      updates, state = tx.update(jax.grad(batch_loss)(params), state, params)
-    else:
-      grads = grads_fn(params, examples)
-      updates, state = tx.update(grads, state, params, mask=batch.mask)
-    return optax.apply_updates(params, updates), state
-
-  state, ledger = tx.init(params), accounting.PrivacyLedger()
-  for t in range(steps):
-    params, state = step(params, state, t)
-    if sigma is not None:
-      ledger.record(sampler.dp_event(sigma))
-  return jax.block_until_ready(params), ledger
-
-
-def accuracy(params, data):
-  x, y = data
-  return float(jnp.mean(jnp.argmax(MODEL.apply(params, x), axis=-1) == y))
+DEFAULT_OUT = 'results'
 
 
 class _Parser(argparse.ArgumentParser):
-  def error(self, message):  # one line, no usage dump, exit status 2
-    sys.stderr.write(f'{self.prog}: error: {message}\n')
-    sys.exit(2)
+
+  def error(self, message):  # one line, no usage dump
+    raise ValueError(message)
 
 
-def parse_args(argv):
-  parser = _Parser(prog='python -m experiments', description=__doc__.splitlines()[0])
-  parser.add_argument('--seed', type=int, default=0, help='data split, init and noise seed')
-  parser.add_argument('--out', default=os.path.join('results', 'demo'), help='output dir')
-  args = parser.parse_args(argv)
-  if not 0 <= args.seed < 2**32:
-    parser.error(f'--seed must be in [0, 2**32), got {args.seed}')
-  try:  # fail before training, not after
-    os.makedirs(args.out, exist_ok=True)
-  except OSError as e:
-    parser.error(f'cannot create --out directory {args.out!r}: {e.strerror or e}')
-  return args
+def _parser() -> argparse.ArgumentParser:
+  parser = _Parser(prog='python -m experiments',
+                   description='Paper reproductions with dpjax.')
+  sub = parser.add_subparsers(dest='command')
+  sub.add_parser('list', help='list the registered experiments')
+  run = sub.add_parser('run', help='run an experiment (or all) and report')
+  run.add_argument('name', help="an experiment name, or 'all'")
+  mode = run.add_mutually_exclusive_group()
+  mode.add_argument('--quick', dest='mode', action='store_const',
+                    const='quick', help='small setting (default)')
+  mode.add_argument('--full', dest='mode', action='store_const', const='full',
+                    help='paper-scale setting')
+  run.add_argument('--dataset', help=f'one of {", ".join(data_lib.DATASETS)}')
+  run.add_argument('--seed', type=int, default=0, help='first seed')
+  run.add_argument('--out', default=DEFAULT_OUT, help='output directory')
+  run.add_argument('--epsilons', type=float, nargs='+',
+                   help='target epsilons (override the experiment default)')
+  run.add_argument('--delta', type=float, help='target delta')
+  run.add_argument('--no-progress', dest='progress', action='store_false',
+                   help='no progress bars')
+  report = sub.add_parser('report', help='rewrite the report of DIR')
+  report.add_argument('dir')
+  return parser
 
 
-def fmt(v, spec):
-  return '-' if v is None else format(v, spec)
+def _names(name: str) -> list[str]:
+  if name == 'all':
+    return list(registry.EXPERIMENTS)
+  if name not in registry.EXPERIMENTS:
+    raise ValueError(f"unknown experiment {name!r}; known: "
+                     f"{', '.join(registry.EXPERIMENTS)} (or 'all')")
+  return [name]
 
 
-def main(argv=None):
-  args = parse_args(argv)
-  absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's RDP-order notes
-  train_data, test_data = load_data(args.seed)
-  n_train, delta = len(train_data[1]), CONFIG['delta']
-  sampler = dpjax.PoissonSampler(n_train, CONFIG['expected_batch_size'] / n_train)
-  steps = round(CONFIG['epochs'] / sampler.sampling_rate)
-  key = jax.random.key(args.seed)
-  rows = []
-  for target in [None] + CONFIG['target_epsilons']:
-    start = time.perf_counter()
-    # Calibrate the event the sampler actually runs (truncated Poisson).
-    sigma = None if target is None else accounting.calibrate(
-        sampler.dp_event, target, delta, steps=steps)
-    params, ledger = train(train_data, sampler, steps, key, sigma)
-    eps = {a: None if sigma is None else ledger.epsilon(delta, a) for a in ('rdp', 'pld')}
-    rows.append(dict(setting='non-private' if target is None else f'DP eps<={target:g}',
-                     target_epsilon=target, noise_multiplier=sigma, steps=steps,
-                     epsilon_rdp=eps['rdp'], epsilon_pld=eps['pld'],
-                     test_accuracy=accuracy(params, test_data),
-                     seconds=round(time.perf_counter() - start, 2),
-                     ledger=None if sigma is None else json.loads(ledger.to_json())))
-    print(f"{rows[-1]['setting']}: done in {rows[-1]['seconds']} s", file=sys.stderr)
+def _validate_run_args(args) -> None:
+  _validate.non_negative_int(seed=args.seed)
+  if args.dataset is not None and args.dataset not in data_lib.DATASETS:
+    raise ValueError(f'unknown dataset {args.dataset!r}; known: '
+                     f'{", ".join(data_lib.DATASETS)}')
+  for eps in args.epsilons or []:
+    _validate.positive(epsilon=eps)
+  if args.delta is not None:
+    _validate.open_unit(delta=args.delta)
 
-  lines = ['| setting | sigma | steps | eps_rdp | eps_pld | test accuracy |',
-           '|---|---|---|---|---|---|']
-  lines += [f"| {r['setting']} | {fmt(r['noise_multiplier'], '.4f')} | {r['steps']} | "
-            f"{fmt(r['epsilon_rdp'], '.3f')} | {fmt(r['epsilon_pld'], '.3f')} | "
-            f"{r['test_accuracy']:.4f} |" for r in rows]
-  header = (f'sklearn digits: {n_train} train / {len(test_data[1])} test, seed {args.seed}, '
-            f'q={sampler.sampling_rate:.5f} (expected batch {sampler.expected_batch_size:g}, '
-            f'cap {sampler.max_batch_size}), delta={delta:g}')
-  table = '\n'.join([header, ''] + lines)
-  print(table)
+
+def run_experiments(names, mode, out, progress=True, **overrides) -> None:
+  for name in names:
+    exp = registry.EXPERIMENTS[name]
+    cfg = exp.config(mode, **overrides)
+    exp_dir = os.path.join(out, name)
+    start = time.time()
+    print(f'[{name}] running ({mode}) ...', file=sys.stderr, flush=True)
+    results = exp.run(cfg, exp_dir, progress=progress)
+    report_lib.write_results(exp_dir, results)
+    print(f'[{name}] done in {time.time() - start:.0f} s', file=sys.stderr)
+  write_report(out)
+
+
+def write_report(out: str) -> str:
+  """Renders each experiment's report in ``out`` and the combined report."""
+  if os.path.exists(os.path.join(out, report_lib.RESULTS_FILE)):
+    dirs = [out]  # DIR is one experiment's directory
+  else:
+    dirs = [os.path.join(out, n) for n in registry.EXPERIMENTS
+            if os.path.exists(os.path.join(out, n, report_lib.RESULTS_FILE))]
+  if not dirs:
+    raise ValueError(f'no {report_lib.RESULTS_FILE} under {out!r}; run an '
+                     'experiment first')
+  sections = []
+  for d in dirs:
+    results = report_lib.read_results(d)
+    section = registry.EXPERIMENTS[results['experiment']].report(results, d)
+    with open(os.path.join(d, report_lib.REPORT_FILE), 'w') as f:
+      f.write(section)
+    rel = os.path.relpath(d, out)
+    sections.append(section.replace('](', f']({rel}/') if rel != '.'
+                    else section)
+  path = os.path.join(out, report_lib.REPORT_FILE)
+  with open(path, 'w') as f:
+    f.write('# dpjax reproductions\n\n' + '\n'.join(sections))
+  print(f'wrote {path}', file=sys.stderr)
+  print('\n'.join(sections))
+  return path
+
+
+def main(argv=None) -> int:
+  absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's order notes
   try:
-    with open(os.path.join(args.out, 'results.md'), 'w') as f:
-      f.write(table + '\n')
-    with open(os.path.join(args.out, 'results.json'), 'w') as f:
-      json.dump(dict(dataset='sklearn digits', seed=args.seed, config=CONFIG,
-                     num_train=n_train, num_test=len(test_data[1]),
-                     sampling_rate=sampler.sampling_rate,
-                     max_batch_size=sampler.max_batch_size, jax_version=jax.__version__,
-                     results=rows), f, indent=2)
-  except OSError as e:
-    sys.exit(f'python -m experiments: error: cannot write results to {args.out!r}: {e}')
-  print(f'wrote {args.out}/results.md and results.json')
+    args = _parser().parse_args(argv)
+    if args.command is None:
+      run_experiments(list(registry.EXPERIMENTS), 'quick', DEFAULT_OUT)
+    elif args.command == 'list':
+      for name, exp in registry.EXPERIMENTS.items():
+        print(f'{name:20s} {exp.DESCRIPTION}')
+    elif args.command == 'run':
+      names = _names(args.name)
+      _validate_run_args(args)
+      run_experiments(names, args.mode or 'quick', args.out, args.progress,
+                      dataset=args.dataset, seed=args.seed,
+                      epsilons=args.epsilons, delta=args.delta)
+    else:
+      write_report(args.dir)
+  except (ValueError, OSError, checkpoint.CheckpointError) as e:
+    print(f'python -m experiments: error: {e}', file=sys.stderr)
+    return 2
+  return 0
 
 
 if __name__ == '__main__':
-  main()
+  sys.exit(main())

@@ -1,0 +1,1 @@
+"""Shared pieces of the experiments: data, models, training loop, checkpoints, report."""

@@ -1,0 +1,265 @@
+"""The training loop: jitted DP-SGD (or non-private SGD) on Poisson batches.
+
+One step draws a Poisson batch with ``dpjax.sampling.PoissonSampler`` (fixed
+shape, masked), computes the clipped per-example gradient sum with
+``dpjax.clipped_grad_sum``, adds Gaussian noise of stddev sigma * C, divides by
+the expected batch size and takes an (optionally momentum) SGD step
+(Abadi et al. 2016, Alg. 1). The non-private baseline runs on the same batches
+without clipping or noise. After every step that ran, the step's DpEvent is
+appended to a ``dpjax.accounting.PrivacyLedger``; the reported epsilon is read
+from that ledger, so sampler, step count and accounting cannot disagree.
+
+Everything random derives from ``config.seed``: model init, the batch of step t
+(``fold_in(batch_key, t)``) and the noise of step t (the noise transform's
+``fold_in``). With checkpoints, a run killed and resumed ends bit-identical to
+an uninterrupted one (see ``experiments.common.checkpoint``).
+"""
+
+import dataclasses
+import math
+import time
+from typing import Any, Callable, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import tqdm
+
+import dpjax
+from dpjax import _validate
+from dpjax import accounting
+from experiments.common import checkpoint as checkpoint_lib
+from experiments.common.data import Dataset
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Hyperparameters of one run; ``noise_multiplier=None`` is non-private."""
+  steps: int
+  expected_batch_size: int
+  learning_rate: float
+  momentum: float = 0.9
+  l2_norm_clip: float = 1.0
+  noise_multiplier: float | None = None
+  clipping: str = 'vmap'
+  eval_every: int = 100
+  checkpoint_every: int = 0  # 0: only at the end (if a directory is given)
+  seed: int = 0
+
+  def __post_init__(self):
+    _validate.positive_int(steps=self.steps,
+                           expected_batch_size=self.expected_batch_size,
+                           eval_every=self.eval_every)
+    _validate.non_negative_int(checkpoint_every=self.checkpoint_every,
+                               seed=self.seed)
+    _validate.positive(learning_rate=self.learning_rate,
+                       l2_norm_clip=self.l2_norm_clip)
+    _validate.non_negative(momentum=self.momentum)
+    if self.noise_multiplier is not None:
+      _validate.non_negative(noise_multiplier=self.noise_multiplier)
+
+  @property
+  def private(self) -> bool:
+    return self.noise_multiplier is not None
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+class TrainResult(NamedTuple):
+  """What a run produced.
+
+  Attributes:
+    params: final parameters.
+    ledger: the privacy ledger of every step that ran (empty if non-private).
+    history: list of metric dicts (step, train_loss, test metric, epsilon).
+    final: the last history entry.
+    resumed_from: the checkpoint step the run resumed from, or None.
+    seconds: wall time of this call (compilation included).
+  """
+  params: Any
+  ledger: accounting.PrivacyLedger
+  history: list[dict[str, float]]
+  final: dict[str, float]
+  resumed_from: int | None
+  seconds: float
+
+
+def per_example_loss(model: nn.Module, task: str) -> Callable[..., jax.Array]:
+  """``loss(params, (x, y))`` of ONE example: cross-entropy or squared error."""
+  if task == 'classification':
+    def loss(params, example):
+      x, y = example
+      return optax.softmax_cross_entropy_with_integer_labels(
+          model.apply(params, x), y)
+  elif task == 'regression':
+    def loss(params, example):
+      x, y = example
+      return 0.5 * jnp.sum(jnp.square(model.apply(params, x) - y))
+  else:
+    raise ValueError(f'Expected task={task!r} in (classification, regression).')
+  return loss
+
+
+def _make_evaluate(model, loss_fn, data: Dataset):
+  """Jitted ``evaluate(params) -> dict``: train loss and the test metric."""
+  x_tr, y_tr = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
+  x_te, y_te = jnp.asarray(data.x_test), jnp.asarray(data.y_test)
+  batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
+  predict = jax.vmap(model.apply, in_axes=(None, 0))
+
+  @jax.jit
+  def evaluate(params):
+    out = {'train_loss': jnp.mean(batch_loss(params, (x_tr, y_tr))),
+           'test_loss': jnp.mean(batch_loss(params, (x_te, y_te)))}
+    if data.task == 'classification':
+      pred = jnp.argmax(predict(params, x_te), axis=-1)
+      out['test_accuracy'] = jnp.mean((pred == y_te).astype(jnp.float32))
+    return out
+
+  return lambda params: {k: float(v) for k, v in evaluate(params).items()}
+
+
+def _make_step(loss_fn, config: TrainConfig, sampler, data: Dataset, tx):
+  """Jitted ``step(params, opt_state, t) -> (params, opt_state)``."""
+  x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
+  batch_key = jax.random.fold_in(jax.random.key(config.seed), 1)
+  if config.private:
+    clipped = dpjax.clipped_grad_sum(loss_fn, config.l2_norm_clip,
+                                     method=config.clipping)
+    grad_sum_fn = lambda p, ex, mask: clipped(p, ex, mask).grad_sum
+  else:  # the plain sum of gradients over the same (masked) batch
+    batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
+    grad_sum_fn = jax.grad(
+        lambda p, ex, mask: jnp.sum(jnp.where(mask, batch_loss(p, ex), 0.0)))
+
+  @jax.jit
+  def step(params, opt_state, t):
+    batch = sampler.sample(jax.random.fold_in(batch_key, t))
+    examples = (x[batch.indices], y[batch.indices])
+    grad_sum = grad_sum_fn(params, examples, batch.mask)
+    updates, opt_state = tx.update(grad_sum, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+  return step
+
+
+def _optimizer(config: TrainConfig):
+  noise_key = jax.random.fold_in(jax.random.key(config.seed), 2)
+  sgd = optax.sgd(config.learning_rate, momentum=config.momentum or None)
+  norm = dpjax.normalize(config.expected_batch_size)
+  if not config.private:
+    return optax.chain(norm, sgd)
+  stddev = config.noise_multiplier * config.l2_norm_clip
+  return optax.chain(dpjax.add_gaussian_noise(stddev, key=noise_key), norm, sgd)
+
+
+def make_sampler(config: TrainConfig, num_examples: int):
+  """The Poisson sampler of a run (rate expected_batch_size / N)."""
+  if config.expected_batch_size > num_examples:
+    raise ValueError(f'Expected expected_batch_size={config.expected_batch_size}'
+                     f' <= the {num_examples} training examples.')
+  return dpjax.sampling.PoissonSampler(
+      num_examples, config.expected_batch_size / num_examples)
+
+
+def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
+          delta: float = 1e-5, checkpoint_dir: str | None = None,
+          progress: bool = True, desc: str = '',
+          on_step: Callable[[int], None] | None = None) -> TrainResult:
+  """Trains ``model`` on ``data``; resumes from ``checkpoint_dir`` if it holds a run.
+
+  Args:
+    model: a flax module applied to ONE example.
+    data: the dataset (``data.task`` picks the loss).
+    config: the run's hyperparameters.
+    delta: the delta at which epsilon is reported.
+    checkpoint_dir: where checkpoints go; an existing run there is resumed
+      (its configuration must match) and never silently restarted.
+    progress: show a tqdm bar with loss, accuracy and epsilon so far.
+    desc: the bar's label.
+    on_step: called with the step count after every step (tests use it).
+
+  Returns:
+    A ``TrainResult``.
+
+  Privacy:
+    With ``config.noise_multiplier`` set, each step is the Poisson-subsampled
+    Gaussian mechanism (``sampler.dp_event(sigma)``, add/remove-one, L2
+    sensitivity C); the ledger holds one such event per executed step.
+  """
+  _validate.open_unit(delta=delta)
+  start = time.time()
+  loss_fn = per_example_loss(model, data.task)
+  sampler = make_sampler(config, len(data.x_train))
+  tx = _optimizer(config)
+  step_fn = _make_step(loss_fn, config, sampler, data, tx)
+  evaluate = _make_evaluate(model, loss_fn, data)
+  event = sampler.dp_event(config.noise_multiplier) if config.private else None
+
+  params = model.init(jax.random.key(config.seed), data.x_train[0])
+  state = {'params': params, 'opt_state': tx.init(params)}
+  ledger, history, step, resumed_from = accounting.PrivacyLedger(), [], 0, None
+  ckpt = None
+  if checkpoint_dir is not None:
+    ckpt = checkpoint_lib.Checkpointer(checkpoint_dir, config.to_dict())
+    restored = ckpt.restore_latest(state)
+    if restored is not None:
+      step, state, meta = restored
+      ledger = accounting.PrivacyLedger.from_json(meta['ledger'])
+      history, resumed_from = meta['history'], step
+      expected_events = step if config.private else 0
+      if ledger.num_events != expected_events:
+        raise checkpoint_lib.CheckpointError(
+            f'Checkpoint at step {step} in {checkpoint_dir} has a ledger of '
+            f'{ledger.num_events} events; expected {expected_events}.')
+
+  def epsilon():
+    return ledger.epsilon(delta) if config.private and ledger.num_events else 0.0
+
+  def log_metrics():
+    history.append({'step': step, **evaluate(state['params']),
+                    'epsilon': epsilon()})
+
+  def save():
+    ckpt.save(step, state, {'ledger': ledger.to_json(), 'history': history})
+
+  bar = tqdm.tqdm(total=config.steps, initial=step, desc=desc, leave=False,
+                  disable=not progress, dynamic_ncols=True)
+  params, opt_state = state['params'], state['opt_state']
+  while step < config.steps:
+    params, opt_state = step_fn(params, opt_state, jnp.int32(step))
+    step += 1
+    if event is not None:
+      ledger.record(event)
+    state = {'params': params, 'opt_state': opt_state}
+    if step % config.eval_every == 0 or step == config.steps:
+      log_metrics()
+      bar.set_postfix({k: f'{v:.3g}' for k, v in history[-1].items()
+                       if k in ('train_loss', 'test_accuracy', 'epsilon')})
+    if ckpt is not None and (step == config.steps or (
+        config.checkpoint_every and step % config.checkpoint_every == 0)):
+      save()
+    bar.update(1)
+    if on_step is not None:
+      on_step(step)
+  bar.close()
+  if not history or history[-1]['step'] != step:
+    log_metrics()
+  return TrainResult(jax.device_get(state['params']), ledger, history,
+                     history[-1], resumed_from, time.time() - start)
+
+
+def steps_for_epochs(epochs: float, expected_batch_size: int,
+                     num_examples: int) -> int:
+  """Number of steps that visits each example ``epochs`` times in expectation."""
+  return max(1, math.ceil(epochs * num_examples / expected_batch_size))
+
+
+def seed_statistics(values: list[float]) -> dict[str, float]:
+  """Mean and sample standard deviation (0 for a single seed)."""
+  arr = np.asarray(values, dtype=np.float64)
+  std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+  return {'mean': float(arr.mean()), 'std': std, 'n': int(arr.size)}

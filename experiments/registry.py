@@ -1,0 +1,11 @@
+"""The registered experiments, by name (``python -m experiments list``).
+
+An experiment module defines ``NAME``, ``DESCRIPTION``, ``MODES`` (at least
+'quick' and 'full'), ``config(mode, **overrides) -> dict``,
+``run(config, out_dir, progress) -> results`` and
+``report(results, out_dir) -> markdown``.
+"""
+
+from experiments import dpsgd_baseline
+
+EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline,)}

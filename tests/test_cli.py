@@ -1,0 +1,88 @@
+"""The reproduction CLI: bad input, a tiny end-to-end run, and the report."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments import __main__ as cli
+from experiments import registry
+from experiments.common import report as report_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_list_names_every_experiment(capsys):
+  assert cli.main(['list']) == 0
+  out = capsys.readouterr().out
+  for name in registry.EXPERIMENTS:
+    assert name in out
+
+
+@pytest.mark.parametrize('argv, match', [
+    (['run', 'no_such_experiment'], "unknown experiment 'no_such_experiment'"),
+    (['run', 'dpsgd_baseline', '--epsilons', '0'], 'epsilon=0.0'),
+    (['run', 'dpsgd_baseline', '--epsilons', '3', '-1'], 'epsilon=-1.0'),
+    (['run', 'dpsgd_baseline', '--delta', '1.5'], 'delta=1.5'),
+    (['run', 'dpsgd_baseline', '--dataset', 'imagenet'], "unknown dataset"),
+    (['run', 'dpsgd_baseline', '--seed', '-2'], 'seed=-2'),
+    (['run', 'dpsgd_baseline', '--quick', '--full'], 'not allowed with'),
+    (['run', 'dpsgd_baseline', '--epsilons', 'x'], 'invalid float'),
+    (['report', 'no/such/dir'], 'no results.json'),
+    (['frobnicate'], 'invalid choice'),
+])
+def test_bad_input_is_one_line_and_status_2(argv, match, capsys):
+  assert cli.main(argv) == 2
+  captured = capsys.readouterr()
+  lines = captured.err.strip().splitlines()
+  assert len(lines) == 1, captured.err
+  assert match in lines[0]
+  assert 'Traceback' not in captured.err + captured.out
+
+
+def test_bad_input_from_the_shell_has_no_traceback():
+  proc = subprocess.run(
+      [sys.executable, '-m', 'experiments', 'run', 'nope'], cwd=ROOT,
+      capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines() == [
+      "python -m experiments: error: unknown experiment 'nope'; known: "
+      f"{', '.join(registry.EXPERIMENTS)} (or 'all')"]
+
+
+def test_tiny_run_writes_results_report_and_plot(tmp_path):
+  out = str(tmp_path)
+  cli.run_experiments(['dpsgd_baseline'], 'quick', out, progress=False,
+                      epochs=1, num_seeds=1, epsilons=[8.0], seed=4)
+  exp_dir = os.path.join(out, 'dpsgd_baseline')
+  results = report_lib.read_results(exp_dir)
+  assert results['config']['epsilons'] == [8.0]
+  assert results['dataset']['name'] == 'digits'
+  for run in results['runs']:  # every number carries its privacy context
+    assert {'epsilon_rdp', 'epsilon_pld', 'delta', 'dataset', 'seed',
+            'train_config', 'test_accuracy'} <= set(run)
+    assert run['seed'] == 4 and run['dataset'] == 'digits'
+    if run['target_epsilon'] is not None:
+      assert run['epsilon_rdp'] <= 8.0 + 1e-6
+      assert run['epsilon_pld'] <= run['epsilon_rdp']
+  assert {(r['model'], r['target_epsilon']) for r in results['summary']} == {
+      ('mlp', None), ('mlp', 8.0), ('digits_cnn', None), ('digits_cnn', 8.0)}
+  assert os.path.getsize(os.path.join(exp_dir, 'accuracy_vs_epsilon.png')) > 0
+  with open(os.path.join(out, 'report.md')) as f:
+    combined = f.read()
+  assert '| mlp | 8 |' in combined
+  assert 'dpsgd_baseline/accuracy_vs_epsilon.png' in combined
+
+  # `report DIR` redoes the report from results.json alone.
+  os.remove(os.path.join(out, 'report.md'))
+  assert cli.main(['report', out]) == 0
+  assert os.path.exists(os.path.join(out, 'report.md'))
+
+  # Rerunning the same command resumes every finished run from its checkpoint.
+  cli.run_experiments(['dpsgd_baseline'], 'quick', out, progress=False,
+                      epochs=1, num_seeds=1, epsilons=[8.0], seed=4)
+  again = report_lib.read_results(exp_dir)
+  assert all(r['resumed_from'] == r['steps'] for r in again['runs'])
+  assert json.dumps(again['summary']) == json.dumps(results['summary'])
