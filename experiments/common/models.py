@@ -1,0 +1,338 @@
+"""Flax (linen) models for the experiments.
+
+Input convention: every model knows the rank of ONE example (``(H, W, C)`` for
+the CNNs; ``example_ndim`` trailing axes for the flattening models, default 1,
+i.e. a feature vector ``(d,)``). All axes before those are batch axes, so the
+same model takes a single unbatched example (the usual case: the training loop
+vmaps a per-example loss) or a batch with any number of leading axes, and
+returns logits of shape ``batch_shape + (num_outputs,)``. Both give the same
+numbers. To feed images to ``MLP``, ``LinearRegression`` or
+``LogisticRegression`` set ``example_ndim=3`` (``make_model(...,
+input_shape=ds.input_shape)`` does this).
+
+Models (``MODELS``, built by ``make_model``):
+
+* ``mlp``: ``MLP`` with 'sigmoid', 'tanh', 'relu' or 'tempered_sigmoid'
+  activations.
+* ``mnist_cnn``: Tramer & Boneh (2021) DP-CNN for 28x28x1, 26,010 params.
+* ``cifar_cnn``: Tramer & Boneh (2021) DP-CNN for 32x32x3, 550,570 params.
+* ``digits_cnn``: a small CNN for scikit-learn's 8x8x1 digits, 6,090 params.
+* ``linear``: ``LinearRegression``; ``logistic``: ``LogisticRegression``.
+
+References:
+  Tramer & Boneh, "Differentially Private Learning Needs Better Features (or
+  Much More Data)", ICLR 2021; code ftramer/Handcrafted-DP ``models.py``
+  (REFERENCES.md section 2).
+  Papernot et al., "Tempered Sigmoid Activations for Deep Learning with
+  Differential Privacy", AAAI 2021.
+
+Example:
+  >>> model = make_model('mnist_cnn', 10)
+  >>> x = jnp.zeros((28, 28, 1))
+  >>> num_params(jax.eval_shape(model.init, jax.random.key(0), x))
+  26010
+"""
+
+from collections.abc import Callable, Sequence
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS = ('sigmoid', 'tanh', 'relu', 'tempered_sigmoid')
+MODELS = ('mlp', 'mnist_cnn', 'cifar_cnn', 'digits_cnn', 'linear', 'logistic')
+
+
+def tempered_sigmoid(x: jax.typing.ArrayLike, scale: float = 2.0,
+                     inverse_temperature: float = 2.0,
+                     offset: float = 1.0) -> jax.Array:
+  """Tempered sigmoid ``scale * sigmoid(inverse_temperature * x) - offset``.
+
+  The defaults (s = 2, T = 2, o = 1) give tanh (Papernot et al. 2021).
+
+  Example:
+    >>> float(tempered_sigmoid(0.0))
+    0.0
+  """
+  return scale * jax.nn.sigmoid(inverse_temperature * x) - offset
+
+
+def get_activation(name: str, scale: float = 2.0,
+                   inverse_temperature: float = 2.0,
+                   offset: float = 1.0) -> Callable[[jax.Array], jax.Array]:
+  """The activation function named ``name`` (one of ``ACTIVATIONS``).
+
+  ``scale``, ``inverse_temperature`` and ``offset`` apply to
+  'tempered_sigmoid' only.
+  """
+  if name == 'sigmoid':
+    return jax.nn.sigmoid
+  if name == 'tanh':
+    return jnp.tanh
+  if name == 'relu':
+    return jax.nn.relu
+  if name == 'tempered_sigmoid':
+    return lambda x: tempered_sigmoid(x, scale, inverse_temperature, offset)
+  raise ValueError(f'Unknown activation {name!r}; known activations: '
+                   f'{", ".join(ACTIVATIONS)}.')
+
+
+def _split_batch(x: jax.Array, example_ndim: int, name: str
+                 ) -> tuple[tuple[int, ...], jax.Array]:
+  """Returns ``(batch_shape, x reshaped to [prod(batch_shape), *example])``."""
+  if x.ndim < example_ndim:
+    raise ValueError(f'{name} expects examples with {example_ndim} axes; got '
+                     f'input of shape {x.shape}.')
+  batch_shape = x.shape[:x.ndim - example_ndim]
+  return batch_shape, x.reshape((math.prod(batch_shape),)
+                                + x.shape[x.ndim - example_ndim:])
+
+
+def _flatten_call(x: jax.Array, example_ndim: int, name: str,
+                  body: Callable[[jax.Array], jax.Array]) -> jax.Array:
+  batch_shape, x = _split_batch(jnp.asarray(x), example_ndim, name)
+  out = body(x.reshape(x.shape[0], -1))
+  return out.reshape(batch_shape + out.shape[1:])
+
+
+class MLP(nn.Module):
+  """Fully connected network on the flattened example.
+
+  Attributes:
+    hidden: widths of the hidden layers (may be empty).
+    num_outputs: number of logits.
+    activation: one of ``ACTIVATIONS``.
+    scale, inverse_temperature, offset: tempered-sigmoid parameters s, T, o
+      (defaults 2, 2, 1 give tanh).
+    example_ndim: number of trailing axes forming one example.
+  """
+  hidden: Sequence[int]
+  num_outputs: int
+  activation: str = 'tanh'
+  scale: float = 2.0
+  inverse_temperature: float = 2.0
+  offset: float = 1.0
+  example_ndim: int = 1
+
+  @nn.compact
+  def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
+    act = get_activation(self.activation, self.scale, self.inverse_temperature,
+                         self.offset)
+
+    def body(h):
+      for width in self.hidden:
+        h = act(nn.Dense(width)(h))
+      return nn.Dense(self.num_outputs)(h)
+
+    return _flatten_call(x, self.example_ndim, 'MLP', body)
+
+
+class LinearRegression(nn.Module):
+  """A single Dense layer on the flattened example (regression outputs).
+
+  Attributes:
+    num_outputs: number of outputs; predictions have shape
+      ``(..., num_outputs)`` (index ``[..., 0]`` for a scalar target).
+    use_bias: whether to add a bias.
+    example_ndim: number of trailing axes forming one example.
+  """
+  num_outputs: int = 1
+  use_bias: bool = True
+  example_ndim: int = 1
+
+  @nn.compact
+  def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
+    dense = nn.Dense(self.num_outputs, use_bias=self.use_bias)
+    return _flatten_call(x, self.example_ndim, 'LinearRegression', dense)
+
+
+class LogisticRegression(nn.Module):
+  """A single Dense layer on the flattened example (logits).
+
+  Attributes:
+    num_outputs: number of logits (1 for a sigmoid-loss binary model, or the
+      number of classes for softmax cross-entropy).
+    use_bias: whether to add a bias.
+    example_ndim: number of trailing axes forming one example.
+  """
+  num_outputs: int
+  use_bias: bool = True
+  example_ndim: int = 1
+
+  @nn.compact
+  def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
+    dense = nn.Dense(self.num_outputs, use_bias=self.use_bias)
+    return _flatten_call(x, self.example_ndim, 'LogisticRegression', dense)
+
+
+def _image_call(x: jax.typing.ArrayLike, name: str,
+                body: Callable[[jax.Array], jax.Array]) -> jax.Array:
+  batch_shape, x = _split_batch(jnp.asarray(x), 3, name)
+  out = body(x)
+  return out.reshape(batch_shape + out.shape[1:])
+
+
+class MnistCNN(nn.Module):
+  """Tramer & Boneh DP-CNN for 28x28x1 images (26,010 params).
+
+  Conv(16, 8x8, stride 2, pad 2) -> act -> MaxPool(2, stride 1) -> Conv(32,
+  4x4, stride 2, VALID) -> act -> MaxPool(2, stride 1) -> flatten (512) ->
+  Dense 32 -> act -> Dense ``num_outputs``.
+
+  Attributes:
+    num_outputs: number of logits.
+    activation: one of ``ACTIVATIONS`` (tanh in the paper).
+    scale, inverse_temperature, offset: tempered-sigmoid parameters.
+  """
+  num_outputs: int = 10
+  activation: str = 'tanh'
+  scale: float = 2.0
+  inverse_temperature: float = 2.0
+  offset: float = 1.0
+
+  @nn.compact
+  def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
+    act = get_activation(self.activation, self.scale, self.inverse_temperature,
+                         self.offset)
+
+    def body(h):
+      h = act(nn.Conv(16, (8, 8), strides=(2, 2), padding=2)(h))
+      h = nn.max_pool(h, (2, 2), strides=(1, 1))
+      h = act(nn.Conv(32, (4, 4), strides=(2, 2), padding='VALID')(h))
+      h = nn.max_pool(h, (2, 2), strides=(1, 1))
+      h = h.reshape(h.shape[0], -1)
+      h = act(nn.Dense(32)(h))
+      return nn.Dense(self.num_outputs)(h)
+
+    return _image_call(x, 'MnistCNN', body)
+
+
+class CifarCNN(nn.Module):
+  """Tramer & Boneh DP-CNN for 32x32x3 images (550,570 params).
+
+  Three blocks of two 3x3 convolutions (SAME padding, i.e. pad 1 as in the
+  reference code) with 32, 64 and 128 channels, each block followed by
+  MaxPool(2, stride 2); flatten (4x4x128 = 2048) -> Dense 128 -> act -> Dense
+  ``num_outputs``. Every conv is followed by the activation.
+
+  Attributes:
+    num_outputs: number of logits.
+    activation: one of ``ACTIVATIONS`` (tanh in the paper).
+    scale, inverse_temperature, offset: tempered-sigmoid parameters.
+  """
+  num_outputs: int = 10
+  activation: str = 'tanh'
+  scale: float = 2.0
+  inverse_temperature: float = 2.0
+  offset: float = 1.0
+
+  @nn.compact
+  def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
+    act = get_activation(self.activation, self.scale, self.inverse_temperature,
+                         self.offset)
+
+    def body(h):
+      for channels in (32, 64, 128):
+        h = act(nn.Conv(channels, (3, 3), padding='SAME')(h))
+        h = act(nn.Conv(channels, (3, 3), padding='SAME')(h))
+        h = nn.max_pool(h, (2, 2), strides=(2, 2))
+      h = h.reshape(h.shape[0], -1)
+      h = act(nn.Dense(128)(h))
+      return nn.Dense(self.num_outputs)(h)
+
+    return _image_call(x, 'CifarCNN', body)
+
+
+class DigitsCNN(nn.Module):
+  """Small CNN for 8x8x1 digits (6,090 params with 10 outputs).
+
+  Conv(16, 3x3, SAME) -> act -> MaxPool 2 -> Conv(32, 3x3, SAME) -> act ->
+  MaxPool 2 -> flatten (2x2x32 = 128) -> Dense ``num_outputs``.
+
+  Attributes:
+    num_outputs: number of logits.
+    activation: one of ``ACTIVATIONS``.
+    scale, inverse_temperature, offset: tempered-sigmoid parameters.
+  """
+  num_outputs: int = 10
+  activation: str = 'tanh'
+  scale: float = 2.0
+  inverse_temperature: float = 2.0
+  offset: float = 1.0
+
+  @nn.compact
+  def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
+    act = get_activation(self.activation, self.scale, self.inverse_temperature,
+                         self.offset)
+
+    def body(h):
+      h = act(nn.Conv(16, (3, 3), padding='SAME')(h))
+      h = nn.max_pool(h, (2, 2), strides=(2, 2))
+      h = act(nn.Conv(32, (3, 3), padding='SAME')(h))
+      h = nn.max_pool(h, (2, 2), strides=(2, 2))
+      return nn.Dense(self.num_outputs)(h.reshape(h.shape[0], -1))
+
+    return _image_call(x, 'DigitsCNN', body)
+
+
+_FLAT_MODELS = {'mlp': MLP, 'linear': LinearRegression,
+                'logistic': LogisticRegression}
+_IMAGE_MODELS = {'mnist_cnn': MnistCNN, 'cifar_cnn': CifarCNN,
+                 'digits_cnn': DigitsCNN}
+
+
+def make_model(name: str, num_outputs: int, *,
+               input_shape: Sequence[int] | None = None,
+               **kwargs: Any) -> nn.Module:
+  """Builds the model named ``name`` (one of ``MODELS``).
+
+  Args:
+    name: model name.
+    num_outputs: number of logits (or regression outputs).
+    input_shape: shape of one example (``Dataset.input_shape``); sets
+      ``example_ndim`` of the flattening models and is checked to be
+      ``(H, W, C)`` for the CNNs.
+    **kwargs: further module attributes, e.g. ``hidden=(64,)`` and
+      ``activation='relu'`` for 'mlp' (default ``hidden=(64,)``).
+
+  Returns:
+    An unbound flax module.
+
+  Raises:
+    ValueError: unknown name or activation, or an input shape the model cannot
+      take.
+  """
+  if name not in MODELS:
+    raise ValueError(
+        f'Unknown model {name!r}; known models: {", ".join(MODELS)}.')
+  if 'activation' in kwargs:
+    get_activation(kwargs['activation'])  # Fail early on a bad name.
+  if name in _FLAT_MODELS:
+    if input_shape is not None:
+      kwargs.setdefault('example_ndim', len(input_shape))
+    if name == 'mlp':
+      kwargs.setdefault('hidden', (64,))
+    return _FLAT_MODELS[name](num_outputs=num_outputs, **kwargs)
+  if input_shape is not None and len(input_shape) != 3:
+    raise ValueError(f'{name} expects image examples (H, W, C); got '
+                     f'input_shape={tuple(input_shape)}.')
+  return _IMAGE_MODELS[name](num_outputs=num_outputs, **kwargs)
+
+
+def default_model_name(dataset_name: str) -> str:
+  """The model the experiments use for a dataset (by ``Dataset.name``)."""
+  return {'mnist': 'mnist_cnn', 'fashion_mnist': 'mnist_cnn',
+          'cifar10': 'cifar_cnn', 'svhn_cropped': 'cifar_cnn',
+          'digits': 'digits_cnn', 'diabetes': 'linear',
+          'sphere_logistic': 'logistic'}.get(dataset_name, 'mlp')
+
+
+def num_params(params: Any) -> int:
+  """Total number of scalars in a parameter pytree (or variables dict).
+
+  Leaves may be arrays or ``jax.ShapeDtypeStruct`` (from ``jax.eval_shape``).
+  """
+  return sum(int(math.prod(getattr(leaf, 'shape', None) or jnp.shape(leaf)))
+             for leaf in jax.tree_util.tree_leaves(params))

@@ -1,0 +1,229 @@
+"""Tests for experiments.common.data."""
+
+import doctest
+import logging
+
+import numpy as np
+import pytest
+from sklearn import datasets as sk_datasets
+import tensorflow_datasets as tfds
+
+from experiments.common import data
+
+# name: (input_shape, num_classes, source)
+OFFLINE = {
+    'digits': ((8, 8, 1), 10, 'sklearn'),
+    'iris': ((4,), 3, 'sklearn'),
+    'wine': ((13,), 3, 'sklearn'),
+    'breast_cancer': ((30,), 2, 'sklearn'),
+    'diabetes': ((10,), None, 'sklearn'),
+    'synthetic': ((20,), 2, 'generated'),
+    'sphere_logistic': ((100,), 2, 'generated'),
+}
+
+
+def _mock_tfds(num_examples):
+  return tfds.testing.mock_data(num_examples=num_examples,
+                                policy=tfds.testing.MockPolicy.USE_CODE)
+
+
+def test_datasets_lists_every_name():
+  assert set(data.DATASETS) == set(OFFLINE) | set(data.TFDS_DATASETS)
+  assert set(data.FALLBACKS) == set(data.TFDS_DATASETS)
+
+
+@pytest.mark.parametrize('name', sorted(OFFLINE))
+def test_offline_set_shapes_dtypes_and_classes(name):
+  shape, num_classes, source = OFFLINE[name]
+  ds = data.load(name, seed=0)
+  assert (ds.name, ds.requested, ds.source, ds.note) == (name, name, source, '')
+  assert ds.input_shape == shape
+  assert ds.num_classes == num_classes
+  assert ds.x_train.shape[1:] == ds.x_test.shape[1:] == shape
+  assert len(ds.x_train) == len(ds.y_train) and len(ds.x_test) == len(ds.y_test)
+  assert ds.x_train.dtype == ds.x_test.dtype == np.float32
+  assert np.all(np.isfinite(ds.x_train)) and np.all(np.isfinite(ds.x_test))
+  if num_classes is None:
+    assert ds.task == 'regression'
+    assert ds.y_train.dtype == ds.y_test.dtype == np.float32
+  else:
+    assert ds.task == 'classification'
+    assert ds.y_train.dtype == ds.y_test.dtype == np.int32
+    assert set(np.unique(ds.y_train)) == set(range(num_classes))
+    assert ds.y_test.min() >= 0 and ds.y_test.max() < num_classes
+  if name == 'sphere_logistic':
+    assert (len(ds.x_train), len(ds.x_test)) == (3000, 100)
+  else:  # 80/20 split of the whole set.
+    n = len(ds.x_train) + len(ds.x_test)
+    assert abs(len(ds.x_test) - 0.2 * n) <= 1
+  assert name in repr(ds)
+
+
+@pytest.mark.parametrize('name', sorted(OFFLINE))
+def test_offline_set_is_deterministic_in_seed(name):
+  a, b, c = (data.load(name, seed=s) for s in (3, 3, 4))
+  for field in ('x_train', 'y_train', 'x_test', 'y_test'):
+    np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+  assert not np.array_equal(a.x_train, c.x_train)
+
+
+def test_digits_are_images_scaled_to_unit_interval():
+  ds = data.load('digits')
+  assert ds.x_train.min() == 0.0 and ds.x_train.max() == 1.0
+  # Pixel counts 0..16 divided by 16.
+  scaled = ds.x_test * 16
+  np.testing.assert_array_equal(scaled, np.round(scaled))
+  num_images = len(sk_datasets.load_digits().images)
+  assert len(ds.x_train) + len(ds.x_test) == num_images
+
+
+@pytest.mark.parametrize('name,loader', [
+    ('iris', sk_datasets.load_iris), ('wine', sk_datasets.load_wine),
+    ('diabetes', sk_datasets.load_diabetes)])
+def test_standardization_uses_train_statistics(name, loader):
+  ds = data.load(name, seed=1)
+  np.testing.assert_allclose(ds.x_train.mean(axis=0), 0.0, atol=1e-5)
+  np.testing.assert_allclose(ds.x_train.std(axis=0), 1.0, atol=1e-5)
+  mean, std = ds.extras['feature_mean'], ds.extras['feature_std']
+  raw_x, _ = loader(return_X_y=True)
+  raw_train = ds.x_train * std + mean
+  raw_test = ds.x_test * std + mean
+  # Undoing the stored transform recovers rows of the raw data: the train rows
+  # give exactly the stored statistics, and the test rows are distinct rows.
+  def row_ids(rows):
+    dist = np.abs(raw_x[None] - rows[:, None]).max(axis=-1)
+    np.testing.assert_allclose(dist.min(axis=1), 0.0, atol=1e-3 * raw_x.std())
+    return dist.argmin(axis=1)
+  train_ids, test_ids = row_ids(raw_train), row_ids(raw_test)
+  assert not set(train_ids) & set(test_ids)
+  np.testing.assert_allclose(mean, raw_x[train_ids].mean(axis=0), rtol=1e-5,
+                             atol=1e-6)
+  np.testing.assert_allclose(std, raw_x[train_ids].std(axis=0), rtol=1e-5)
+  # The test split is not standardized with its own statistics.
+  assert np.abs(ds.x_test.mean(axis=0)).max() > 1e-3
+
+
+def test_regression_targets_standardized_with_train_statistics():
+  ds = data.load('diabetes', seed=0)
+  _, raw_y = sk_datasets.load_diabetes(return_X_y=True)
+  assert abs(ds.y_train.mean()) < 1e-5 and abs(ds.y_train.std() - 1) < 1e-5
+  restored = ds.y_test * ds.extras['target_std'] + ds.extras['target_mean']
+  assert np.all(np.abs(restored[:, None] - raw_y[None]).min(axis=1) < 1e-3)
+  raw = data.load('diabetes', seed=0, standardize_targets=False)
+  assert raw.y_train.dtype == np.float32 and raw.y_train.mean() > 100
+
+
+def test_split_options():
+  ds = data.load('breast_cancer', seed=0, test_fraction=0.5, max_train=50,
+                 max_test=20)
+  assert (len(ds.x_train), len(ds.x_test)) == (50, 20)
+  syn = data.load('synthetic', seed=2, n_samples=300, n_features=7,
+                  n_classes=5)
+  assert syn.input_shape == (7,) and syn.num_classes == 5
+  assert len(syn.x_train) + len(syn.x_test) == 300
+  assert set(np.unique(syn.y_train)) == set(range(5))
+  with pytest.raises(ValueError, match='test_fraction'):
+    data.load('iris', test_fraction=1.5)
+  with pytest.raises(ValueError, match='max_train'):
+    data.load('iris', max_train=0)
+
+
+def test_sphere_logistic_points_and_labels():
+  ds = data.load('sphere_logistic', seed=0, dim=50, intrinsic_dim=3,
+                 n_samples=2000, n_test=300)
+  w = ds.extras['w']
+  assert (len(ds.x_train), len(ds.x_test)) == (2000, 300)
+  np.testing.assert_allclose(np.linalg.norm(ds.x_train, axis=1), 1.0,
+                             atol=1e-5)
+  np.testing.assert_allclose(np.linalg.norm(ds.x_test, axis=1), 1.0,
+                             atol=1e-5)
+  assert np.count_nonzero(w) == 3
+  for x, y in ((ds.x_train, ds.y_train), (ds.x_test, ds.y_test)):
+    assert set(np.unique(y)) == {0, 1}
+    margin = x @ w
+    # Labels follow sigmoid(<z, w>): clearly above chance, and the empirical
+    # rate of y = 1 matches the mean predicted probability.
+    assert np.mean((margin > 0) == (y == 1)) > 0.75
+    assert np.corrcoef(margin, y)[0, 1] > 0.5
+    assert abs(np.mean(y) - np.mean(1 / (1 + np.exp(-margin)))) < 0.05
+  # Points are spread over the sphere: mean near 0, second moment I/d.
+  assert np.abs(ds.x_train.mean(axis=0)).max() < 0.02
+  np.testing.assert_allclose(np.mean(ds.x_train**2, axis=0), 1 / 50,
+                             atol=0.005)
+  hard = data.load('sphere_logistic', seed=0, dim=50, labelling='threshold')
+  np.testing.assert_array_equal(hard.y_train,
+                                (hard.x_train @ hard.extras['w'] > 0))
+
+
+def test_sphere_logistic_rejects_bad_intrinsic_dim():
+  with pytest.raises(ValueError, match='intrinsic_dim'):
+    data.load('sphere_logistic', dim=5, intrinsic_dim=6)
+
+
+def test_tfds_mnist_through_data_source(tmp_path):
+  with _mock_tfds(num_examples=12):
+    ds = data.load('mnist', data_dir=str(tmp_path), fallback=False)
+  assert (ds.name, ds.requested, ds.source, ds.note) == (
+      'mnist', 'mnist', 'tfds', '')
+  assert ds.x_train.shape == (12, 28, 28, 1)
+  assert ds.x_test.shape == (12, 28, 28, 1)
+  assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int32
+  assert 0.0 <= ds.x_train.min() and ds.x_train.max() <= 1.0
+  assert ds.x_train.max() > 0.5  # uint8 data scaled by 1/255, not clipped.
+  assert ds.num_classes == 10
+  assert ds.y_train.min() >= 0 and ds.y_train.max() < 10
+
+
+def test_tfds_subsampling_and_color_images(tmp_path):
+  with _mock_tfds(num_examples=10):
+    ds = data.load('cifar10', data_dir=str(tmp_path), seed=1, max_train=4,
+                   max_test=3)
+    again = data.load('cifar10', data_dir=str(tmp_path), seed=1, max_train=4,
+                      max_test=3)
+  assert ds.x_train.shape == (4, 32, 32, 3)
+  assert ds.x_test.shape == (3, 32, 32, 3)
+  np.testing.assert_array_equal(ds.x_train, again.x_train)
+
+
+@pytest.mark.parametrize('name', data.TFDS_DATASETS)
+def test_missing_tfds_data_falls_back(name, tmp_path, caplog):
+  with caplog.at_level(logging.WARNING, logger=data.__name__):
+    ds = data.load(name, data_dir=str(tmp_path), seed=0)
+  expected = (f'{name} is not available (no prepared tfds data in '
+              f'{tmp_path}); ran digits instead')
+  assert (ds.name, ds.requested, ds.note) == ('digits', name, expected)
+  assert ds.fell_back and ds.input_shape == (8, 8, 1)
+  assert expected in caplog.text
+  assert expected in ds.describe()
+  np.testing.assert_array_equal(ds.x_train, data.load('digits').x_train)
+  assert not list(tmp_path.iterdir())  # Nothing was downloaded or prepared.
+
+
+def test_fallback_reads_tfds_data_dir_env(tmp_path, monkeypatch):
+  monkeypatch.setenv('TFDS_DATA_DIR', str(tmp_path))
+  ds = data.load('fashion_mnist', max_train=100)
+  assert ds.name == 'digits' and str(tmp_path) in ds.note
+  assert len(ds.x_train) == 100
+
+
+def test_fallback_false_raises(tmp_path):
+  with pytest.raises(data.DatasetUnavailableError,
+                     match=f'mnist is not available .*{tmp_path}'):
+    data.load('mnist', data_dir=str(tmp_path), fallback=False)
+  assert issubclass(data.DatasetUnavailableError, ValueError)
+
+
+def test_unknown_name_and_option_raise():
+  with pytest.raises(ValueError, match='Unknown dataset .*mnist.*digits'):
+    data.load('imagenet')
+  with pytest.raises(ValueError, match='Unknown option'):
+    data.load('iris', n_samples=10)
+  with pytest.raises(ValueError, match='Unknown option'):
+    data.load('mnist', dim=3)
+  with pytest.raises(ValueError, match='Unknown option'):
+    data.load('synthetic', n_sample=10)
+
+
+def test_docstring_examples():
+  result = doctest.testmod(data, optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0 and result.failed == 0
