@@ -227,7 +227,7 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
     ckpt.save(step, state, {'ledger': ledger.to_json(), 'history': history})
 
   bar = tqdm.tqdm(total=config.steps, initial=step, desc=desc, leave=False,
-                  disable=not progress, dynamic_ncols=True)
+                  disable=None if progress else True, dynamic_ncols=True)
   params, opt_state = state['params'], state['opt_state']
   while step < config.steps:
     params, opt_state = step_fn(params, opt_state, jnp.int32(step))
