@@ -167,23 +167,12 @@ class LogisticRegression(nn.Module):
     return _flatten_call(x, self.example_ndim, 'LogisticRegression', dense)
 
 
-def _image_call(x: jax.typing.ArrayLike, name: str,
-                body: Callable[[jax.Array], jax.Array]) -> jax.Array:
-  batch_shape, x = _split_batch(jnp.asarray(x), 3, name)
-  out = body(x)
-  return out.reshape(batch_shape + out.shape[1:])
-
-
-class MnistCNN(nn.Module):
-  """Tramer & Boneh DP-CNN for 28x28x1 images (26,010 params).
-
-  Conv(16, 8x8, stride 2, pad 2) -> act -> MaxPool(2, stride 1) -> Conv(32,
-  4x4, stride 2, VALID) -> act -> MaxPool(2, stride 1) -> flatten (512) ->
-  Dense 32 -> act -> Dense ``num_outputs``.
+class _ImageModel(nn.Module):
+  """Shared fields and batching of the CNNs; subclasses define ``body``.
 
   Attributes:
     num_outputs: number of logits.
-    activation: one of ``ACTIVATIONS`` (tanh in the paper).
+    activation: one of ``ACTIVATIONS`` (tanh in the papers).
     scale, inverse_temperature, offset: tempered-sigmoid parameters.
   """
   num_outputs: int = 10
@@ -192,89 +181,68 @@ class MnistCNN(nn.Module):
   inverse_temperature: float = 2.0
   offset: float = 1.0
 
+  def body(self, h: jax.Array, act: Callable[[jax.Array], jax.Array]
+           ) -> jax.Array:
+    """The network on a batch ``[B, H, W, C]``."""
+    raise NotImplementedError
+
   @nn.compact
   def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
     act = get_activation(self.activation, self.scale, self.inverse_temperature,
                          self.offset)
-
-    def body(h):
-      h = act(nn.Conv(16, (8, 8), strides=(2, 2), padding=2)(h))
-      h = nn.max_pool(h, (2, 2), strides=(1, 1))
-      h = act(nn.Conv(32, (4, 4), strides=(2, 2), padding='VALID')(h))
-      h = nn.max_pool(h, (2, 2), strides=(1, 1))
-      h = h.reshape(h.shape[0], -1)
-      h = act(nn.Dense(32)(h))
-      return nn.Dense(self.num_outputs)(h)
-
-    return _image_call(x, 'MnistCNN', body)
+    batch_shape, x = _split_batch(jnp.asarray(x), 3, type(self).__name__)
+    out = self.body(x, act)
+    return out.reshape(batch_shape + out.shape[1:])
 
 
-class CifarCNN(nn.Module):
+class MnistCNN(_ImageModel):
+  """Tramer & Boneh DP-CNN for 28x28x1 images (26,010 params).
+
+  Conv(16, 8x8, stride 2, pad 2) -> act -> MaxPool(2, stride 1) -> Conv(32,
+  4x4, stride 2, VALID) -> act -> MaxPool(2, stride 1) -> flatten (512) ->
+  Dense 32 -> act -> Dense ``num_outputs``.
+  """
+
+  def body(self, h, act):
+    h = act(nn.Conv(16, (8, 8), strides=(2, 2), padding=2)(h))
+    h = nn.max_pool(h, (2, 2), strides=(1, 1))
+    h = act(nn.Conv(32, (4, 4), strides=(2, 2), padding='VALID')(h))
+    h = nn.max_pool(h, (2, 2), strides=(1, 1))
+    h = act(nn.Dense(32)(h.reshape(h.shape[0], -1)))
+    return nn.Dense(self.num_outputs)(h)
+
+
+class CifarCNN(_ImageModel):
   """Tramer & Boneh DP-CNN for 32x32x3 images (550,570 params).
 
   Three blocks of two 3x3 convolutions (SAME padding, i.e. pad 1 as in the
   reference code) with 32, 64 and 128 channels, each block followed by
   MaxPool(2, stride 2); flatten (4x4x128 = 2048) -> Dense 128 -> act -> Dense
   ``num_outputs``. Every conv is followed by the activation.
-
-  Attributes:
-    num_outputs: number of logits.
-    activation: one of ``ACTIVATIONS`` (tanh in the paper).
-    scale, inverse_temperature, offset: tempered-sigmoid parameters.
   """
-  num_outputs: int = 10
-  activation: str = 'tanh'
-  scale: float = 2.0
-  inverse_temperature: float = 2.0
-  offset: float = 1.0
 
-  @nn.compact
-  def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
-    act = get_activation(self.activation, self.scale, self.inverse_temperature,
-                         self.offset)
-
-    def body(h):
-      for channels in (32, 64, 128):
-        h = act(nn.Conv(channels, (3, 3), padding='SAME')(h))
-        h = act(nn.Conv(channels, (3, 3), padding='SAME')(h))
-        h = nn.max_pool(h, (2, 2), strides=(2, 2))
-      h = h.reshape(h.shape[0], -1)
-      h = act(nn.Dense(128)(h))
-      return nn.Dense(self.num_outputs)(h)
-
-    return _image_call(x, 'CifarCNN', body)
+  def body(self, h, act):
+    for channels in (32, 64, 128):
+      h = act(nn.Conv(channels, (3, 3), padding='SAME')(h))
+      h = act(nn.Conv(channels, (3, 3), padding='SAME')(h))
+      h = nn.max_pool(h, (2, 2), strides=(2, 2))
+    h = act(nn.Dense(128)(h.reshape(h.shape[0], -1)))
+    return nn.Dense(self.num_outputs)(h)
 
 
-class DigitsCNN(nn.Module):
+class DigitsCNN(_ImageModel):
   """Small CNN for 8x8x1 digits (6,090 params with 10 outputs).
 
   Conv(16, 3x3, SAME) -> act -> MaxPool 2 -> Conv(32, 3x3, SAME) -> act ->
   MaxPool 2 -> flatten (2x2x32 = 128) -> Dense ``num_outputs``.
-
-  Attributes:
-    num_outputs: number of logits.
-    activation: one of ``ACTIVATIONS``.
-    scale, inverse_temperature, offset: tempered-sigmoid parameters.
   """
-  num_outputs: int = 10
-  activation: str = 'tanh'
-  scale: float = 2.0
-  inverse_temperature: float = 2.0
-  offset: float = 1.0
 
-  @nn.compact
-  def __call__(self, x: jax.typing.ArrayLike) -> jax.Array:
-    act = get_activation(self.activation, self.scale, self.inverse_temperature,
-                         self.offset)
-
-    def body(h):
-      h = act(nn.Conv(16, (3, 3), padding='SAME')(h))
-      h = nn.max_pool(h, (2, 2), strides=(2, 2))
-      h = act(nn.Conv(32, (3, 3), padding='SAME')(h))
-      h = nn.max_pool(h, (2, 2), strides=(2, 2))
-      return nn.Dense(self.num_outputs)(h.reshape(h.shape[0], -1))
-
-    return _image_call(x, 'DigitsCNN', body)
+  def body(self, h, act):
+    h = act(nn.Conv(16, (3, 3), padding='SAME')(h))
+    h = nn.max_pool(h, (2, 2), strides=(2, 2))
+    h = act(nn.Conv(32, (3, 3), padding='SAME')(h))
+    h = nn.max_pool(h, (2, 2), strides=(2, 2))
+    return nn.Dense(self.num_outputs)(h.reshape(h.shape[0], -1))
 
 
 _FLAT_MODELS = {'mlp': MLP, 'linear': LinearRegression,
