@@ -13,6 +13,9 @@ from dpjax._clipping import clipped_norm_bound
 from dpjax._clipping import ClippedGradSum
 from dpjax._clipping import count_nonfinite
 from dpjax._clipping import per_example_grads
+from dpjax._sparsify import rs_dpsgd
+from dpjax._sparsify import sparsify_random
+from dpjax._sparsify import SparsifyRandomState
 from dpjax._transforms import add_gaussian_noise
 from dpjax._transforms import add_laplace_noise
 from dpjax._transforms import AddGaussianNoiseState
@@ -48,6 +51,9 @@ __all__ = [
     'PaddedBatch',
     'per_example_grads',
     'PoissonSampler',
+    'rs_dpsgd',
     'sampling',
     'ShuffleSampler',
+    'sparsify_random',
+    'SparsifyRandomState',
 ]

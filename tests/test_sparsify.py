@@ -1,0 +1,183 @@
+"""Random sparsification (Zhu & Blaschko, Alg. 1-3)."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import dpjax
+from dpjax import _sparsify
+
+PARAMS = {'w': jnp.zeros((6, 5)), 'b': jnp.zeros(5)}  # d = 35
+D = 35
+B = 4
+
+
+def per_example_ones(scale=1.0):
+  return jax.tree.map(lambda p: jnp.full((B,) + p.shape, scale), PARAMS)
+
+
+def nonzero_pattern(tree):
+  return np.concatenate([np.asarray(x != 0).ravel() for x in
+                         jax.tree.leaves(tree)])
+
+
+def test_schedule_cools_linearly_to_the_final_rate():
+  np.testing.assert_array_equal(_sparsify.sparsity_schedule(0.9, 4, 10),
+                                [0, 3, 6, 9])
+  np.testing.assert_array_equal(_sparsify.sparsity_schedule(0.3, 2, 10), [0, 3])
+  np.testing.assert_array_equal(_sparsify.sparsity_schedule(0.5, 1, 9), [4])
+
+
+def test_mask_sizes_are_exact_in_every_epoch_and_refresh():
+  epochs, steps, refresh = 4, 6, 3
+  tx = dpjax.sparsify_random(0.8, epochs, steps, key=jax.random.key(1),
+                             refresh_per_epoch=refresh, per_example=False)
+  state, update = tx.init(PARAMS), jax.jit(tx.update)
+  expected = _sparsify.sparsity_schedule(0.8, epochs, D)
+  ones = jax.tree.map(jnp.ones_like, PARAMS)
+  patterns = []
+  for t in range(epochs * steps):
+    out, state = update(ones, state)
+    pattern = nonzero_pattern(out)
+    assert D - pattern.sum() == expected[t // steps], t
+    patterns.append(pattern)
+  for t in range(1, epochs * steps):  # the mask changes only at a refresh
+    same = np.array_equal(patterns[t], patterns[t - 1])
+    if t % (steps // refresh):
+      assert same, t
+  assert not np.array_equal(patterns[-1], patterns[-steps])
+
+
+def test_one_mask_is_shared_by_every_example():
+  tx = dpjax.sparsify_random(0.5, 1, 10, key=jax.random.key(2))
+  out, _ = tx.update(per_example_ones(), tx.init(PARAMS))
+  rows = [nonzero_pattern(jax.tree.map(lambda x, i=i: x[i], out))
+          for i in range(B)]
+  for row in rows:
+    np.testing.assert_array_equal(row, rows[0])
+  assert rows[0].sum() == D - int(0.5 * D)
+
+
+def test_zeroed_set_is_uniform_over_coordinates():
+  draws = 4000
+  masks = jax.vmap(lambda k: _sparsify.random_mask(k, PARAMS, 7))(
+      jax.random.split(jax.random.key(3), draws))
+  zeros = np.concatenate([np.asarray(1 - m).reshape(draws, -1)
+                          for m in jax.tree.leaves(masks)], axis=1)
+  assert np.all(zeros.sum(1) == 7)
+  expected = np.full(D, draws * 7 / D)
+  assert stats.chisquare(zeros.sum(0), expected).pvalue > 1e-3
+  # The same test rejects a biased mask (coordinate 0 zeroed too often).
+  biased = zeros.sum(0) + np.eye(D)[0] * 0.1 * draws
+  assert stats.chisquare(biased, biased.sum() / D).pvalue < 1e-6
+
+
+def rs_step(final_rate=0.6, sigma=1.0, clip=True, key=0, l2_norm_clip=1.0,
+            momentum=0.9):
+  tx = dpjax.rs_dpsgd(0.1, l2_norm_clip, sigma, B, final_rate, epochs=3,
+                      steps_per_epoch=5, key=jax.random.key(key),
+                      momentum=momentum, clip=clip)
+  return tx, tx.init(PARAMS)
+
+
+def test_masked_coordinates_get_neither_gradient_nor_noise():
+  # Without momentum (whose velocity still moves masked coordinates, as the
+  # paper notes) the update is the masked noisy sum itself.
+  tx, state = rs_step(sigma=2.0, momentum=0.0)
+  grads = per_example_ones(3.0)
+  update = jax.jit(tx.update)
+  for _ in range(12):  # into the third epoch (rate 0.6: 21 zeros)
+    out, state = update(grads, state, PARAMS, mask=jnp.ones(B, bool))
+  mask = nonzero_pattern(state[0].mask)
+  assert D - mask.sum() == int(0.6 * D)
+  np.testing.assert_array_equal(nonzero_pattern(out), mask)
+
+
+def test_zero_rate_is_plain_dpsgd_bit_for_bit():
+  key = jax.random.key(5)
+  rs = dpjax.rs_dpsgd(0.1, 1.0, 1.3, B, 0.0, 3, 5, key=key, momentum=0.9)
+  plain = dpjax.dpsgd(0.1, 1.0, 1.3, B, key=jax.random.fold_in(key, 1),
+                      momentum=0.9)
+  s_rs, s_plain = rs.init(PARAMS), plain.init(PARAMS)
+  grads = jax.tree.map(
+      lambda p: jax.random.normal(jax.random.key(6), (B,) + p.shape), PARAMS)
+  rs_update, plain_update = jax.jit(rs.update), jax.jit(plain.update)
+  for _ in range(3):
+    a, s_rs = rs_update(grads, s_rs, PARAMS, mask=jnp.ones(B, bool))
+    b, s_plain = plain_update(grads, s_plain, PARAMS, mask=jnp.ones(B, bool))
+    chex.assert_trees_all_equal(a, b)
+
+
+def test_ablations_differ_from_dpsgd_exactly_where_they_should():
+  grads = per_example_ones(3.0)  # per-example norm 3 sqrt(35) >> C = 1
+  valid = jnp.ones(B, bool)
+  clipped_only, s1 = rs_step(sigma=0.0)
+  noisy_only, s2 = rs_step(clip=False)
+  full, s3 = rs_step()
+  a, s1 = clipped_only.update(grads, s1, PARAMS, mask=valid)
+  b, s2 = noisy_only.update(grads, s2, PARAMS, mask=valid)
+  c, s3 = full.update(grads, s3, PARAMS, mask=valid)
+  # Step 0 has rate 0: clipped-only is -lr * (sum of clipped rows) / B.
+  clipped_row = 3.0 / (3.0 * np.sqrt(D))
+  for leaf in jax.tree.leaves(a):
+    np.testing.assert_allclose(leaf, -0.1 * clipped_row, rtol=1e-5)
+  # Noisy-only = full DP-SGD + the clipping it skipped (same noise key).
+  for x, y in zip(jax.tree.leaves(b), jax.tree.leaves(c)):
+    np.testing.assert_allclose(x - y, -0.1 * (3.0 - clipped_row), rtol=1e-4)
+
+
+def test_sensitivity_of_the_masked_clipped_sum():
+  """Replace one example adversarially: the noiseless step moves <= 2C lr/B."""
+  tx, state = rs_step(final_rate=0.5, sigma=0.0, l2_norm_clip=0.7)
+  update = jax.jit(tx.update)
+  for _ in range(10):  # reach a sparse epoch
+    _, state = update(per_example_ones(), state, PARAMS,
+                      mask=jnp.ones(B, bool))
+  base = per_example_ones()
+  other = jax.tree.map(lambda x: x.at[0].set(-1e4 * jnp.ones_like(x[0])), base)
+  a, _ = update(base, state, PARAMS, mask=jnp.ones(B, bool))
+  b, _ = update(other, state, PARAMS, mask=jnp.ones(B, bool))
+  moved = np.sqrt(sum(float(jnp.sum((x - y) ** 2)) for x, y in
+                      zip(jax.tree.leaves(a), jax.tree.leaves(b))))
+  assert moved <= 2 * 0.7 * 0.1 / B * (1 + 1e-5)
+  assert moved > 0.7 * 0.1 / B  # the bound is not vacuous here
+
+
+def test_same_key_same_output_with_and_without_jit():
+  tx, state = rs_step()
+  grads = per_example_ones()
+  valid = jnp.ones(B, bool)
+  eager, _ = tx.update(grads, state, PARAMS, mask=valid)
+  jitted, _ = jax.jit(tx.update)(grads, state, PARAMS, mask=valid)
+  again, _ = jax.jit(tx.update)(grads, state, PARAMS, mask=valid)
+  chex.assert_trees_all_close(eager, jitted, rtol=1e-5, atol=1e-8)
+  chex.assert_trees_all_equal(jitted, again)
+  other, _ = rs_step(key=1)[0].update(grads, rs_step(key=1)[1], PARAMS,
+                                      mask=valid)
+  assert not all(np.array_equal(x, y) for x, y in
+                 zip(jax.tree.leaves(other), jax.tree.leaves(jitted)))
+
+
+def test_no_recompilation_across_steps():
+  tx, state = rs_step()
+  update = jax.jit(tx.update)
+  grads, valid = per_example_ones(), jnp.ones(B, bool)
+  for _ in range(7):
+    _, state = update(grads, state, PARAMS, mask=valid)
+  assert update._cache_size() == 1
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(final_rate=1.0), 'final_rate=1.0'),
+    (dict(final_rate=-0.1), 'final_rate=-0.1'),
+    (dict(epochs=0), 'epochs=0'),
+    (dict(refresh_per_epoch=20), 'refresh_per_epoch=20'),
+])
+def test_bad_arguments_raise(kwargs, match):
+  args = dict(final_rate=0.5, epochs=2, steps_per_epoch=10,
+              key=jax.random.key(0))
+  with pytest.raises(ValueError, match=match):
+    dpjax.sparsify_random(**dict(args, **kwargs))
