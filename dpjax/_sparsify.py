@@ -22,6 +22,7 @@ mechanism as DP-SGD: account it exactly like plain DP-SGD (Zhu & Blaschko,
 Thm 3.1).
 """
 
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -243,3 +244,48 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
       _transforms.normalize(expected_batch_size),
       optax.sgd(learning_rate, momentum=momentum or None),
   )
+
+
+def sparse_message_bits(num_coordinates: int, num_kept: int,
+                        value_bits: int = 32, send_indices: bool = True) -> int:
+  """Bits of one sparse message: kept values, plus where they are.
+
+  The positions cost the cheaper of a bitmask (d bits) and a list of indices
+  (num_kept * ceil(log2 d) bits), nothing for a dense message; with per-epoch masks they are sent only at
+  a refresh (``send_indices=False`` otherwise). A dense message is
+  ``d * value_bits`` (Zhu & Blaschko, Sec. 5).
+
+  Example:
+    >>> sparse_message_bits(1000, 100)  # 100 * 32 + min(1000, 100 * 10)
+    4200
+  """
+  _validate.positive_int(num_coordinates=num_coordinates,
+                         value_bits=value_bits)
+  _validate.non_negative_int(num_kept=num_kept)
+  positions = 0 if num_kept == num_coordinates else min(
+      num_coordinates,
+      num_kept * max(1, math.ceil(math.log2(num_coordinates))))
+  return num_kept * value_bits + (positions if send_indices else 0)
+
+
+def rs_bits_per_step(final_rate: float, epochs: int, steps_per_epoch: int,
+                     num_coordinates: int, refresh_per_epoch: int = 1,
+                     value_bits: int = 32) -> np.ndarray:
+  """Bits each step of an RS run sends (positions only at a mask refresh).
+
+  Example:
+    >>> rs_bits_per_step(0.5, 2, 2, 8).tolist()  # epoch 1 keeps 4 of 8
+    [256, 256, 136, 128]
+  """
+  schedule = SparsityMaskSchedule(
+      sparsity_schedule(final_rate, epochs, num_coordinates), steps_per_epoch,
+      refresh_per_epoch)
+  steps = np.arange(epochs * steps_per_epoch)
+  bits = []
+  for t in steps:
+    kept = num_coordinates - int(schedule.num_zeros[t // steps_per_epoch])
+    refresh = t == 0 or (t * refresh_per_epoch // steps_per_epoch !=
+                         (t - 1) * refresh_per_epoch // steps_per_epoch)
+    bits.append(sparse_message_bits(num_coordinates, kept, value_bits,
+                                    send_indices=refresh))
+  return np.asarray(bits, np.int64)

@@ -181,3 +181,20 @@ def test_bad_arguments_raise(kwargs, match):
               key=jax.random.key(0))
   with pytest.raises(ValueError, match=match):
     dpjax.sparsify_random(**dict(args, **kwargs))
+
+
+def test_message_bits_count_values_and_positions():
+  assert _sparsify.sparse_message_bits(1000, 1000) == 32000  # dense
+  assert _sparsify.sparse_message_bits(1000, 10) == 10 * 32 + 10 * 10
+  assert _sparsify.sparse_message_bits(1000, 500) == 500 * 32 + 1000  # bitmask
+  assert _sparsify.sparse_message_bits(1000, 10, send_indices=False) == 320
+
+
+def test_run_bits_send_positions_once_per_refresh():
+  bits = _sparsify.rs_bits_per_step(0.9, epochs=3, steps_per_epoch=4,
+                                    num_coordinates=100, refresh_per_epoch=2)
+  kept = 100 - _sparsify.sparsity_schedule(0.9, 3, 100)  # 100, 55, 10
+  per_step = [int(kept[t // 4]) * 32 for t in range(12)]
+  positions = {4: 100, 6: 100, 8: 10 * 7, 10: 10 * 7}  # epoch 0 is dense
+  np.testing.assert_array_equal(
+      bits, [b + positions.get(t, 0) for t, b in enumerate(per_step)])
