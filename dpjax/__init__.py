@@ -5,6 +5,7 @@ The core DP-SGD pieces are re-exported here; ``dpjax.accounting``,
 """
 
 from dpjax import accounting
+from dpjax import attacks
 from dpjax import noise
 from dpjax import sampling
 from dpjax._clipping import clip_and_sum
@@ -15,6 +16,8 @@ from dpjax._clipping import count_nonfinite
 from dpjax._clipping import per_example_grads
 from dpjax._sparsify import rs_dpsgd
 from dpjax._sparsify import sparsify_random
+from dpjax._sparsify import sparsity_mask
+from dpjax._sparsify import SparsityMaskSchedule
 from dpjax._sparsify import SparsifyRandomState
 from dpjax._transforms import add_gaussian_noise
 from dpjax._transforms import add_laplace_noise
@@ -33,6 +36,7 @@ __version__ = '0.1.0'
 
 __all__ = [
     'accounting',
+    'attacks',
     'add_gaussian_noise',
     'add_laplace_noise',
     'AddGaussianNoiseState',
@@ -55,5 +59,7 @@ __all__ = [
     'sampling',
     'ShuffleSampler',
     'sparsify_random',
+    'sparsity_mask',
+    'SparsityMaskSchedule',
     'SparsifyRandomState',
 ]

@@ -96,6 +96,19 @@ class SparsityMaskSchedule(NamedTuple):
   steps_per_epoch: int
   refresh_per_epoch: int
 
+  @classmethod
+  def cooling(cls, final_rate: float, epochs: int, steps_per_epoch: int,
+              like: Any, refresh_per_epoch: int = 1
+              ) -> 'SparsityMaskSchedule':
+    """Gradual cooling to ``final_rate`` over ``epochs`` for params ``like``."""
+    _validate.positive_int(steps_per_epoch=steps_per_epoch,
+                           refresh_per_epoch=refresh_per_epoch)
+    if refresh_per_epoch > steps_per_epoch:
+      raise ValueError(f'Expected refresh_per_epoch={refresh_per_epoch} <= '
+                       f'steps_per_epoch={steps_per_epoch}.')
+    return cls(sparsity_schedule(final_rate, epochs, _num_coordinates(like)),
+               steps_per_epoch, refresh_per_epoch)
+
   def period(self, step: jax.Array) -> jax.Array:
     """Index of the mask in use at ``step`` (a new one every refresh)."""
     return step * self.refresh_per_epoch // self.steps_per_epoch
@@ -156,17 +169,11 @@ def sparsify_random(final_rate: float, epochs: int, steps_per_epoch: int, *,
     2
   """
   _validate_rate(final_rate)
-  _validate.positive_int(epochs=epochs, steps_per_epoch=steps_per_epoch,
-                         refresh_per_epoch=refresh_per_epoch)
-  if refresh_per_epoch > steps_per_epoch:
-    raise ValueError(f'Expected refresh_per_epoch={refresh_per_epoch} <= '
-                     f'steps_per_epoch={steps_per_epoch}.')
+  _validate.positive_int(epochs=epochs)
   key = _validate.key(key)
-
-  def schedule(params):
-    return SparsityMaskSchedule(
-        sparsity_schedule(final_rate, epochs, _num_coordinates(params)),
-        steps_per_epoch, refresh_per_epoch)
+  schedule = lambda params: SparsityMaskSchedule.cooling(
+      final_rate, epochs, steps_per_epoch, params, refresh_per_epoch)
+  schedule(jnp.zeros(1))  # validates the schedule's arguments now
 
   def init_fn(params):
     count = jnp.zeros([], jnp.int32)

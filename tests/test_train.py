@@ -9,9 +9,11 @@ import textwrap
 
 import dp_accounting
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import dpjax
 from dpjax import accounting
 from experiments.common import checkpoint
 from experiments.common import data as data_lib
@@ -231,3 +233,49 @@ def test_batch_larger_than_data_raises(digits, model):
   cfg = train.TrainConfig(**dict(CONFIG, expected_batch_size=10_000))
   with pytest.raises(ValueError, match='expected_batch_size=10000'):
     train.train(model, digits, cfg, progress=False)
+
+
+def test_sparsified_run_spends_exactly_what_plain_dpsgd_spends(reference,
+                                                                digits, model):
+  rs = train.train(model, digits, train.TrainConfig(
+      **dict(CONFIG, sparsify_rate=0.7)), delta=DELTA, progress=False)
+  assert rs.ledger == reference.ledger  # the mask is data-independent
+  assert rs.final['epsilon'] == reference.final['epsilon']
+  assert not np.array_equal(np.asarray(jax.tree.leaves(rs.params)[0]),
+                            np.asarray(jax.tree.leaves(reference.params)[0]))
+
+
+@pytest.mark.parametrize('ablation, sigma', [
+    (None, 2.0), ('clipped_sgd', None), ('noisy_sgd', 2.0)])
+def test_masked_coordinates_do_not_move_within_an_epoch(digits, model,
+                                                        ablation, sigma):
+  cfg = train.TrainConfig(**dict(CONFIG, momentum=0.0, sparsify_rate=0.6,
+                                 noise_multiplier=sigma, ablation=ablation,
+                                 steps=16))  # 2 epochs of 8 steps
+  loss_fn = train.per_example_loss(model, digits.task)
+  sampler = train.make_sampler(cfg, len(digits.x_train))
+  params = model.init(jax.random.key(0), digits.x_train[0])
+  state, step = train._make_step(loss_fn, cfg, sampler, digits, params)
+  history = [params]
+  for t in range(16):
+    params, state = step(params, state, jnp.int32(t))
+    history.append(params)
+  flat = lambda p: np.concatenate([np.ravel(x) for x in jax.tree.leaves(p)])
+  kept = flat(dpjax.sparsity_mask(
+      train._keys(cfg)['mask'], 8, params,
+      train._mask_schedule(cfg, params, len(digits.x_train)))) == 1
+  assert kept.sum() == kept.size - int(0.6 * kept.size)  # epoch 1 keeps 40 %
+  moved = flat(history[16]) != flat(history[8])
+  assert not np.any(moved & ~kept)  # no gradient, no noise where masked
+  if sigma is not None:  # noise reaches every kept coordinate
+    np.testing.assert_array_equal(moved, kept)
+    assert np.all(flat(history[8]) != flat(history[0]))  # epoch 0 is dense
+
+
+def test_ablation_configuration_is_checked():
+  with pytest.raises(ValueError, match='noisy_sgd needs a noise'):
+    train.TrainConfig(**dict(CONFIG, ablation='noisy_sgd',
+                             noise_multiplier=None))
+  with pytest.raises(ValueError, match='sparsify_rate=1.0'):
+    train.TrainConfig(**dict(CONFIG, sparsify_rate=1.0))
+  assert not train.TrainConfig(**dict(CONFIG, ablation='noisy_sgd')).private

@@ -34,15 +34,29 @@ from experiments.common import checkpoint as checkpoint_lib
 from experiments.common.data import Dataset
 
 
+ABLATIONS = ('clipped_sgd', 'noisy_sgd')
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-  """Hyperparameters of one run; ``noise_multiplier=None`` is non-private."""
+  """Hyperparameters of one run.
+
+  ``noise_multiplier=None`` is plain SGD; a noise multiplier makes it DP-SGD.
+  ``ablation='clipped_sgd'`` clips without noise and ``'noisy_sgd'`` adds the
+  noise sigma * C without clipping (Zhu & Blaschko Algs. 3 and 2; neither is
+  private). ``sparsify_rate > 0`` adds random sparsification before clipping
+  with gradual cooling and one mask per epoch (or per refresh), noise masked
+  alike (Alg. 1).
+  """
   steps: int
   expected_batch_size: int
   learning_rate: float
   momentum: float = 0.9
   l2_norm_clip: float = 1.0
   noise_multiplier: float | None = None
+  ablation: str | None = None
+  sparsify_rate: float = 0.0
+  sparsify_refresh_per_epoch: int = 1
   clipping: str = 'vmap'
   eval_every: int = 100
   checkpoint_every: int = 0  # 0: only at the end (if a directory is given)
@@ -51,7 +65,9 @@ class TrainConfig:
   def __post_init__(self):
     _validate.positive_int(steps=self.steps,
                            expected_batch_size=self.expected_batch_size,
-                           eval_every=self.eval_every)
+                           eval_every=self.eval_every,
+                           sparsify_refresh_per_epoch=(
+                               self.sparsify_refresh_per_epoch))
     _validate.non_negative_int(checkpoint_every=self.checkpoint_every,
                                seed=self.seed)
     _validate.positive(learning_rate=self.learning_rate,
@@ -59,10 +75,24 @@ class TrainConfig:
     _validate.non_negative(momentum=self.momentum)
     if self.noise_multiplier is not None:
       _validate.non_negative(noise_multiplier=self.noise_multiplier)
+    if self.ablation not in (None,) + ABLATIONS:
+      raise ValueError(f'Expected ablation={self.ablation!r} in {ABLATIONS}.')
+    if (self.ablation == 'noisy_sgd') != (
+        self.ablation is not None and self.noise_multiplier is not None):
+      raise ValueError(f'ablation={self.ablation!r} with noise_multiplier='
+                       f'{self.noise_multiplier}: noisy_sgd needs a noise '
+                       'multiplier and clipped_sgd must not have one.')
+    if not 0 <= self.sparsify_rate < 1:
+      raise ValueError(f'Expected sparsify_rate={self.sparsify_rate} in '
+                       '[0, 1).')
 
   @property
   def private(self) -> bool:
-    return self.noise_multiplier is not None
+    return self.noise_multiplier is not None and self.ablation is None
+
+  @property
+  def clips(self) -> bool:
+    return self.private or self.ablation == 'clipped_sgd'
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -122,38 +152,71 @@ def _make_evaluate(model, loss_fn, data: Dataset):
   return lambda params: {k: float(v) for k, v in evaluate(params).items()}
 
 
-def _make_step(loss_fn, config: TrainConfig, sampler, data: Dataset, tx):
-  """Jitted ``step(params, opt_state, t) -> (params, opt_state)``."""
+def _keys(config: TrainConfig):
+  """Independent keys of a run: init, batches, noise and sparsity masks."""
+  seed_key = jax.random.key(config.seed)
+  return {name: jax.random.fold_in(seed_key, i)
+          for i, name in enumerate(('init', 'batch', 'noise', 'mask'))}
+
+
+def _mask_schedule(config: TrainConfig, params, num_examples: int):
+  """The run's random-sparsification schedule, or None without RS."""
+  if not config.sparsify_rate:
+    return None
+  steps_per_epoch = max(1, round(num_examples / config.expected_batch_size))
+  return dpjax.SparsityMaskSchedule.cooling(
+      config.sparsify_rate, math.ceil(config.steps / steps_per_epoch),
+      steps_per_epoch, params,
+      min(config.sparsify_refresh_per_epoch, steps_per_epoch))
+
+
+def _make_step(loss_fn, config: TrainConfig, sampler, data: Dataset, params):
+  """``(init_state, step)``: the optimizer state and the jitted step.
+
+  The step draws the batch, takes the (clipped) gradient sum of the masked
+  coordinates, adds the noise, masks it with the SAME mask (one value used
+  twice), divides by the expected batch size and takes an SGD step.
+  """
   x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
-  batch_key = jax.random.fold_in(jax.random.key(config.seed), 1)
-  if config.private:
+  keys = _keys(config)
+  schedule = _mask_schedule(config, params, len(x))
+  if config.clips:
     clipped = dpjax.clipped_grad_sum(loss_fn, config.l2_norm_clip,
                                      method=config.clipping)
-    grad_sum_fn = lambda p, ex, mask: clipped(p, ex, mask).grad_sum
+    grad_sum_fn = lambda p, ex, mask, m: clipped(
+        p, ex, mask, coordinate_mask=m).grad_sum
   else:  # the plain sum of gradients over the same (masked) batch
     batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
-    grad_sum_fn = jax.grad(
+    plain_sum = jax.grad(
         lambda p, ex, mask: jnp.sum(jnp.where(mask, batch_loss(p, ex), 0.0)))
+    grad_sum_fn = lambda p, ex, mask, m: _apply_mask(plain_sum(p, ex, mask), m)
+  noise = (optax.identity() if config.noise_multiplier is None else
+           dpjax.add_gaussian_noise(
+               config.noise_multiplier * config.l2_norm_clip,
+               key=keys['noise']))
+  optimizer = optax.chain(
+      dpjax.normalize(config.expected_batch_size),
+      optax.sgd(config.learning_rate, momentum=config.momentum or None))
 
   @jax.jit
   def step(params, opt_state, t):
-    batch = sampler.sample(jax.random.fold_in(batch_key, t))
+    noise_state, optimizer_state = opt_state
+    batch = sampler.sample(jax.random.fold_in(keys['batch'], t))
     examples = (x[batch.indices], y[batch.indices])
-    grad_sum = grad_sum_fn(params, examples, batch.mask)
-    updates, opt_state = tx.update(grad_sum, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
+    m = None if schedule is None else dpjax.sparsity_mask(
+        keys['mask'], t, params, schedule)
+    grad_sum = grad_sum_fn(params, examples, batch.mask, m)
+    noisy, noise_state = noise.update(grad_sum, noise_state)
+    updates, optimizer_state = optimizer.update(_apply_mask(noisy, m),
+                                                optimizer_state, params)
+    return (optax.apply_updates(params, updates),
+            (noise_state, optimizer_state))
 
-  return step
+  return (noise.init(params), optimizer.init(params)), step
 
 
-def _optimizer(config: TrainConfig):
-  noise_key = jax.random.fold_in(jax.random.key(config.seed), 2)
-  sgd = optax.sgd(config.learning_rate, momentum=config.momentum or None)
-  norm = dpjax.normalize(config.expected_batch_size)
-  if not config.private:
-    return optax.chain(norm, sgd)
-  stddev = config.noise_multiplier * config.l2_norm_clip
-  return optax.chain(dpjax.add_gaussian_noise(stddev, key=noise_key), norm, sgd)
+def _apply_mask(tree, mask):
+  return tree if mask is None else jax.tree.map(jnp.multiply, tree, mask)
 
 
 def make_sampler(config: TrainConfig, num_examples: int):
@@ -194,13 +257,12 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
   start = time.time()
   loss_fn = per_example_loss(model, data.task)
   sampler = make_sampler(config, len(data.x_train))
-  tx = _optimizer(config)
-  step_fn = _make_step(loss_fn, config, sampler, data, tx)
   evaluate = _make_evaluate(model, loss_fn, data)
   event = sampler.dp_event(config.noise_multiplier) if config.private else None
 
-  params = model.init(jax.random.key(config.seed), data.x_train[0])
-  state = {'params': params, 'opt_state': tx.init(params)}
+  params = model.init(_keys(config)['init'], data.x_train[0])
+  opt_state, step_fn = _make_step(loss_fn, config, sampler, data, params)
+  state = {'params': params, 'opt_state': opt_state}
   ledger, history, step, resumed_from = accounting.PrivacyLedger(), [], 0, None
   ckpt = None
   if checkpoint_dir is not None:
