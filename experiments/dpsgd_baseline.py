@@ -16,7 +16,6 @@ the digits test split in an early version, so the accuracies are mildly
 optimistic for every column alike.
 """
 
-import os
 import time
 from typing import Any
 
@@ -30,8 +29,6 @@ from experiments.common import train as train_lib
 
 NAME = 'dpsgd_baseline'
 DESCRIPTION = 'DP-SGD vs non-private (MLP, CNN) at eps 1/3/8 on digits/MNIST'
-CNN_FOR_INPUT = {(8, 8, 1): 'digits_cnn', (28, 28, 1): 'mnist_cnn',
-                 (32, 32, 3): 'cifar_cnn'}
 
 MODES = {
     'quick': dict(dataset='digits', num_seeds=2, epochs=25,
@@ -46,8 +43,8 @@ DEFAULTS = dict(seed=0, epsilons=[1.0, 3.0, 8.0], delta=1e-5, learning_rate=0.05
 
 def _model_specs(ds: data_lib.Dataset, cfg: dict[str, Any]):
   specs = {'mlp': dict(hidden=cfg['mlp_hidden'], activation=cfg['activation'])}
-  cnn = CNN_FOR_INPUT.get(tuple(ds.input_shape))
-  if cnn is not None:
+  cnn = models.default_model_name(ds.name)
+  if cnn.endswith('_cnn'):
     specs[cnn] = {}
   return specs
 
@@ -84,23 +81,10 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         seed = cfg['seed'] + i
         tc = train_lib.TrainConfig(**base, seed=seed,
                                    noise_multiplier=sigmas.get(target))
-        label = f'{model_name} eps={target} seed={seed}'
-        res = train_lib.train(
-            model, ds, tc, delta=cfg['delta'], progress=progress, desc=label,
-            checkpoint_dir=os.path.join(out_dir, 'checkpoints',
-                                        label.replace(' ', '_')))
-        private = tc.private
-        runs.append(dict(
-            model=model_name, target_epsilon=target, seed=seed,
-            noise_multiplier=tc.noise_multiplier, delta=cfg['delta'],
-            epsilon_rdp=res.ledger.epsilon(cfg['delta'], 'rdp')
-            if private else None,
-            epsilon_pld=res.ledger.epsilon(cfg['delta'], 'pld')
-            if private else None,
-            dataset=ds.name, test_accuracy=res.final['test_accuracy'],
-            steps=steps, seconds=round(res.seconds, 2),
-            resumed_from=res.resumed_from, train_config=tc.to_dict(),
-            history=res.history))
+        runs.append(train_lib.run_and_record(
+            model, ds, tc, delta=cfg['delta'], out_dir=out_dir,
+            label=f'{model_name} eps={target} seed={seed}', progress=progress,
+            model=model_name, target_epsilon=target))
   return dict(experiment=NAME, config=cfg, dataset=report_lib.dataset_info(ds),
               sampling_rate=sampler.sampling_rate,
               max_batch_size=sampler.max_batch_size,
@@ -110,27 +94,15 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
 
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """One row per (model, target epsilon): accuracy mean/std over seeds."""
-  rows = {}
-  for r in runs:
-    rows.setdefault((r['model'], r['target_epsilon']), []).append(r)
-  out = []
-  for (model, target), group in rows.items():
-    acc = train_lib.seed_statistics([g['test_accuracy'] for g in group])
-    first = group[0]
-    out.append(dict(model=model, target_epsilon=target,
-                    noise_multiplier=first['noise_multiplier'],
-                    epsilon_rdp=first['epsilon_rdp'],
-                    epsilon_pld=first['epsilon_pld'], delta=first['delta'],
-                    dataset=first['dataset'], accuracy_mean=acc['mean'],
-                    accuracy_std=acc['std'], seeds=acc['n']))
-  return out
+  return report_lib.summarize_over_seeds(runs, ('model', 'target_epsilon'),
+                                         ('test_accuracy',))
 
 
 COLUMNS = [('model', 'model'), ('target_epsilon', 'target eps'),
            ('noise_multiplier', 'sigma'), ('epsilon_rdp', 'eps (RDP)'),
            ('epsilon_pld', 'eps (PLD)'), ('delta', 'delta'),
-           ('dataset', 'dataset'), ('accuracy_mean', 'test acc (mean)'),
-           ('accuracy_std', 'std'), ('seeds', 'seeds')]
+           ('dataset', 'dataset'), ('test_accuracy_mean', 'test acc (mean)'),
+           ('test_accuracy_std', 'std'), ('seeds', 'seeds')]
 
 
 def plot(results: dict[str, Any], out_dir: str) -> list[str]:
@@ -143,12 +115,12 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
                  r['target_epsilon'] is not None),
                 key=lambda r: r['target_epsilon'])
     ax.errorbar([r['epsilon_rdp'] for r in dp],
-                [r['accuracy_mean'] for r in dp],
-                yerr=[r['accuracy_std'] for r in dp], marker='o', color=color,
+                [r['test_accuracy_mean'] for r in dp],
+                yerr=[r['test_accuracy_std'] for r in dp], marker='o', color=color,
                 capsize=3, label=f'{model} DP-SGD')
     for r in summary:
       if r['model'] == model and r['target_epsilon'] is None:
-        ax.axhline(r['accuracy_mean'], ls='--', color=color,
+        ax.axhline(r['test_accuracy_mean'], ls='--', color=color,
                    label=f'{model} non-private')
   ax.set_xscale('log')
   ticks = sorted(results['config']['epsilons'])

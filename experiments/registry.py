@@ -7,5 +7,6 @@ An experiment module defines ``NAME``, ``DESCRIPTION``, ``MODES`` (at least
 """
 
 from experiments import dpsgd_baseline
+from experiments import rs_tradeoff
 
-EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline,)}
+EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff)}

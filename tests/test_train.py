@@ -252,10 +252,8 @@ def test_masked_coordinates_do_not_move_within_an_epoch(digits, model,
   cfg = train.TrainConfig(**dict(CONFIG, momentum=0.0, sparsify_rate=0.6,
                                  noise_multiplier=sigma, ablation=ablation,
                                  steps=16))  # 2 epochs of 8 steps
-  loss_fn = train.per_example_loss(model, digits.task)
-  sampler = train.make_sampler(cfg, len(digits.x_train))
   params = model.init(jax.random.key(0), digits.x_train[0])
-  state, step = train._make_step(loss_fn, cfg, sampler, digits, params)
+  state, step = train._make_step(model, cfg, digits, params)
   history = [params]
   for t in range(16):
     params, state = step(params, state, jnp.int32(t))

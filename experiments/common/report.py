@@ -11,6 +11,8 @@ import math
 import os
 from typing import Any, Sequence
 
+import numpy as np
+
 import matplotlib
 
 matplotlib.use('Agg')
@@ -73,3 +75,31 @@ def dataset_line(dataset: dict[str, Any]) -> str:
   if dataset['name'] != dataset['requested']:
     line += f"; requested {dataset['requested']}: {dataset['note']}"
   return line + '.'
+
+
+CARRIED = ('noise_multiplier', 'epsilon_rdp', 'epsilon_pld', 'delta',
+           'dataset')
+
+
+def summarize_over_seeds(runs: Sequence[dict[str, Any]], keys: Sequence[str],
+                         metrics: Sequence[str]) -> list[dict[str, Any]]:
+  """One row per distinct ``keys``: mean, std and SEM of each metric over seeds.
+
+  Rows keep the privacy context of their runs (``CARRIED`` fields, taken from
+  the first run of the group; runs of a group share them) and ``seeds``.
+  """
+  groups: dict[tuple, list] = {}
+  for r in runs:
+    groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+  rows = []
+  for values, group in groups.items():
+    row = dict(zip(keys, values))
+    row.update({k: group[0].get(k) for k in CARRIED})
+    for m in metrics:
+      arr = np.asarray([g[m] for g in group], np.float64)
+      std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+      row.update({f'{m}_mean': float(arr.mean()), f'{m}_std': std,
+                  f'{m}_sem': std / math.sqrt(arr.size)})
+    row['seeds'] = len(group)
+    rows.append(row)
+  return rows

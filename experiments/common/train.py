@@ -16,14 +16,15 @@ an uninterrupted one (see ``experiments.common.checkpoint``).
 """
 
 import dataclasses
+import functools
 import math
+import os
 import time
 from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 import tqdm
 
@@ -133,20 +134,25 @@ def per_example_loss(model: nn.Module, task: str) -> Callable[..., jax.Array]:
   return loss
 
 
-def _make_evaluate(model, loss_fn, data: Dataset):
-  """Jitted ``evaluate(params) -> dict``: train loss and the test metric."""
+def _make_evaluate(model, data: Dataset):
+  """Jitted ``evaluate(params) -> dict``: losses and accuracies."""
+  loss_fn = per_example_loss(model, data.task)
   x_tr, y_tr = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
   x_te, y_te = jnp.asarray(data.x_test), jnp.asarray(data.y_test)
   batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
   predict = jax.vmap(model.apply, in_axes=(None, 0))
+
+  def accuracy(params, x, y):
+    pred = jnp.argmax(predict(params, x), axis=-1)
+    return jnp.mean((pred == y).astype(jnp.float32))
 
   @jax.jit
   def evaluate(params):
     out = {'train_loss': jnp.mean(batch_loss(params, (x_tr, y_tr))),
            'test_loss': jnp.mean(batch_loss(params, (x_te, y_te)))}
     if data.task == 'classification':
-      pred = jnp.argmax(predict(params, x_te), axis=-1)
-      out['test_accuracy'] = jnp.mean((pred == y_te).astype(jnp.float32))
+      out['train_accuracy'] = accuracy(params, x_tr, y_tr)
+      out['test_accuracy'] = accuracy(params, x_te, y_te)
     return out
 
   return lambda params: {k: float(v) for k, v in evaluate(params).items()}
@@ -170,49 +176,84 @@ def _mask_schedule(config: TrainConfig, params, num_examples: int):
       min(config.sparsify_refresh_per_epoch, steps_per_epoch))
 
 
-def _make_step(loss_fn, config: TrainConfig, sampler, data: Dataset, params):
+_COMPILED: dict[tuple, tuple] = {}
+
+
+def _compiled(kind: str, model: nn.Module, data: Dataset, static: tuple,
+              build: Callable[[], Any]) -> Any:
+  """Builds once per (model, data, static settings): sweeps reuse the jit.
+
+  Hyperparameters that vary across a sweep (C, sigma, lr, seed keys, the
+  sparsity schedule) are arguments of the jitted functions, so runs of an
+  experiment share one compilation.
+  """
+  key = (kind, id(model), id(data), static)
+  hit = _COMPILED.get(key)
+  if hit is None or hit[0] is not model or hit[1] is not data:
+    hit = _COMPILED[key] = (model, data, build())
+  return hit[2]
+
+
+def _make_step(model, config: TrainConfig, data: Dataset, params):
   """``(init_state, step)``: the optimizer state and the jitted step.
 
   The step draws the batch, takes the (clipped) gradient sum of the masked
   coordinates, adds the noise, masks it with the SAME mask (one value used
   twice), divides by the expected batch size and takes an SGD step.
   """
-  x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
   keys = _keys(config)
-  schedule = _mask_schedule(config, params, len(x))
-  if config.clips:
-    clipped = dpjax.clipped_grad_sum(loss_fn, config.l2_norm_clip,
-                                     method=config.clipping)
-    grad_sum_fn = lambda p, ex, mask, m: clipped(
-        p, ex, mask, coordinate_mask=m).grad_sum
-  else:  # the plain sum of gradients over the same (masked) batch
+  schedule = _mask_schedule(config, params, len(data.x_train))
+  sgd = lambda lr: optax.sgd(lr, momentum=config.momentum or None)
+  noise = lambda stddev: dpjax.add_gaussian_noise(stddev, key=keys['noise'])
+  static = (config.clips, config.noise_multiplier is not None,
+            config.clipping, config.expected_batch_size, config.momentum,
+            None if schedule is None else
+            (schedule.steps_per_epoch, schedule.refresh_per_epoch))
+
+  def build():
+    loss_fn = per_example_loss(model, data.task)
+    sampler = make_sampler(config, len(data.x_train))
+    x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
     batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
     plain_sum = jax.grad(
         lambda p, ex, mask: jnp.sum(jnp.where(mask, batch_loss(p, ex), 0.0)))
-    grad_sum_fn = lambda p, ex, mask, m: _apply_mask(plain_sum(p, ex, mask), m)
-  noise = (optax.identity() if config.noise_multiplier is None else
-           dpjax.add_gaussian_noise(
-               config.noise_multiplier * config.l2_norm_clip,
-               key=keys['noise']))
-  optimizer = optax.chain(
-      dpjax.normalize(config.expected_batch_size),
-      optax.sgd(config.learning_rate, momentum=config.momentum or None))
+    normalize = dpjax.normalize(config.expected_batch_size)
 
-  @jax.jit
-  def step(params, opt_state, t):
-    noise_state, optimizer_state = opt_state
-    batch = sampler.sample(jax.random.fold_in(keys['batch'], t))
-    examples = (x[batch.indices], y[batch.indices])
-    m = None if schedule is None else dpjax.sparsity_mask(
-        keys['mask'], t, params, schedule)
-    grad_sum = grad_sum_fn(params, examples, batch.mask, m)
-    noisy, noise_state = noise.update(grad_sum, noise_state)
-    updates, optimizer_state = optimizer.update(_apply_mask(noisy, m),
-                                                optimizer_state, params)
-    return (optax.apply_updates(params, updates),
-            (noise_state, optimizer_state))
+    @jax.jit
+    def step(params, opt_state, t, hp):
+      noise_state, optimizer_state = opt_state
+      batch = sampler.sample(jax.random.fold_in(hp['batch_key'], t))
+      examples = (x[batch.indices], y[batch.indices])
+      m = None if 'num_zeros' not in hp else dpjax.sparsity_mask(
+          hp['mask_key'], t, params,
+          schedule._replace(num_zeros=hp['num_zeros']))
+      if config.clips:
+        grad_sum = dpjax.clipped_grad_sum(
+            loss_fn, hp['clip'], method=config.clipping)(
+                params, examples, batch.mask, coordinate_mask=m).grad_sum
+      else:
+        grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
+      if 'stddev' in hp:
+        grad_sum, noise_state = noise(hp['stddev']).update(grad_sum,
+                                                           noise_state)
+      updates, optimizer_state = optax.chain(normalize, sgd(hp['lr'])).update(
+          _apply_mask(grad_sum, m), optimizer_state, params)
+      return (optax.apply_updates(params, updates),
+              (noise_state, optimizer_state))
 
-  return (noise.init(params), optimizer.init(params)), step
+    return step
+
+  step = _compiled('step', model, data, static, build)
+  hp = {'batch_key': keys['batch'], 'lr': jnp.float32(config.learning_rate),
+        'clip': jnp.float32(config.l2_norm_clip)}
+  if config.noise_multiplier is not None:
+    hp['stddev'] = jnp.float32(config.noise_multiplier * config.l2_norm_clip)
+  if schedule is not None:
+    hp.update(mask_key=keys['mask'], num_zeros=jnp.asarray(schedule.num_zeros))
+  init_state = (noise(0.0).init(params) if config.noise_multiplier is not None
+                else optax.EmptyState(),
+                optax.chain(dpjax.normalize(1), sgd(1.0)).init(params))
+  return init_state, functools.partial(step, hp=hp)
 
 
 def _apply_mask(tree, mask):
@@ -255,13 +296,14 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
   """
   _validate.open_unit(delta=delta)
   start = time.time()
-  loss_fn = per_example_loss(model, data.task)
   sampler = make_sampler(config, len(data.x_train))
-  evaluate = _make_evaluate(model, loss_fn, data)
+  evaluate = _compiled('evaluate', model, data, (),
+                       lambda: _make_evaluate(model, data))
   event = sampler.dp_event(config.noise_multiplier) if config.private else None
 
-  params = model.init(_keys(config)['init'], data.x_train[0])
-  opt_state, step_fn = _make_step(loss_fn, config, sampler, data, params)
+  init = _compiled('init', model, data, (), lambda: jax.jit(model.init))
+  params = init(_keys(config)['init'], data.x_train[0])
+  opt_state, step_fn = _make_step(model, config, data, params)
   state = {'params': params, 'opt_state': opt_state}
   ledger, history, step, resumed_from = accounting.PrivacyLedger(), [], 0, None
   ckpt = None
@@ -320,8 +362,24 @@ def steps_for_epochs(epochs: float, expected_batch_size: int,
   return max(1, math.ceil(epochs * num_examples / expected_batch_size))
 
 
-def seed_statistics(values: list[float]) -> dict[str, float]:
-  """Mean and sample standard deviation (0 for a single seed)."""
-  arr = np.asarray(values, dtype=np.float64)
-  std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
-  return {'mean': float(arr.mean()), 'std': std, 'n': int(arr.size)}
+def run_and_record(module: nn.Module, data: Dataset, config: TrainConfig, *,
+                   delta: float, out_dir: str, label: str,
+                   progress: bool = True, **fields: Any) -> dict[str, Any]:
+  """Trains (resuming from ``out_dir/checkpoints/label``) and returns a row.
+
+  The row carries every number with its privacy context: the final metrics,
+  epsilon under RDP and PLD (None if the run is not private), delta, the
+  dataset that ran, the seed and the exact training configuration, plus any
+  ``fields`` the experiment adds (model name, setting, ...).
+  """
+  res = train(module, data, config, delta=delta, progress=progress, desc=label,
+              checkpoint_dir=os.path.join(out_dir, 'checkpoints',
+                                          label.replace(' ', '_')))
+  eps = {a: res.ledger.epsilon(delta, a) if config.private else None
+         for a in ('rdp', 'pld')}
+  return dict(fields, **{k: v for k, v in res.final.items() if k != 'step'},
+              seed=config.seed, noise_multiplier=config.noise_multiplier,
+              delta=delta, epsilon_rdp=eps['rdp'], epsilon_pld=eps['pld'],
+              dataset=data.name, steps=config.steps,
+              seconds=round(res.seconds, 2), resumed_from=res.resumed_from,
+              train_config=config.to_dict(), history=res.history)
