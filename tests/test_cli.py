@@ -86,3 +86,30 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
   again = report_lib.read_results(exp_dir)
   assert all(r['resumed_from'] == r['steps'] for r in again['runs'])
   assert json.dumps(again['summary']) == json.dumps(results['summary'])
+
+
+TINY = {
+    'rs_tradeoff': dict(epochs=1, sigmas=[4.0], rates=[0.0, 0.5]),
+    'rs_privacy': dict(epochs=1, num_seeds=1, rates=[0.5], epsilons=[3.0]),
+    'rs_attack': dict(num_images=1, trials=200, attack_steps=20,
+                      rates=[0.0, 0.9]),
+}
+
+
+@pytest.mark.parametrize('name', sorted(TINY))
+def test_every_experiment_runs_and_reports(name, tmp_path):
+  assert set(TINY) | {'dpsgd_baseline'} == set(registry.EXPERIMENTS)
+  exp = registry.EXPERIMENTS[name]
+  cfg = exp.config('quick', **TINY[name])
+  results = exp.run(cfg, str(tmp_path), progress=False)
+  report_lib.write_results(str(tmp_path), results)
+  text = exp.report(report_lib.read_results(str(tmp_path)), str(tmp_path))
+  assert text.startswith(f'## {name} (quick)')
+  assert '**yes**' in text or '**no**' in text or 'at 2 SEM' in text
+  for run in results.get('runs', []):
+    assert run['dataset'] == 'digits' and 'train_config' in run
+
+
+def test_experiments_refuse_options_they_cannot_honour(capsys):
+  assert cli.main(['run', 'rs_tradeoff', '--epsilons', '3']) == 2
+  assert 'fixes noise multipliers' in capsys.readouterr().err
