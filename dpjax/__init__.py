@@ -14,6 +14,11 @@ from dpjax._clipping import clipped_norm_bound
 from dpjax._clipping import ClippedGradSum
 from dpjax._clipping import count_nonfinite
 from dpjax._clipping import per_example_grads
+from dpjax._sparsify import ranked_mask
+from dpjax._sparsify import ranked_sparsified_privatizer
+from dpjax._sparsify import RankedSparsifiedPrivatizerState
+from dpjax._sparsify import rs_bits_per_step
+from dpjax._sparsify import sparse_message_bits
 from dpjax._sparsify import rs_dpsgd
 from dpjax._sparsify import sparsify_random
 from dpjax._sparsify import sparsity_mask
@@ -55,6 +60,11 @@ __all__ = [
     'PaddedBatch',
     'per_example_grads',
     'PoissonSampler',
+    'ranked_mask',
+    'ranked_sparsified_privatizer',
+    'RankedSparsifiedPrivatizerState',
+    'rs_bits_per_step',
+    'sparse_message_bits',
     'rs_dpsgd',
     'sampling',
     'ShuffleSampler',

@@ -33,6 +33,7 @@ import optax
 from dpjax import _clipping
 from dpjax import _transforms
 from dpjax import _validate
+from dpjax import noise as noise_lib
 
 
 def sparsity_schedule(final_rate: float, epochs: int,
@@ -296,3 +297,106 @@ def rs_bits_per_step(final_rate: float, epochs: int, steps_per_epoch: int,
     bits.append(sparse_message_bits(num_coordinates, kept, value_bits,
                                     send_indices=refresh))
   return np.asarray(bits, np.int64)
+
+
+def ranked_mask(scores: Any, num_zeros: jax.typing.ArrayLike):
+  """A 0/1 mask zeroing the ``num_zeros`` coordinates of smallest |score|.
+
+  Ties are broken by position (a stable sort), so the mask is deterministic.
+
+  Example:
+    >>> ranked_mask({'w': jnp.array([3., -1., 0.5, 2.])}, 2)['w']
+    Array([1., 0., 0., 1.], dtype=float32)
+  """
+  leaves, treedef = jax.tree.flatten(scores)
+  flat = jnp.concatenate([jnp.abs(x).ravel() for x in leaves])
+  rank = jnp.argsort(jnp.argsort(flat, stable=True), stable=True)
+  keep = rank >= num_zeros
+  sizes = [int(np.prod(x.shape)) for x in leaves]
+  parts = jnp.split(keep, np.cumsum(sizes)[:-1])
+  return treedef.unflatten([p.reshape(x.shape).astype(x.dtype)
+                            for p, x in zip(parts, leaves)])
+
+
+class RankedSparsifiedPrivatizerState(NamedTuple):
+  """Step counter, noise key, the mask in use and this epoch's scores z."""
+  count: jax.Array  # int32 scalar
+  key: jax.Array
+  mask: Any
+  scores: Any
+
+
+def ranked_sparsified_privatizer(
+    l2_norm_clip: Any, noise_multiplier: float, final_rate: float,
+    epochs: int, steps_per_epoch: int, *,
+    key: jax.Array) -> optax.GradientTransformationExtraArgs:
+  """DP-SGD with ranked sparsification (Zhu & Blaschko, Alg. 4): an aggregator.
+
+  ``update(per_example_grads, state, params=None, *, mask=None)`` returns
+  m * (sum_i clip(m * g_i) + N(0, sigma^2 C^2 I)), not yet divided by the
+  batch size (chain ``normalize`` and the optimizer after it). Epoch 0 uses
+  no mask; at the start of epoch e the mask zeroes the d r(e) coordinates of
+  smallest |z^{e-1}|, where z^{e-1} sums last epoch's noisy sums with the
+  noise left unsparsified on masked coordinates (Alg. 4, line 10).
+
+  Args:
+    l2_norm_clip: C (scalar or per-layer bounds).
+    noise_multiplier: sigma; noise stddev sigma * ``clipped_norm_bound(C)``.
+    final_rate, epochs, steps_per_epoch: gradual cooling as in
+      ``sparsify_random``.
+    key: PRNG key of the noise (required); step t uses ``fold_in(key, t)``.
+
+  Returns:
+    An optax aggregator (chain it first).
+
+  Privacy:
+    The released sum is the Gaussian mechanism on a clipped sum of L2
+    sensitivity ``clipped_norm_bound(C)``, as in DP-SGD. The mask is a
+    function of earlier released noisy sums and of noise independent of the
+    data (post-processing), so the DpEvent of a step is plain DP-SGD's.
+
+  References:
+    Zhu & Blaschko, Alg. 4 and Appendix I.
+  """
+  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  _validate.non_negative(noise_multiplier=noise_multiplier)
+  _validate_rate(final_rate)
+  _validate.positive_int(epochs=epochs, steps_per_epoch=steps_per_epoch)
+  key = _validate.key(key)
+  stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
+
+  def init_fn(params):
+    ones = jax.tree.map(jnp.ones_like, params)
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return RankedSparsifiedPrivatizerState(jnp.zeros([], jnp.int32), key,
+                                           ones, zeros)
+
+  def update_fn(updates, state, params=None, *, mask=None, **extra_args):
+    del params, extra_args
+    schedule = SparsityMaskSchedule.cooling(final_rate, epochs,
+                                            steps_per_epoch, state.mask)
+    count = state.count
+    new_epoch = (count > 0) & (count % steps_per_epoch == 0)
+    m = jax.lax.cond(new_epoch,
+                     lambda: ranked_mask(state.scores,
+                                         schedule.zeros_at(count)),
+                     lambda: state.mask)
+    scores = jax.tree.map(lambda z: jnp.where(new_epoch, 0.0, z).astype(
+        z.dtype), state.scores)
+    masked = jax.tree.map(lambda g, mm: g * mm[None].astype(g.dtype),
+                          updates, m)
+    grad_sum = _clipping.clip_and_sum(masked, l2_norm_clip, mask).grad_sum
+    noise = noise_lib.tree_noise(noise_lib.gaussian,
+                                 jax.random.fold_in(state.key, count),
+                                 grad_sum, stddev=stddev)
+    noisy = jax.tree.map(jnp.add, grad_sum, noise)
+    released = _apply(noisy, m)
+    scores = jax.tree.map(jnp.add, scores, noisy)  # noise kept where masked
+    return released, RankedSparsifiedPrivatizerState(
+        optax.safe_increment(count), state.key, m, scores)
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def _apply(tree: Any, mask: Any) -> Any:
+  return jax.tree.map(lambda g, m: g * m.astype(g.dtype), tree, mask)

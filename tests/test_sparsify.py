@@ -198,3 +198,45 @@ def test_run_bits_send_positions_once_per_refresh():
   positions = {4: 100, 6: 100, 8: 10 * 7, 10: 10 * 7}  # epoch 0 is dense
   np.testing.assert_array_equal(
       bits, [b + positions.get(t, 0) for t, b in enumerate(per_step)])
+
+
+def test_ranked_sparsification_zeroes_the_smallest_scores_of_last_epoch():
+  # Without noise the score of coordinate j is the sum of clipped gradients;
+  # make it grow with j, so epoch 1 must drop the lowest coordinates.
+  w = jnp.arange(1.0, 36.0).reshape(7, 5) / 100.0
+  params = {'w': jnp.zeros((7, 5))}
+  grads = {'w': jnp.broadcast_to(w, (B, 7, 5))}
+  tx = _sparsify.ranked_sparsified_privatizer(
+      100.0, 0.0, 0.6, epochs=2, steps_per_epoch=3, key=jax.random.key(0))
+  state, update = tx.init(params), jax.jit(tx.update)
+  outs = []
+  for _ in range(6):
+    out, state = update(grads, state, mask=jnp.ones(B, bool))
+    outs.append(np.asarray(out['w']).ravel())
+  np.testing.assert_allclose(outs[0], B * np.asarray(w).ravel(), rtol=1e-6)
+  kept = outs[3] != 0
+  zeros = int(0.6 * 35)
+  assert not kept[:zeros].any() and kept[zeros:].all()
+  np.testing.assert_array_equal(outs[5] != 0, kept)  # one mask per epoch
+
+
+def test_ranked_privatizer_sensitivity_and_noise_masking():
+  params = {'w': jnp.zeros((7, 5))}
+  tx = _sparsify.ranked_sparsified_privatizer(
+      0.5, 0.0, 0.5, epochs=2, steps_per_epoch=2, key=jax.random.key(1))
+  state, update = tx.init(params), jax.jit(tx.update)
+  base = {'w': jax.random.normal(jax.random.key(2), (B, 7, 5))}
+  for _ in range(2):
+    _, state = update(base, state, mask=jnp.ones(B, bool))
+  other = {'w': base['w'].at[0].set(1e3)}
+  a, _ = update(base, state, mask=jnp.ones(B, bool))
+  b, _ = update(other, state, mask=jnp.ones(B, bool))
+  assert float(jnp.linalg.norm(a['w'] - b['w'])) <= 2 * 0.5 * (1 + 1e-5)
+  noisy = _sparsify.ranked_sparsified_privatizer(
+      0.5, 3.0, 0.5, epochs=2, steps_per_epoch=2, key=jax.random.key(1))
+  state = noisy.init(params)
+  for _ in range(3):
+    out, state = jax.jit(noisy.update)(base, state, mask=jnp.ones(B, bool))
+  np.testing.assert_array_equal(np.asarray(out['w']) != 0,
+                                np.asarray(state.mask['w']) != 0)
+  assert int((np.asarray(state.mask['w']) == 0).sum()) == int(0.5 * 35)
