@@ -14,10 +14,14 @@ are those of dpsgd_baseline, not tuned for RS.
 """
 
 import itertools
+import math
 import time
 from typing import Any
 
+import jax
 import matplotlib.pyplot as plt
+
+import dpjax
 
 from experiments.common import data as data_lib
 from experiments.common import models
@@ -84,6 +88,13 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   summary = report_lib.summarize_over_seeds(
       runs, ('setting', 'sigma', 'clip', 'rate'),
       ('train_accuracy', 'test_accuracy'))
+  d = models.num_params(model.init(jax.random.key(0), ds.x_train[0]))
+  spe = max(1, round(len(ds.x_train) / cfg['expected_batch_size']))
+  bits = {r: dpjax.rs_bits_per_step(r, math.ceil(steps / spe), spe, d)[:steps]
+          for r in cfg['rates']}
+  for row in summary:  # sparse messages: values + positions once per epoch
+    row['bits_per_step'] = float(bits[row['rate']].mean())
+    row['bits_vs_dense'] = row['bits_per_step'] / (32 * d)
   return dict(experiment=NAME, config=cfg, dataset=report_lib.dataset_info(ds),
               model=model_name, steps=steps, runs=runs, summary=summary,
               verdicts=verdicts(summary), wall_seconds=round(time.time() - start,
@@ -114,7 +125,8 @@ def verdicts(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
 COLUMNS = [('setting', 'setting'), ('sigma', 'sigma'), ('clip', 'C'),
            ('rate', 'final rate r*'), ('train_accuracy_mean', 'train acc'),
            ('train_accuracy_std', 'std'), ('test_accuracy_mean', 'test acc'),
-           ('epsilon_rdp', 'eps (RDP)'), ('seeds', 'seeds')]
+           ('epsilon_rdp', 'eps (RDP)'), ('bits_vs_dense', 'bits vs dense'),
+           ('seeds', 'seeds')]
 VERDICT_COLUMNS = [('setting', 'setting'), ('sigma', 'sigma'), ('clip', 'C'),
                    ('noise_scale', 'sigma C'), ('acc_dense', 'acc r*=0'),
                    ('best_rate', 'best r*'), ('acc_best', 'acc best r*'),
