@@ -3,6 +3,7 @@
 import doctest
 import importlib
 import pathlib
+import pkgutil
 import re
 
 import dp_accounting
@@ -14,9 +15,10 @@ import pytest
 
 import dpjax
 
-MODULES = ['dpjax._clipping', 'dpjax._transforms', 'dpjax.noise',
-           'dpjax.sampling', 'dpjax.accounting._events',
-           'dpjax.accounting._accountants', 'dpjax.accounting._ledger']
+MODULES = sorted(m.name for m in pkgutil.walk_packages(dpjax.__path__,
+                                                       'dpjax.'))
+# Modules without examples of their own (plumbing re-exported elsewhere).
+NO_EXAMPLES = {'dpjax._validate', 'dpjax.accounting'}
 README = pathlib.Path(__file__).resolve().parents[1] / 'README.md'
 
 
@@ -29,7 +31,7 @@ def test_docstring_examples(name):
                dp_accounting=dp_accounting)
   result = doctest.testmod(module, extraglobs=globs, verbose=False,
                            optionflags=doctest.NORMALIZE_WHITESPACE)
-  assert result.attempted > 0, f'{name} has no examples'
+  assert result.attempted > 0 or name in NO_EXAMPLES, f'{name} has no examples'
   assert result.failed == 0
 
 
