@@ -32,6 +32,24 @@ from dpjax._transforms import clip_per_example
 from dpjax._transforms import ClipPerExampleState
 from dpjax._transforms import dpsgd
 from dpjax._transforms import normalize
+from dpjax._quantize import GridQuantizer
+from dpjax._quantize import k_level_quantizer
+from dpjax._quantize import low_precision_quantizer
+from dpjax._quantize import stochastic_round
+from dpjax._rotation import fwht
+from dpjax._rotation import inverse_randomized_hadamard
+from dpjax._rotation import randomized_hadamard
+from dpjax._rotation import rotate_tree
+from dpjax._rotation import rotated_size
+from dpjax._rotation import unrotate_tree
+from dpjax._transforms import add_discrete_gaussian_noise
+from dpjax._transforms import AddDiscreteGaussianNoiseState
+from dpjax._transforms import quantize_stochastic
+from dpjax._transforms import QuantizeStochasticState
+from dpjax._transforms import rotate_hadamard
+from dpjax._transforms import RotateHadamardState
+from dpjax._transforms import unrotate_hadamard
+from dpjax._transforms import UnrotateHadamardState
 from dpjax.sampling import FixedSizeSampler
 from dpjax.sampling import PaddedBatch
 from dpjax.sampling import PoissonSampler
@@ -72,4 +90,22 @@ __all__ = [
     'sparsity_mask',
     'SparsityMaskSchedule',
     'SparsifyRandomState',
+    'add_discrete_gaussian_noise',
+    'AddDiscreteGaussianNoiseState',
+    'fwht',
+    'GridQuantizer',
+    'inverse_randomized_hadamard',
+    'k_level_quantizer',
+    'low_precision_quantizer',
+    'quantize_stochastic',
+    'QuantizeStochasticState',
+    'randomized_hadamard',
+    'rotate_hadamard',
+    'rotate_tree',
+    'rotated_size',
+    'RotateHadamardState',
+    'stochastic_round',
+    'unrotate_hadamard',
+    'unrotate_tree',
+    'UnrotateHadamardState',
 ]

@@ -208,3 +208,51 @@ def test_ledger_rejects_bad_input():
   with pytest.raises(ValueError, match='Unknown DpEvent'):
     accounting.PrivacyLedger.from_json(
         '{"runs": [{"event": {"type": "Bogus"}, "count": 1}]}')
+
+
+# --- discrete Gaussian (zCDP) --------------------------------------------------
+
+
+@pytest.mark.parametrize('sigma,sens,delta', [(2.0, 1.0, 1e-5), (10.0, 3.0, 1e-6),
+                                              (1.0, 1.0, 1e-3)])
+def test_discrete_gaussian_event_rdp_epsilon_is_below_the_zcdp_closed_form(
+    sigma, sens, delta):
+  event = accounting.discrete_gaussian_event(sigma, sens)
+  rho = sens**2 / (2 * sigma**2)
+  assert event == dp_accounting.ZCDpEvent(rho)
+  eps = accounting.epsilon(event, delta, 'rdp')
+  closed = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+  assert eps <= closed
+  assert eps >= 0.7 * closed  # the same order: not a vacuous bound
+  # RDP of the discrete Gaussian equals the continuous Gaussian's.
+  gauss = accounting.epsilon(dp_accounting.GaussianDpEvent(sigma / sens), delta)
+  assert eps == pytest.approx(gauss, rel=1e-9)
+
+
+def test_discrete_gaussian_composes_linearly_in_rho():
+  one = accounting.discrete_gaussian_event(4.0)
+  many = dp_accounting.SelfComposedDpEvent(one, 50)
+  assert accounting.epsilon(many, 1e-5) == pytest.approx(
+      accounting.epsilon(accounting.discrete_gaussian_event(4.0 / math.sqrt(50)),
+                         1e-5), rel=1e-9)
+
+
+def test_pld_rejects_zcdp_events_with_a_clear_error():
+  event = dp_accounting.ComposedDpEvent([
+      accounting.gaussian_step_event(1.0, 0.1),
+      accounting.discrete_gaussian_event(2.0)])
+  with pytest.raises(ValueError, match='pld.*ZCDpEvent.*rdp'):
+    accounting.epsilon(event, 1e-5, 'pld')
+  with pytest.raises(ValueError, match='ZCDpEvent'):
+    accounting.delta(event, 1.0, 'pld')
+  assert accounting.epsilon(event, 1e-5, 'rdp') < math.inf
+
+
+def test_discrete_gaussian_event_validates_and_round_trips_in_the_ledger():
+  with pytest.raises(ValueError, match='sigma=0'):
+    accounting.discrete_gaussian_event(0, 1.0)
+  with pytest.raises(ValueError, match='l2_sensitivity=-1'):
+    accounting.discrete_gaussian_event(1.0, -1)
+  ledger = accounting.PrivacyLedger()
+  ledger.record(accounting.discrete_gaussian_event(3.0, 2.0), 10)
+  assert accounting.PrivacyLedger.from_json(ledger.to_json()) == ledger

@@ -212,3 +212,148 @@ def test_factories_validate_their_scales():
     dpjax.normalize(-3)
   with pytest.raises(ValueError, match='l2_norm_clip'):
     dpjax.clip_per_example(0.0)
+
+
+# --- discrete noise, stochastic quantization, Hadamard rotation ---------------
+
+
+def test_discrete_gaussian_noise_is_pure_stays_on_the_grid_and_has_its_scale():
+  eta, sigma = 0.25, 1.5
+  tx = dpjax.add_discrete_gaussian_noise(sigma, key=KEY, eta=eta)
+  zeros = {'a': jnp.zeros((100, 100)), 'b': jnp.zeros((10_000,))}
+  state = tx.init(zeros)
+  n1, s1 = tx.update(zeros, state)
+  n1b, _ = tx.update(zeros, state)
+  chex.assert_trees_all_equal(n1, n1b)  # same state: same noise
+  n2, _ = tx.update(zeros, s1)
+  assert not np.array_equal(n1['a'], n2['a'])
+  assert int(s1.count) == 1 and isinstance(s1, dpjax.AddDiscreteGaussianNoiseState)
+  x = np.concatenate([np.ravel(v) for v in jax.tree.leaves(n1)])
+  np.testing.assert_array_equal(x / eta, np.round(x / eta))
+  k = np.round(x / eta).astype(int)
+  s2 = float(dpjax.noise.discrete_gaussian_sigma_squared(sigma, eta))
+  support = np.arange(-60, 61)
+  pmf = np.exp(-support**2 / (2 * s2))
+  pmf /= pmf.sum()
+  observed = np.bincount(np.clip(k + 60, 0, 120), minlength=121)
+  keep = pmf * len(k) > 20
+  obs = np.append(observed[keep], observed[~keep].sum())
+  exp = np.append(pmf[keep], pmf[~keep].sum()) * len(k)
+  assert stats.chisquare(obs, exp).pvalue > 1e-3
+  wrong = np.exp(-support**2 / (2 * s2 * 1.1**2))
+  wrong /= wrong.sum()
+  expw = np.append(wrong[keep], wrong[~keep].sum()) * len(k)
+  assert stats.chisquare(obs, expw).pvalue < 1e-6
+
+
+def test_discrete_gaussian_noise_on_integer_codes_and_zero_sigma():
+  codes = {'c': jnp.arange(6, dtype=jnp.int32)}
+  tx = dpjax.add_discrete_gaussian_noise(3.0, key=KEY)
+  out, _ = tx.update(codes, tx.init(codes))
+  assert out['c'].dtype == jnp.int32
+  quiet = dpjax.add_discrete_gaussian_noise(0.0, key=KEY, eta=0.5)
+  g = {'w': jnp.linspace(-1, 1, 5)}
+  chex.assert_trees_all_equal(quiet.update(g, quiet.init(g))[0], g)
+  with pytest.raises(ValueError, match='eta=1'):
+    bad = dpjax.add_discrete_gaussian_noise(1.0, key=KEY, eta=0.5)
+    bad.update(codes, bad.init(codes))
+
+
+def test_quantize_stochastic_is_unbiased_pure_and_reports_bits():
+  q = dpjax.low_precision_quantizer(eta=0.125, bits=6)
+  tx = dpjax.quantize_stochastic(q, key=KEY)
+  g = {'w': jnp.linspace(-2.0, 2.0, 33), 'b': jnp.array([0.3, 100.0])}
+  state = tx.init(g)
+  out, s1 = tx.update(g, state)
+  chex.assert_trees_all_equal(out, jax.jit(tx.update)(g, state)[0])
+  assert int(s1.count) == 1
+  assert float(out['b'][1]) == q.high  # clamped
+  np.testing.assert_array_equal(out['w'] / q.spacing,
+                                np.round(out['w'] / q.spacing))
+  assert q.bits_per_coordinate == 6
+  # Unbiased inside the range: average over steps.
+  update = jax.jit(tx.update)
+
+  def body(carry, _):
+    st = carry
+    o, st = update(g, st)
+    return st, o['w']
+
+  _, outs = jax.lax.scan(body, state, None, length=4000)
+  err = np.abs(np.asarray(outs).mean(0) - np.asarray(g['w']))
+  assert err.max() < 5 * q.spacing / 2 / np.sqrt(4000)
+
+
+def test_rotate_then_unrotate_is_the_identity_every_step_with_the_same_key():
+  k = jax.random.key(21)
+  tx = optax.chain(dpjax.rotate_hadamard(key=k), dpjax.unrotate_hadamard(key=k))
+  g = {'w': jax.random.normal(KEY, (7, 3)), 'b': jnp.ones(4)}
+  state = tx.init(g)
+  update = jax.jit(tx.update)
+  for _ in range(3):
+    out, state = update(g, state, g)
+    chex.assert_trees_all_close(out, g, atol=1e-5)
+  # The signs change from step to step, and a different key cannot invert.
+  rot = dpjax.rotate_hadamard(key=k)
+  y0, s = rot.update(g, rot.init(g))
+  y1, _ = rot.update(g, s)
+  assert y0.shape == (32,) and not np.allclose(y0, y1)
+  other = dpjax.unrotate_hadamard(key=jax.random.key(22), like=g)
+  back, _ = other.update(y0, other.init(g))
+  assert not np.allclose(back['w'], g['w'], atol=1e-2)
+  with pytest.raises(ValueError, match='target pytree'):
+    lone = dpjax.unrotate_hadamard(key=k)
+    lone.update(y0, lone.init(None))
+
+
+def test_cpsgd_style_chain_rotates_quantizes_adds_noise_and_unrotates():
+  k = jax.random.key(5)
+  q = dpjax.k_level_quantizer(x_max=1.0, levels=17)
+  g = {'w': 0.3 * jax.random.normal(KEY, (10, 10)), 'b': jnp.zeros(6)}
+  tx = optax.chain(dpjax.rotate_hadamard(key=k),
+                   dpjax.quantize_stochastic(q, key=k),
+                   dpjax.add_discrete_gaussian_noise(0.0, key=k,
+                                                     eta=q.spacing),
+                   dpjax.unrotate_hadamard(key=k))
+  state = tx.init(g)
+  step = jax.jit(tx.update)
+  outs = []
+  for _ in range(200):
+    out, state = step(g, state, g)
+    outs.append(out['w'])
+  mean = np.mean(outs, axis=0)
+  # Unbiased end to end (rotation keeps every coordinate inside [-1, 1]).
+  assert np.abs(mean - np.asarray(g['w'])).max() < 5 * q.spacing / 2 / 14
+
+
+def test_new_transforms_compile_once_across_steps():
+  g = jnp.zeros(16)
+  tx = optax.chain(dpjax.add_discrete_gaussian_noise(1.0, key=KEY),
+                   dpjax.quantize_stochastic(
+                       dpjax.low_precision_quantizer(0.5, 8), key=KEY))
+  traces = []
+
+  @jax.jit
+  def step(state):
+    traces.append(1)
+    return tx.update(g, state)[1]
+
+  state = tx.init(g)
+  for _ in range(3):
+    state = step(state)
+  assert len(traces) == 1
+
+
+def test_new_factories_require_keys_and_validate():
+  with pytest.raises(TypeError):
+    dpjax.add_discrete_gaussian_noise(1.0)  # pylint: disable=missing-kwoa
+  with pytest.raises(TypeError):
+    dpjax.rotate_hadamard()  # pylint: disable=missing-kwoa
+  with pytest.raises(ValueError, match='sigma=-1'):
+    dpjax.add_discrete_gaussian_noise(-1, key=KEY)
+  with pytest.raises(ValueError, match='eta=0'):
+    dpjax.add_discrete_gaussian_noise(1.0, key=KEY, eta=0)
+  with pytest.raises(ValueError, match='quantizer'):
+    dpjax.quantize_stochastic(0.5, key=KEY)
+  with pytest.raises(ValueError, match='key'):
+    dpjax.quantize_stochastic(dpjax.k_level_quantizer(1.0, 4), key=None)

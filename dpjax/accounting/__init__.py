@@ -12,6 +12,7 @@ from dpjax.accounting._accountants import infer_neighboring_relation
 from dpjax.accounting._accountants import make_accountant
 from dpjax.accounting._accountants import TruncationSlackError
 from dpjax.accounting._events import basic_composition
+from dpjax.accounting._events import discrete_gaussian_event
 from dpjax.accounting._events import dpsgd_event
 from dpjax.accounting._events import EpsilonDeltaDpEvent
 from dpjax.accounting._events import gaussian_step_event
@@ -27,6 +28,7 @@ __all__ = [
     'calibrate',
     'calibrate_noise_multiplier',
     'delta',
+    'discrete_gaussian_event',
     'dpsgd_event',
     'EpsilonDeltaDpEvent',
     'epsilon',

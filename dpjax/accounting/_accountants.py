@@ -123,7 +123,16 @@ def _composed(event, accountant, neighboring_relation):
 
   Under RDP, truncated Poisson events are replaced by untruncated ones and
   their total-variation bound ``tv`` is returned (see ``_untruncate``).
+  Under PLD, zCDP events (the discrete Gaussian) are rejected: dp_accounting
+  has no PLD for them.
   """
+  if accountant == 'pld' and any(
+      isinstance(e, dp_accounting.ZCDpEvent) for e in _walk(event)):
+    raise ValueError(
+        'accountant="pld" does not support ZCDpEvent (e.g. '
+        'discrete_gaussian_event): dp_accounting has no privacy loss '
+        'distribution for zCDP. Use accountant="rdp", which composes it '
+        'exactly as RDP(a) = xi + a rho.')
   tv = 0.0
   if accountant == 'rdp':
     event, tv = _untruncate(event)

@@ -1,0 +1,203 @@
+"""Noise and rotation benchmark (not a test): exact samplers and the FWHT.
+
+Rows, all measured in one run, medians over timed repeats after warmup calls
+(compilation excluded and reported separately), each call followed by
+``jax.block_until_ready``:
+
+* discrete Gaussian: ``dpjax.noise.discrete_gaussian(key, sigma, (N,))``
+  (jitted, N = 10^6 by default) against an exact reference written here in
+  plain Python with ``fractions.Fraction`` and ints, following Canonne, Kamath
+  and Steinke (2020) Alg. 1-3 literally (Bernoulli(exp(-gamma)) by the
+  K-loop, discrete Laplace by Alg. 2, discrete Gaussian by Alg. 3 with
+  t = floor(sigma) + 1), as in IBM's discretegauss.py. The reference draws
+  ``--oracle-draws`` samples per repeat; its samples per second are
+  extrapolated per sample. The two are timed round-robin so machine load
+  hits them alike.
+* FWHT: ``dpjax.fwht`` at d = 2^12 against the dense product
+  ``x @ (H / sqrt(d))`` with the d x d Sylvester matrix (both jitted,
+  float32), for one vector (dominated by per-call overhead) and for a batch
+  of ``--fwht-batch`` vectors, and ``dpjax.fwht`` alone at d = 2^20.
+
+Run: ``python -m experiments.bench_noise [--draws 1000000] [--repeats 5]``.
+"""
+
+import argparse
+import fractions
+import math
+import os
+import random
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import linalg
+
+import dpjax
+
+SIGMAS = (0.5, 3.0, 50.0, 1000.0, 10000.0)
+
+
+# --- the exact reference, in plain Python (Canonne et al. 2020) --------------
+
+
+def _bernoulli(rng: random.Random, p: fractions.Fraction) -> bool:
+  return rng.randrange(p.denominator) < p.numerator
+
+
+def _bernoulli_exp(rng: random.Random, gamma: fractions.Fraction) -> bool:
+  """Bernoulli(exp(-gamma)), gamma >= 0 rational (Alg. 1)."""
+  if gamma <= 1:
+    k = 1
+    while _bernoulli(rng, gamma / k):
+      k += 1
+    return k % 2 == 1
+  for _ in range(math.floor(gamma)):
+    if not _bernoulli_exp(rng, fractions.Fraction(1)):
+      return False
+  return _bernoulli_exp(rng, gamma - math.floor(gamma))
+
+
+def _discrete_laplace(rng: random.Random, t: int) -> int:
+  """P(x) proportional to exp(-|x| / t), t a positive integer (Alg. 2)."""
+  while True:
+    u = rng.randrange(t)
+    if not _bernoulli_exp(rng, fractions.Fraction(u, t)):
+      continue
+    v = 0
+    while _bernoulli_exp(rng, fractions.Fraction(1)):
+      v += 1
+    x = u + t * v
+    y = rng.randrange(2)
+    if y == 1 and x == 0:
+      continue
+    return (1 - 2 * y) * x
+
+
+def reference_discrete_gaussian(rng: random.Random,
+                                sigma2: fractions.Fraction) -> int:
+  """One exact draw of N_Z(0, sigma2), sigma2 rational (Alg. 3)."""
+  t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+  while True:
+    y = _discrete_laplace(rng, t)
+    gamma = (abs(y) - sigma2 / t)**2 / (2 * sigma2)
+    if _bernoulli_exp(rng, gamma):
+      return y
+
+
+# --- timing ------------------------------------------------------------------
+
+
+def _timed(fn):
+  start = time.perf_counter()
+  jax.block_until_ready(fn())
+  return time.perf_counter() - start
+
+
+def bench_discrete_gaussian(sigma, draws, oracle_draws, repeats, warmup):
+  """(dpjax samples/s, reference samples/s, compile s) for one sigma."""
+  sample = jax.jit(lambda k: dpjax.noise.discrete_gaussian(k, sigma, (draws,)))
+  compile_s = _timed(lambda: sample(jax.random.key(0)))
+  for i in range(warmup):
+    sample(jax.random.key(i + 1)).block_until_ready()
+  sigma2 = dpjax.noise.discrete_gaussian_sigma_squared(sigma)
+  rng = random.Random(0)
+  ours, ref = [], []
+  for r in range(repeats):
+    ours.append(_timed(lambda r=r: sample(jax.random.key(100 + r))))
+    ref.append(_timed(lambda: [reference_discrete_gaussian(rng, sigma2)
+                               for _ in range(oracle_draws)]))
+  return (draws / statistics.median(ours), oracle_draws / statistics.median(ref),
+          compile_s)
+
+
+def bench_fwht(repeats, warmup, batch):
+  """Median seconds of FWHT and dense products at d = 2^12, FWHT at 2^20."""
+  small = 2**12
+  x = jax.random.normal(jax.random.key(0), (small,))
+  xs = jax.random.normal(jax.random.key(2), (batch, small))
+  dense_h = jnp.asarray(linalg.hadamard(small) / np.sqrt(small), jnp.float32)
+  fwht = jax.jit(dpjax.fwht)
+  dense = jax.jit(lambda m, v: v @ m)  # H is symmetric
+  big = jax.random.normal(jax.random.key(1), (2**20,))
+  calls = {'fwht_small': lambda: fwht(x), 'dense_small': lambda: dense(dense_h, x),
+           'fwht_batch': lambda: fwht(xs),
+           'dense_batch': lambda: dense(dense_h, xs),
+           'fwht_big': lambda: fwht(big)}
+  err = float(jnp.max(jnp.abs(fwht(x) - dense(dense_h, x))))
+  for _ in range(warmup):
+    for fn in calls.values():
+      jax.block_until_ready(fn())
+  times = {name: [] for name in calls}
+  for _ in range(repeats):
+    for name, fn in calls.items():
+      times[name].append(_timed(fn))
+  return {n: statistics.median(t) for n, t in times.items()}, err
+
+
+class _Parser(argparse.ArgumentParser):
+
+  def error(self, message):  # one line, no usage dump, exit status 2
+    sys.stderr.write(f'{self.prog}: error: {message}\n')
+    sys.exit(2)
+
+
+def parse_args(argv):
+  parser = _Parser(prog='python -m experiments.bench_noise',
+                   description=__doc__.splitlines()[0])
+  parser.add_argument('--draws', type=int, default=1_000_000,
+                      help='dpjax draws per call')
+  parser.add_argument('--oracle-draws', type=int, default=20_000,
+                      help='reference draws per repeat (extrapolated)')
+  parser.add_argument('--sigmas', type=float, nargs='+', default=list(SIGMAS))
+  parser.add_argument('--repeats', type=int, default=5, help='timed repeats')
+  parser.add_argument('--warmup', type=int, default=2, help='untimed calls')
+  parser.add_argument('--fwht-batch', type=int, default=256,
+                      help='vectors in the batched FWHT row')
+  args = parser.parse_args(argv)
+  if args.draws < 1 or args.oracle_draws < 1:
+    parser.error('--draws and --oracle-draws must be at least 1')
+  if args.fwht_batch < 1:
+    parser.error('--fwht-batch must be at least 1')
+  if args.repeats < 1 or args.warmup < 0:
+    parser.error('--repeats must be >= 1 and --warmup >= 0')
+  if any(not 0 < s <= dpjax.noise.MAX_DISCRETE_SIGMA for s in args.sigmas):
+    parser.error(f'--sigmas must be in (0, {dpjax.noise.MAX_DISCRETE_SIGMA:g}]')
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  device = jax.devices()[0]
+  load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
+  print(f'jax {jax.__version__}, device {device.platform}: {device.device_kind}, '
+        f'{os.cpu_count()} CPU cores, load average {load:.2f} at start')
+  print(f'medians over {args.repeats} timed repeats after {args.warmup} warmup '
+        'calls; reference = plain-Python exact Canonne et al. Alg. 1-3 '
+        f'({args.oracle_draws} draws per repeat, extrapolated per sample)\n')
+  print('| benchmark | size | dpjax | baseline | baseline is | speed-up |')
+  print('|---|---|---|---|---|---|')
+  for sigma in args.sigmas:
+    ours, ref, compile_s = bench_discrete_gaussian(
+        sigma, args.draws, args.oracle_draws, args.repeats, args.warmup)
+    print(f'| discrete Gaussian sigma={sigma:g} (compile {compile_s:.1f} s) | '
+          f'{args.draws:,} draws | {ours / 1e6:.2f} M samples/s | '
+          f'{ref / 1e3:.1f} k samples/s | Python exact reference | '
+          f'{ours / ref:.0f}x |', flush=True)
+  t, err = bench_fwht(max(args.repeats, 20), max(args.warmup, 2),
+                      args.fwht_batch)
+  print(f'| FWHT vs dense H x, one vector (max abs diff {err:.1e}) | d = 2^12 | '
+        f'{t["fwht_small"] * 1e3:.3f} ms | {t["dense_small"] * 1e3:.3f} ms | '
+        f'dense d x d matvec (jitted) | {t["dense_small"] / t["fwht_small"]:.0f}x |')
+  print(f'| FWHT vs dense, batch of {args.fwht_batch} vectors | d = 2^12 | '
+        f'{t["fwht_batch"] * 1e3:.3f} ms | {t["dense_batch"] * 1e3:.3f} ms | '
+        f'dense (B x d) @ (d x d) matmul (jitted) | '
+        f'{t["dense_batch"] / t["fwht_batch"]:.0f}x |')
+  print(f'| FWHT alone | d = 2^20 | {t["fwht_big"] * 1e3:.2f} ms | - | - | - |',
+        flush=True)
+
+
+if __name__ == '__main__':
+  main()
