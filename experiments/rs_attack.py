@@ -155,7 +155,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       report_lib.dataset_line(results['dataset']), '',
       f"(a) Least squares on a one-input linear layer, d = {cfg['dim']}, "
       f"sigma = {cfg['sigma']}, {cfg['trials']} trials per rate:", '',
-      report_lib.markdown_table(cf, [('rate', 'r'), ('mse', 'E||x - x_hat||^2'),
+      report_lib.markdown_table(cf, [('rate', 'r'), ('mse', 'E[(x - x_hat)^2]'),
                                      ('sem', 'SEM'), ('bound', 'Thm 5.1 bound')]),
       '',
       f"(b) Inverting gradients on {cfg['num_images']} test images, MLP "
