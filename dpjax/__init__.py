@@ -14,6 +14,7 @@ from dpjax._clipping import clipped_norm_bound
 from dpjax._clipping import ClippedGradSum
 from dpjax._clipping import count_nonfinite
 from dpjax._clipping import per_example_grads
+from dpjax._ghost import ghost_plan
 from dpjax._sparsify import ranked_mask
 from dpjax._sparsify import ranked_sparsified_privatizer
 from dpjax._sparsify import RankedSparsifiedPrivatizerState
@@ -73,6 +74,7 @@ __all__ = [
     'count_nonfinite',
     'dpsgd',
     'FixedSizeSampler',
+    'ghost_plan',
     'noise',
     'normalize',
     'PaddedBatch',

@@ -1,4 +1,4 @@
-"""Per-example gradients and clipped sums (the vmap path).
+"""Per-example gradients and clipped sums (the vmap and ghost paths).
 
 A per-example gradient g_i is clipped to g_i * min(1, C / ||g_i||) and the
 clipped gradients are summed (Abadi et al. 2016, eqs. (2)-(4) of Zhu &
@@ -14,6 +14,11 @@ Two rules keep the sum's sensitivity honest:
   clipping ball, so the sensitivity bound still holds. The returned norms keep
   the non-finite value, so callers can count drops with ``count_nonfinite``.
   That count depends on the data and is not privatized.
+
+``clipped_grad_sum(..., method='ghost')`` gives the same clipped sum without
+materializing per-example gradients (``dpjax/_ghost.py``); both methods share
+the clipping rule (``_clip_factored``), so padding, per-layer bounds and the
+non-finite rule behave identically.
 """
 
 from typing import Any, Callable, NamedTuple
@@ -22,12 +27,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import _ghost
 from dpjax import _validate
 
 PyTree = Any
 LossFn = Callable[[PyTree, PyTree], jax.Array]
 
-METHODS = ('vmap',)
+METHODS = ('vmap', 'ghost')
 
 
 class ClippedGradSum(NamedTuple):
@@ -84,24 +90,59 @@ def validate_l2_norm_clip(l2_norm_clip: Any) -> None:
     _validate.positive(l2_norm_clip=c)
 
 
-def _per_example_sq_norm(tree: PyTree) -> jax.Array:
-  sq = [jnp.sum(jnp.square(x.astype(jnp.float32)),
-                axis=tuple(range(1, x.ndim))) for x in jax.tree.leaves(tree)]
-  return sum(sq[1:], sq[0])
+def _leaf_sq_norm(x: jax.Array) -> jax.Array:
+  return jnp.sum(jnp.square(x.astype(jnp.float32)), axis=tuple(range(1, x.ndim)))
 
 
-def _weighted_sum(grads: PyTree, weight: jax.Array, valid: jax.Array):
+def _weighted_sum(g: jax.Array, weight: jax.Array, valid: jax.Array):
   """sum_i weight_i g_i over rows with ``valid``; invalid rows give exactly 0."""
-
-  def one(g):
-    g = jnp.where(valid.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0)
-    return jnp.tensordot(weight.astype(g.dtype), g, axes=1)
-
-  return jax.tree.map(one, grads)
+  g = jnp.where(valid.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0)
+  return jnp.tensordot(weight.astype(g.dtype), g, axes=1)
 
 
 def _clip_weight(clip: Any, norm: jax.Array, valid: jax.Array) -> jax.Array:
   return jnp.where(valid, jnp.minimum(1.0, clip / norm), 0.0)
+
+
+def _keep(mask: jax.typing.ArrayLike | None, batch: int) -> jax.Array:
+  return (jnp.ones((batch,), bool) if mask is None
+          else jnp.asarray(mask, bool).reshape((batch,)))
+
+
+def _clip_factored(sq_norms: list[jax.Array],
+                   weighted_sums: Callable[[list[jax.Array], jax.Array], list],
+                   l2_norm_clip: Any, treedef: Any,
+                   keep: jax.Array) -> ClippedGradSum:
+  """The clipping rule on per-leaf squared norms; shared by vmap and ghost.
+
+  Args:
+    sq_norms: per parameter leaf, the per-example squared norms [B].
+    weighted_sums: ``(per-leaf weights [B], valid [B]) -> per-leaf sums
+      sum_i w_i g_i`` over valid rows (invalid rows exactly zero).
+    l2_norm_clip: scalar or pytree prefix of ``treedef``'s tree.
+    treedef: the parameter tree structure.
+    keep: bool [B], False for padded rows.
+  """
+  clips, clip_def = jax.tree.flatten(l2_norm_clip)
+  index_tree = jax.tree.unflatten(treedef, list(range(treedef.num_leaves)))
+  groups = [jax.tree.leaves(sub) for sub in clip_def.flatten_up_to(index_tree)]
+  norms = []
+  for group in groups:
+    sq = [sq_norms[i] for i in group]
+    norms.append(jnp.sqrt(sum(sq[1:], sq[0])) if sq
+                 else jnp.zeros(keep.shape, jnp.float32))
+  # A non-finite norm in any group drops the whole example, so one example's
+  # contribution stays inside the product of the group balls.
+  valid = keep
+  for n in norms:
+    valid = valid & jnp.isfinite(n)
+  weights = [None] * treedef.num_leaves
+  for clip, norm, group in zip(clips, norms, groups):
+    weight = _clip_weight(clip, norm, valid)
+    for i in group:
+      weights[i] = weight
+  grad_sum = jax.tree.unflatten(treedef, weighted_sums(weights, valid))
+  return ClippedGradSum(grad_sum, jax.tree.unflatten(clip_def, norms))
 
 
 def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
@@ -125,25 +166,13 @@ def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
     (Array([0.90000004, 1.2       ], dtype=float32), Array([5. , 0.5], dtype=float32))
   """
   validate_l2_norm_clip(l2_norm_clip)
-  batch = jax.tree.leaves(grads)[0].shape[0]
-  keep = (jnp.ones((batch,), bool) if mask is None
-          else jnp.asarray(mask, bool).reshape((batch,)))
-  if jax.tree_util.treedef_is_leaf(jax.tree.structure(l2_norm_clip)):
-    norm = jnp.sqrt(_per_example_sq_norm(grads))
-    valid = keep & jnp.isfinite(norm)
-    weight = _clip_weight(l2_norm_clip, norm, valid)
-    return ClippedGradSum(_weighted_sum(grads, weight, valid), norm)
-  # Per-layer: a non-finite norm in any group drops the whole example, so one
-  # example's contribution stays inside the product of the group balls.
-  norms = jax.tree.map(lambda c, g: jnp.sqrt(_per_example_sq_norm(g)),
-                       l2_norm_clip, grads)
-  valid = keep
-  for n in jax.tree.leaves(norms):
-    valid = valid & jnp.isfinite(n)
-  grad_sum = jax.tree.map(
-      lambda c, g, n: _weighted_sum(g, _clip_weight(c, n, valid), valid),
-      l2_norm_clip, grads, norms)
-  return ClippedGradSum(grad_sum, norms)
+  leaves, treedef = jax.tree.flatten(grads)
+  keep = _keep(mask, leaves[0].shape[0])
+  return _clip_factored(
+      [_leaf_sq_norm(g) for g in leaves],
+      lambda weights, valid: [_weighted_sum(g, w, valid)
+                              for g, w in zip(leaves, weights)],
+      l2_norm_clip, treedef, keep)
 
 
 def count_nonfinite(norms: PyTree,
@@ -161,39 +190,95 @@ def count_nonfinite(norms: PyTree,
   return jnp.sum(bad, dtype=jnp.int32)
 
 
+def _coordinate_mask_leaves(coordinate_mask: PyTree, treedef: Any) -> list:
+  try:
+    return treedef.flatten_up_to(coordinate_mask)
+  except (ValueError, TypeError) as e:
+    raise ValueError('Expected coordinate_mask to be a pytree shaped like '
+                     f'params ({treedef}).') from e
+
+
 def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
-                     method: str = 'vmap') -> Callable[..., ClippedGradSum]:
-  """Returns ``fn(params, batch, mask=None) -> ClippedGradSum``.
+                     method: str = 'vmap', *,
+                     fallback: str = 'per_example'
+                     ) -> Callable[..., ClippedGradSum]:
+  """Returns ``fn(params, batch, mask=None, coordinate_mask=None)``.
+
+  ``fn`` returns ``ClippedGradSum(grad_sum, norms)``: the sum over unmasked
+  rows of clip(m * g_i), g_i the gradient of ``loss_fn`` at example i, and the
+  norms ||m * g_i|| before clipping. ``m`` (``coordinate_mask``, a pytree
+  shaped like params, usually 0/1, e.g. a random-sparsification mask of Zhu &
+  Blaschko Alg. 1) defaults to all ones.
 
   Args:
     loss_fn: ``loss_fn(params, example) -> scalar`` for one example.
     l2_norm_clip: scalar C or a pytree prefix of per-layer bounds (see
       ``clip_and_sum``).
-    method: ``'vmap'`` materializes per-example gradients with ``jax.vmap``.
+    method: ``'vmap'`` materializes per-example gradients with ``jax.vmap``;
+      ``'ghost'`` computes the same result from layer inputs and output
+      gradients without per-example gradients (ghost norms + book-keeping,
+      ``dpjax/_ghost.py``): one forward and one backward pass.
+    fallback: ghost only. Parameters the ghost path cannot factor (used
+      twice, e.g. tied weights, or by an unsupported op) get exact
+      per-example gradients (``'per_example'``, default) or raise a
+      ``ValueError`` naming them (``'error'``). See ``dpjax.ghost_plan``.
 
   Returns:
-    A jittable function of ``(params, batch, mask=None)``.
+    A jittable function of ``(params, batch, mask=None,
+    coordinate_mask=None)``. A DP-SGD step feeds its ``grad_sum`` to
+    ``optax.chain(add_gaussian_noise(sigma * clipped_norm_bound(C), key=k),
+    normalize(expected_batch_size), optimizer)`` (the chain of ``dpsgd``
+    without its per-example aggregator).
 
   Privacy:
     The returned sum has L2 sensitivity ``clipped_norm_bound(l2_norm_clip)``
     under add/remove-one and twice that under replace-one, whatever the data
-    (padded and non-finite rows contribute zero).
+    (padded and non-finite rows contribute zero). ``coordinate_mask`` must not
+    depend on the data. Both methods compute the same norms up to float
+    rounding.
 
   References:
     Abadi et al. 2016, "Deep Learning with Differential Privacy", Alg. 1.
+    Bu et al. 2023, "Differentially Private Optimization on Large Model at
+    Small Cost", Alg. 1 (book-keeping ghost clipping).
 
   Example:
     >>> loss = lambda w, x: jnp.sum(w * x)
     >>> fn = clipped_grad_sum(loss, l2_norm_clip=1.0)
     >>> fn(jnp.ones(2), jnp.array([[3., 4.], [0., 0.5]])).grad_sum
     Array([0.6, 1.3], dtype=float32)
+    >>> dense = lambda w, x: jnp.sum(jnp.tanh(x @ w))
+    >>> x, w = jnp.array([[3., 4.], [0., 0.5]]), jnp.ones((2, 3))
+    >>> ghost = clipped_grad_sum(dense, 1.0, method='ghost')(w, x)
+    >>> exact = clipped_grad_sum(dense, 1.0)(w, x)
+    >>> bool(jnp.allclose(ghost.grad_sum, exact.grad_sum, atol=1e-6))
+    True
   """
   validate_l2_norm_clip(l2_norm_clip)
   if method not in METHODS:
     raise ValueError(f'Expected method={method!r} in {METHODS}.')
+  if fallback not in _ghost.FALLBACKS:
+    raise ValueError(f'Expected fallback={fallback!r} in {_ghost.FALLBACKS}.')
   grads_fn = per_example_grads(loss_fn)
 
-  def fn(params, batch, mask=None):
-    return clip_and_sum(grads_fn(params, batch), l2_norm_clip, mask)
+  def vmap_fn(params, batch, mask=None, coordinate_mask=None):
+    grads = grads_fn(params, batch)
+    if coordinate_mask is not None:
+      treedef = jax.tree.structure(grads)
+      masks = _coordinate_mask_leaves(coordinate_mask, treedef)
+      grads = jax.tree.unflatten(treedef, [
+          g * jnp.asarray(m).astype(g.dtype)
+          for g, m in zip(jax.tree.leaves(grads), masks)])
+    return clip_and_sum(grads, l2_norm_clip, mask)
 
-  return fn
+  def ghost_fn(params, batch, mask=None, coordinate_mask=None):
+    treedef = jax.tree.structure(params)
+    masks = (None if coordinate_mask is None
+             else _coordinate_mask_leaves(coordinate_mask, treedef))
+    grads = _ghost.ghost_grads(loss_fn, params, batch, fallback=fallback)
+    return _clip_factored(
+        grads.sq_norms(masks),
+        lambda weights, valid: grads.weighted_sums(weights, valid, masks),
+        l2_norm_clip, treedef, _keep(mask, grads.batch_size))
+
+  return vmap_fn if method == 'vmap' else ghost_fn

@@ -173,3 +173,27 @@ def test_nonpositive_clip_raises_naming_the_value(bad):
 def test_unknown_method_raises():
   with pytest.raises(ValueError, match="method='nope'"):
     dpjax.clipped_grad_sum(linear_loss, 1.0, method='nope')
+
+
+@pytest.mark.parametrize('method', ['vmap', 'ghost'])
+def test_coordinate_mask_clips_and_sums_the_masked_gradients(method):
+  batch = make_batch(jax.random.key(11), scale=3.0)
+  cmask = {'w': jnp.array([1.0, 0.0, 1.0, 1.0, 0.0]), 'b': jnp.array(0.0)}
+  out = dpjax.clipped_grad_sum(linear_loss, 1.0, method)(PARAMS, batch,
+                                                          coordinate_mask=cmask)
+  grads = dpjax.per_example_grads(linear_loss)(PARAMS, batch)
+  masked = jax.tree.map(lambda g, m: g * m, grads, cmask)
+  expected = dpjax.clip_and_sum(masked, 1.0)
+  chex.assert_trees_all_close(out, expected, rtol=1e-5)
+  np.testing.assert_array_equal(np.asarray(out.grad_sum['w'])[[1, 4]], 0.0)
+  assert float(out.grad_sum['b']) == 0.0
+
+
+@pytest.mark.parametrize('method', ['vmap', 'ghost'])
+def test_methods_agree_on_the_reference_formula(method):
+  batch = make_batch(jax.random.key(12), scale=3.0)
+  clip = {'w': 0.5, 'b': 0.2}
+  out = jax.jit(dpjax.clipped_grad_sum(linear_loss, clip, method))(PARAMS,
+                                                                   batch)
+  grads = dpjax.per_example_grads(linear_loss)(PARAMS, batch)
+  chex.assert_trees_all_close(out, dpjax.clip_and_sum(grads, clip), rtol=1e-5)
