@@ -30,6 +30,7 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 bench: $(BENCH_STAMP)
 	$(PY) -m experiments.bench
+	$(PY) -m experiments.bench_noise
 
 clean:
 	rm -rf $(VENV) results
