@@ -20,6 +20,9 @@ from dpjax._sparsify import ranked_sparsified_privatizer
 from dpjax._sparsify import RankedSparsifiedPrivatizerState
 from dpjax._sparsify import rs_bits_per_step
 from dpjax._sparsify import sparse_message_bits
+from dpjax._sparsify import decode_sparse
+from dpjax._sparsify import encode_sparse
+from dpjax._sparsify import SparseMessage
 from dpjax._sparsify import rs_dpsgd
 from dpjax._sparsify import sparsify_random
 from dpjax._sparsify import sparsity_mask
@@ -85,6 +88,9 @@ __all__ = [
     'RankedSparsifiedPrivatizerState',
     'rs_bits_per_step',
     'sparse_message_bits',
+    'decode_sparse',
+    'encode_sparse',
+    'SparseMessage',
     'rs_dpsgd',
     'sampling',
     'ShuffleSampler',

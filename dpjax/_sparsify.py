@@ -400,3 +400,46 @@ def ranked_sparsified_privatizer(
 
 def _apply(tree: Any, mask: Any) -> Any:
   return jax.tree.map(lambda g, m: g * m.astype(g.dtype), tree, mask)
+
+
+class SparseMessage(NamedTuple):
+  """A sparsified update as kept values plus their flat positions.
+
+  Attributes:
+    values: the kept coordinates, in flat order.
+    indices: int32 flat positions of ``values`` (send once per mask refresh).
+    num_coordinates: d, the length of the flattened update.
+  """
+  values: jax.Array
+  indices: jax.Array
+  num_coordinates: int
+
+  def bits(self, value_bits: int = 32, send_indices: bool = True) -> int:
+    """Size on the wire (``sparse_message_bits``)."""
+    return sparse_message_bits(self.num_coordinates, int(self.values.size),
+                               value_bits, send_indices)
+
+
+def encode_sparse(update: Any, mask: Any) -> SparseMessage:
+  """Packs the coordinates of ``update`` where ``mask`` is nonzero (not jittable:
+  the message length is the number of kept coordinates).
+
+  Example:
+    >>> msg = encode_sparse(jnp.array([0., 2., 0., 5.]), jnp.array([0, 1, 0, 1]))
+    >>> msg.values.tolist(), msg.indices.tolist(), msg.bits()
+    ([2.0, 5.0], [1, 3], 68)
+  """
+  flat = jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(update)])
+  keep = np.flatnonzero(np.concatenate(
+      [np.ravel(np.asarray(m)) for m in jax.tree.leaves(mask)]))
+  return SparseMessage(flat[keep], jnp.asarray(keep, jnp.int32), flat.size)
+
+
+def decode_sparse(message: SparseMessage, like: Any) -> Any:
+  """The dense update (zeros where nothing was sent), shaped like ``like``."""
+  flat = jnp.zeros(message.num_coordinates, message.values.dtype)
+  flat = flat.at[message.indices].set(message.values)
+  leaves, treedef = jax.tree.flatten(like)
+  sizes = [int(np.prod(x.shape)) for x in leaves]
+  parts = jnp.split(flat, np.cumsum(sizes)[:-1])
+  return treedef.unflatten([p.reshape(x.shape) for p, x in zip(parts, leaves)])

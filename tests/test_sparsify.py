@@ -240,3 +240,14 @@ def test_ranked_privatizer_sensitivity_and_noise_masking():
   np.testing.assert_array_equal(np.asarray(out['w']) != 0,
                                 np.asarray(state.mask['w']) != 0)
   assert int((np.asarray(state.mask['w']) == 0).sum()) == int(0.5 * 35)
+
+
+def test_sparse_message_round_trip_and_size():
+  mask = _sparsify.random_mask(jax.random.key(7), PARAMS, 28)
+  update = jax.tree.map(
+      lambda m: m * jax.random.normal(jax.random.key(8), m.shape), mask)
+  msg = _sparsify.encode_sparse(update, mask)
+  assert msg.values.size == D - 28 and msg.num_coordinates == D
+  chex.assert_trees_all_equal(_sparsify.decode_sparse(msg, PARAMS), update)
+  assert msg.bits() == _sparsify.sparse_message_bits(D, D - 28)
+  assert msg.bits(send_indices=False) == 32 * (D - 28)
