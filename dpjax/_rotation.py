@@ -2,7 +2,7 @@
 
 ``fwht`` is the Sylvester-ordered Walsh-Hadamard transform normalized to be
 orthogonal (H / sqrt(d), symmetric, its own inverse), computed in O(d log d)
-by radix-4 butterfly passes (two radix-2 stages per pass over memory). The
+by log2(d) radix-2 butterfly passes. The
 randomized Hadamard rotation of cpSGD (Agarwal et al. 2018, Thm. 4) is
 R = (1 / sqrt(d)) H D with D a diagonal of Rademacher signs drawn from an
 explicit key; R^-1 = D H / sqrt(d). On pytrees, all leaves are flattened into
@@ -37,8 +37,8 @@ def fwht(x: jax.typing.ArrayLike) -> jax.Array:
   """Orthonormal fast Walsh-Hadamard transform along the last axis.
 
   Computes H_d x / sqrt(d), H_d the Sylvester Hadamard matrix
-  (H_1 = [1], H_2d = [[H_d, H_d], [H_d, -H_d]]), with ceil(log2(d) / 2)
-  radix-4 butterfly passes: O(d log d) work, no d x d matrix. The map is symmetric and
+  (H_1 = [1], H_2d = [[H_d, H_d], [H_d, -H_d]]), with log2(d) radix-2
+  butterfly passes: O(d log d) work, no d x d matrix. The map is symmetric and
   orthogonal, hence its own inverse (up to float rounding).
 
   Args:
@@ -59,33 +59,6 @@ def fwht(x: jax.typing.ArrayLike) -> jax.Array:
     x = x.astype(jnp.float32)
   _check_power_of_two(x.shape[-1])
   return _fwht(x)
-
-
-def _check_power_of_two(d: int) -> None:
-  if d < 1 or d & (d - 1):
-    raise ValueError(
-        f'Expected the last axis length d={d} to be a power of two.')
-
-
-@jax.jit
-def _fwht(x: jax.Array) -> jax.Array:
-  """Radix-4 butterflies (two radix-2 stages per memory pass), then scale."""
-  d = x.shape[-1]
-  batch = x.shape[:-1]
-  h = 1
-  while h < d:
-    radix = 4 if 4 * h <= d else 2
-    y = x.reshape(batch + (d // (radix * h), radix, h))
-    parts = [y[..., i, :] for i in range(radix)]
-    if radix == 4:
-      a, b = parts[0] + parts[1], parts[0] - parts[1]
-      c, e = parts[2] + parts[3], parts[2] - parts[3]
-      parts = [a + c, b + e, a - c, b - e]
-    else:
-      parts = [parts[0] + parts[1], parts[0] - parts[1]]
-    x = jnp.stack(parts, axis=-2).reshape(batch + (d,))
-    h *= radix
-  return x * jnp.asarray(1 / np.sqrt(d), x.dtype)
 
 
 def _check_power_of_two(d: int) -> None:
