@@ -62,12 +62,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   start = time.time()
   ds = data_lib.load(cfg['dataset'], seed=cfg['seed'])
   n = len(ds.x_train)
-  steps = train_lib.steps_for_epochs(cfg['epochs'], cfg['expected_batch_size'],
-                                     n)
-  base = dict(steps=steps, expected_batch_size=cfg['expected_batch_size'],
-              learning_rate=cfg['learning_rate'], momentum=cfg['momentum'],
-              l2_norm_clip=cfg['l2_norm_clip'],
-              eval_every=max(1, steps // cfg['evals']))
+  base = train_lib.sweep_base(cfg, n)
+  steps = base['steps']
   sampler = train_lib.make_sampler(train_lib.TrainConfig(**base), n)
   sigmas = {eps: accounting.calibrate(sampler.dp_event, eps, cfg['delta'],
                                       steps=steps)

@@ -60,12 +60,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   model = models.make_model(model_name, ds.num_classes,
                             input_shape=ds.input_shape)
   n = len(final.x_train)
-  steps = train_lib.steps_for_epochs(cfg['epochs'], cfg['expected_batch_size'],
-                                     n)
-  base = dict(steps=steps, expected_batch_size=cfg['expected_batch_size'],
-              learning_rate=cfg['learning_rate'], momentum=cfg['momentum'],
-              l2_norm_clip=cfg['l2_norm_clip'],
-              eval_every=max(1, steps // cfg['evals']))
+  base = train_lib.sweep_base(cfg, n)
+  steps = base['steps']
   sampler = train_lib.make_sampler(train_lib.TrainConfig(**base), n)
   runs, tuning_runs = [], []
   for eps in cfg['epsilons']:

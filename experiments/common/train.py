@@ -362,6 +362,16 @@ def steps_for_epochs(epochs: float, expected_batch_size: int,
   return max(1, math.ceil(epochs * num_examples / expected_batch_size))
 
 
+def sweep_base(cfg: dict[str, Any], num_examples: int) -> dict[str, Any]:
+  """``TrainConfig`` fields an experiment's sweep shares, from its config."""
+  steps = steps_for_epochs(cfg['epochs'], cfg['expected_batch_size'],
+                           num_examples)
+  return dict(steps=steps, expected_batch_size=cfg['expected_batch_size'],
+              learning_rate=cfg['learning_rate'], momentum=cfg['momentum'],
+              l2_norm_clip=cfg['l2_norm_clip'],
+              eval_every=max(1, steps // cfg['evals']))
+
+
 def run_and_record(module: nn.Module, data: Dataset, config: TrainConfig, *,
                    delta: float, out_dir: str, label: str,
                    progress: bool = True, **fields: Any) -> dict[str, Any]:
