@@ -27,8 +27,9 @@ Dense 32 -> Dense 10, tanh, 26,010 parameters; REFERENCES.md section 2), softmax
 cross-entropy on random 28x28x1 inputs. Timing (``time_group``): warmup
 calls, then rounds that cycle through the methods (so that drift in machine
 load hits them alike), each method making ``--burst`` consecutive calls per
-round (warm caches, as in a training loop), each call followed by
-``block_until_ready``; the table gives the median over all timed calls.
+round after one untimed call (warm caches and allocator pages, as in a
+training loop), each call followed by ``block_until_ready``; the table gives
+the median over all timed calls.
 Rounds shrink when a row would exceed ``--time-budget`` seconds; a method
 whose warmup call takes more than ``--slow`` seconds is timed by that call
 alone. PyTorch methods are timed after the JAX ones, not interleaved (their
@@ -267,10 +268,12 @@ def time_group(runners: dict[str, Callable], repeats: int, warmup: int,
   """Seconds per call of each runner; returns (times, rounds).
 
   Rounds cycle through the runners (so that drift in machine load hits them
-  alike); in each round a runner makes ``burst`` consecutive timed calls
-  (warm caches, as in a training loop). Rounds shrink to fit ``budget``
-  seconds (at least 3). A runner whose warmup call takes more than ``slow``
-  seconds is timed once, by that call.
+  alike); in each round a runner makes one untimed call, which re-warms
+  caches and the allocator's pages after the previous runner (on CPU a step
+  that follows one with a GB-sized temp buffer otherwise pays page faults),
+  then ``burst`` consecutive timed calls, as in a training loop. Rounds shrink
+  to fit ``budget`` seconds (at least 3). A runner whose warmup call takes
+  more than ``slow`` seconds is timed once, by that call.
   """
   last = {}
   for method, run in runners.items():
@@ -281,13 +284,15 @@ def time_group(runners: dict[str, Callable], repeats: int, warmup: int,
       if last[method] > slow:
         break
   slow_methods = {m for m, t in last.items() if t > slow}
-  per_round = burst * sum(t for m, t in last.items() if m not in slow_methods)
+  per_round = (burst + 1) * sum(t for m, t in last.items()
+                                if m not in slow_methods)
   rounds = max(3, min(repeats, int(budget / max(per_round, 1e-9))))
   times = {m: [last[m]] if m in slow_methods else [] for m in runners}
   for _ in range(rounds):
     for method, run in runners.items():
       if method in slow_methods:
         continue
+      run()  # untimed: re-warm after the previous runner
       for _ in range(burst):
         start = time.perf_counter()
         run()
@@ -443,7 +448,8 @@ def main(argv=None):
         + ', '.join(f'{x:.2f}' for x in os.getloadavg()))
   print(f'clip {CLIP}, noise multiplier {SIGMA}, float32, random data; median '
         f'ms per jitted training step over `calls` timed calls ({args.burst} '
-        f'consecutive per round) after {args.warmup} warmup call(s); '
+        f'consecutive per round, after one untimed call) after {args.warmup} '
+        'warmup call(s); '
         '(/np) = ratio to the non-private step; peak MiB = XLA '
         'memory_analysis (temp + arguments + outputs)\n')
   print(HEADER)
