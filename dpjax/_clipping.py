@@ -91,11 +91,12 @@ def validate_l2_norm_clip(l2_norm_clip: Any) -> None:
 
 
 def _leaf_sq_norm(x: jax.Array) -> jax.Array:
-  return jnp.sum(jnp.square(x.astype(jnp.float32)), axis=tuple(range(1, x.ndim)))
+  return jnp.sum(jnp.square(x.astype(jnp.float32)),
+                 axis=tuple(range(1, x.ndim)))
 
 
 def _weighted_sum(g: jax.Array, weight: jax.Array, valid: jax.Array):
-  """sum_i weight_i g_i over rows with ``valid``; invalid rows give exactly 0."""
+  """sum_i weight_i g_i over rows with ``valid``; other rows give exactly 0."""
   g = jnp.where(valid.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0)
   return jnp.tensordot(weight.astype(g.dtype), g, axes=1)
 

@@ -94,8 +94,10 @@ def optional_imports() -> dict[str, Any]:
   """name -> module, or name -> reason string when it cannot be used."""
   out = {}
   try:
-    from jax_privacy import clipping as jp_clipping  # pylint: disable=g-import-not-at-top
-    from jax_privacy import noise_addition as jp_noise  # pylint: disable=g-import-not-at-top
+    # pylint: disable=g-import-not-at-top
+    from jax_privacy import clipping as jp_clipping
+    from jax_privacy import noise_addition as jp_noise
+    # pylint: enable=g-import-not-at-top
     out['jax_privacy'] = (jp_clipping, jp_noise)
   except Exception as e:  # pylint: disable=broad-except
     out['jax_privacy'] = f'jax_privacy unavailable ({type(e).__name__}: {e})'
@@ -377,7 +379,8 @@ def format_row(name: str, batch_size: int, row: dict) -> str:
   memory = ' / '.join(_mib(mem, m) for m in JAX_METHODS)
   cells = [name, f"{row['params']:,}", str(batch_size), str(row['calls']),
            _cell(row, 'non-private', None), _cell(row, 'noise', None),
-           _cell(row, 'ghost', 'non-private'), _cell(row, 'vmap', 'non-private'),
+           _cell(row, 'ghost', 'non-private'),
+           _cell(row, 'vmap', 'non-private'),
            _cell(row, 'optax', 'non-private'),
            _cell(row, 'jax_privacy', 'non-private'), _cell(row, 'torch', None),
            _cell(row, 'opacus', 'torch'), _cell(row, 'opacus-ghost', 'torch'),

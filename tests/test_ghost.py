@@ -53,7 +53,7 @@ def median_clip(loss, params, batch):
 
 
 def normal(seed, shape, scale=1.0):
-  """Gaussian test data from numpy (eager jax.random would compile per shape)."""
+  """Gaussian test data from numpy (eager jax.random compiles per shape)."""
   rng = np.random.default_rng(seed)
   return jnp.asarray((scale * rng.normal(size=shape)).astype(np.float32))
 
@@ -441,7 +441,10 @@ def fallback_cases():
   tied = TiedLM()
   tokens = integers(0, (B, 5), 9)
   tied_params = numpy_init(tied.init, KEY, tokens[0])
-  tied_loss = lambda p, t: -jnp.sum(jax.nn.log_softmax(tied.apply(p, t)))  # noqa: E731
+
+  def tied_loss(p, t):
+    return -jnp.sum(jax.nn.log_softmax(tied.apply(p, t)))
+
   w = {'w': normal(0, (4, 4))}
   x = normal(1, (B, 4))
   return {
