@@ -388,7 +388,8 @@ def format_row(name: str, batch_size: int, row: dict) -> str:
   return '| ' + ' | '.join(cells) + ' |'
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
+  """argparse that reports a bad argument in one line (status 2)."""
 
   def error(self, message):  # one line, no usage dump, exit status 2
     sys.stderr.write(f'{self.prog}: error: {message}\n')
@@ -396,7 +397,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv):
-  parser = _Parser(prog='python -m experiments.bench',
+  parser = OneLineParser(prog='python -m experiments.bench',
                    description=__doc__.splitlines()[0])
   parser.add_argument('--batch-sizes', type=int, nargs='+',
                       default=[64, 256, 1024])

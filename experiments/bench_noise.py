@@ -21,13 +21,11 @@ Rows, all measured in one run, medians over timed repeats after warmup calls
 Run: ``python -m experiments.bench_noise [--draws 1000000] [--repeats 5]``.
 """
 
-import argparse
 import fractions
 import math
 import os
 import random
 import statistics
-import sys
 import time
 
 import jax
@@ -36,6 +34,7 @@ import numpy as np
 from scipy import linalg
 
 import dpjax
+from experiments import bench
 
 SIGMAS = (0.5, 3.0, 50.0, 1000.0, 10000.0)
 
@@ -137,15 +136,8 @@ def bench_fwht(repeats, warmup, batch):
   return {n: statistics.median(t) for n, t in times.items()}, err
 
 
-class _Parser(argparse.ArgumentParser):
-
-  def error(self, message):  # one line, no usage dump, exit status 2
-    sys.stderr.write(f'{self.prog}: error: {message}\n')
-    sys.exit(2)
-
-
 def parse_args(argv):
-  parser = _Parser(prog='python -m experiments.bench_noise',
+  parser = bench.OneLineParser(prog='python -m experiments.bench_noise',
                    description=__doc__.splitlines()[0])
   parser.add_argument('--draws', type=int, default=1_000_000,
                       help='dpjax draws per call')
