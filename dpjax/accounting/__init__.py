@@ -11,6 +11,12 @@ from dpjax.accounting._accountants import epsilon
 from dpjax.accounting._accountants import infer_neighboring_relation
 from dpjax.accounting._accountants import make_accountant
 from dpjax.accounting._accountants import TruncationSlackError
+from dpjax.accounting._binomial import advanced_composition
+from dpjax.accounting._binomial import binomial_epsilon
+from dpjax.accounting._binomial import binomial_event
+from dpjax.accounting._binomial import cpsgd_sensitivities
+from dpjax.accounting._binomial import gaussian_protocol_epsilon
+from dpjax.accounting._binomial import gaussian_protocol_event
 from dpjax.accounting._events import basic_composition
 from dpjax.accounting._events import discrete_gaussian_event
 from dpjax.accounting._events import dpsgd_event
@@ -24,9 +30,13 @@ from dpjax.accounting._ledger import PrivacyLedger
 
 __all__ = [
     'ACCOUNTANTS',
+    'advanced_composition',
     'basic_composition',
+    'binomial_epsilon',
+    'binomial_event',
     'calibrate',
     'calibrate_noise_multiplier',
+    'cpsgd_sensitivities',
     'delta',
     'discrete_gaussian_event',
     'dpsgd_event',
@@ -34,6 +44,8 @@ __all__ = [
     'epsilon',
     'event_from_dict',
     'event_to_dict',
+    'gaussian_protocol_epsilon',
+    'gaussian_protocol_event',
     'gaussian_step_event',
     'infer_neighboring_relation',
     'make_accountant',

@@ -1,0 +1,308 @@
+"""cpSGD accounting: the Binomial mechanism, its sensitivities, composition.
+
+The Binomial mechanism releases M(D) = f(D) + s (Z - N p), Z ~ Bin(N, p)^d,
+for a query whose values on neighbouring datasets differ by a vector of the
+lattice s Z^d. Its guarantee (Theorem 1 of cpSGD) has no dp_accounting event,
+so ``binomial_event`` wraps it in ``EpsilonDeltaDpEvent``, which dpjax's PLD
+accountant composes optimally for generic (epsilon, delta) mechanisms.
+"""
+
+import math
+
+import dp_accounting
+
+from dpjax import _validate
+from dpjax.accounting import _events
+
+
+def binomial_epsilon(num_trials: int, p: float, scale: float, delta: float,
+                     dimension: int, l1_sensitivity: float,
+                     l2_sensitivity: float, linf_sensitivity: float) -> float:
+  """Epsilon of one release of the Binomial mechanism (cpSGD Theorem 1).
+
+  With v = N p (1 - p),
+
+    eps = D2 sqrt(2 ln(1.25/delta)) / (s sqrt(v))
+        + (D2 c_p sqrt(ln(10/delta)) + D1 b_p) / (s v (1 - delta/10))
+        + ((2/3) Dinf ln(1.25/delta) + Dinf d_p ln(20 d/delta) ln(10/delta))
+          / (s v),
+
+  c_p = sqrt(2) (3p^3 + 3(1-p)^3 + 2p^2 + 2(1-p)^2),
+  b_p = (2/3)(p^2 + (1-p)^2) + 1 - 2p, d_p = (4/3)(p^2 + (1-p)^2).
+
+  Args:
+    num_trials: N (> 0). In cpSGD, n clients with m trials each give N = n m.
+    p: success probability in (0, 1).
+    scale: lattice spacing s (> 0); for cpSGD the quantizer's spacing
+      2 X_max / (k - 1).
+    delta: in (0, 1).
+    dimension: d (> 0).
+    l1_sensitivity: Delta_1 (>= 0), in the same units as ``scale`` (only
+      Delta / s enters); e.g. from ``cpsgd_sensitivities``.
+    l2_sensitivity: Delta_2 (>= 0), same units.
+    linf_sensitivity: Delta_inf (>= 0), same units.
+
+  Returns:
+    epsilon (a float).
+
+  Raises:
+    ValueError: on bad input, or if N p (1 - p) < max(23 ln(10 d / delta),
+      2 Delta_inf / s), where the theorem does not apply.
+
+  Privacy:
+    (epsilon, delta)-DP for neighbours D, D' with f(D) - f(D') in s Z^d and
+    ||f(D) - f(D')||_q <= Delta_q (q = 1, 2, inf). In cpSGD the theorem is
+    applied to the sum of the clients' lattice-valued messages (the server
+    sees only the sum, e.g. under secure aggregation), replace-one
+    neighbours.
+
+  References:
+    Agarwal, Suresh, Yu, Kumar, McMahan, "cpSGD: Communication-efficient and
+    differentially-private distributed SGD", NeurIPS 2018, Theorem 1
+    (REFERENCES.md section 4).
+
+  Example:
+    >>> round(binomial_epsilon(2000, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0), 6)
+    0.637513
+  """
+  _validate.positive_int(num_trials=num_trials, dimension=dimension)
+  _validate.open_unit(p=p, delta=delta)
+  _validate.positive(scale=scale)
+  _validate.non_negative(l1_sensitivity=l1_sensitivity,
+                         l2_sensitivity=l2_sensitivity,
+                         linf_sensitivity=linf_sensitivity)
+  p, s, delta = float(p), float(scale), float(delta)
+  q = 1 - p
+  v = num_trials * p * q
+  need = max(23 * math.log(10 * dimension / delta),
+             2 * float(linf_sensitivity) / s)
+  if v < need:
+    raise ValueError(
+        f'Theorem 1 needs num_trials * p * (1 - p) >= max(23 ln(10 d / delta),'
+        f' 2 linf_sensitivity / scale) = {need:.6g}; got num_trials='
+        f'{num_trials}, p={p} (N p (1-p) = {v:.6g}), dimension={dimension}, '
+        f'delta={delta}, linf_sensitivity={linf_sensitivity}, scale={scale}.')
+  c_p = math.sqrt(2) * (3 * p**3 + 3 * q**3 + 2 * p**2 + 2 * q**2)
+  b_p = 2 / 3 * (p**2 + q**2) + 1 - 2 * p
+  d_p = 4 / 3 * (p**2 + q**2)
+  d1, d2, dinf = (float(x) for x in (l1_sensitivity, l2_sensitivity,
+                                     linf_sensitivity))
+  ln10 = math.log(10 / delta)
+  ln125 = math.log(1.25 / delta)
+  return (d2 * math.sqrt(2 * ln125) / (s * math.sqrt(v))
+          + (d2 * c_p * math.sqrt(ln10) + d1 * b_p) / (s * v * (1 - delta / 10))
+          + (2 / 3 * dinf * ln125
+             + dinf * d_p * math.log(20 * dimension / delta) * ln10) / (s * v))
+
+
+def binomial_event(num_trials: int, p: float, scale: float, delta: float,
+                   dimension: int, l1_sensitivity: float, l2_sensitivity: float,
+                   linf_sensitivity: float) -> _events.EpsilonDeltaDpEvent:
+  """One round of the Binomial mechanism as an (epsilon, delta) event.
+
+  Args: as ``binomial_epsilon``.
+
+  Returns:
+    ``EpsilonDeltaDpEvent(binomial_epsilon(...), delta)``. Compose rounds with
+    ``dp_accounting.SelfComposedDpEvent`` and ``epsilon(..., accountant=
+    "pld")``: the PLD of a generic (epsilon, delta)-DP mechanism composes to
+    the optimal composition bound (Kairouz, Oh, Viswanath 2015, Thm. 3.3),
+    computed numerically by dp_accounting. The RDP accountant rejects it
+    (delta > 0).
+
+  Privacy:
+    As ``binomial_epsilon`` (replace-one neighbours in cpSGD); pass
+    ``neighboring_relation=REPLACE_ONE`` to ``epsilon`` to state it.
+
+  References:
+    Agarwal et al. 2018, Theorem 1; Kairouz, Oh, Viswanath, "The composition
+    theorem for differential privacy", ICML 2015.
+
+  Example:
+    >>> ev = binomial_event(2000, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0)
+    >>> round(ev.epsilon, 6), ev.delta
+    (0.637513, 1e-06)
+  """
+  eps = binomial_epsilon(num_trials, p, scale, delta, dimension,
+                         l1_sensitivity, l2_sensitivity, linf_sensitivity)
+  return _events.EpsilonDeltaDpEvent(eps, float(delta))
+
+
+def advanced_composition(epsilon: float, delta: float, rounds: int,
+                         delta_slack: float) -> tuple[float, float]:
+  """k-fold composition of an (epsilon, delta)-DP mechanism.
+
+  Advanced composition gives (eps', k delta + delta') with
+  eps' = sqrt(2 k ln(1/delta')) epsilon + k epsilon (e^epsilon - 1). Basic
+  composition gives (k epsilon, k delta). If k epsilon <= eps', basic
+  composition is better in both coordinates and is returned instead;
+  otherwise the advanced pair is returned (the two are never mixed, so the
+  result is always one valid guarantee). For tighter numbers compose
+  ``EpsilonDeltaDpEvent``s with ``epsilon(..., accountant="pld")``.
+
+  Args:
+    epsilon: per-round epsilon (>= 0).
+    delta: per-round delta in [0, 1).
+    rounds: k (> 0).
+    delta_slack: delta' in (0, 1).
+
+  Returns:
+    (total epsilon, total delta), the delta capped at 1.
+
+  References:
+    Dwork, Rothblum, Vadhan, "Boosting and differential privacy", FOCS 2010;
+    Dwork & Roth 2014, Thm. 3.20 (advanced) and Thm. 3.16 (basic).
+
+  Example:
+    >>> eps, delta = advanced_composition(0.1, 1e-6, 100, 1e-5)
+    >>> round(eps, 4), round(delta, 10)
+    (5.8502, 0.00011)
+  """
+  _validate.non_negative(epsilon=epsilon, delta=delta)
+  if not float(delta) < 1:
+    raise ValueError(f'Expected delta={delta} in [0, 1).')
+  _validate.positive_int(rounds=rounds)
+  _validate.open_unit(delta_slack=delta_slack)
+  eps, k = float(epsilon), rounds
+  eps_adv = (math.sqrt(2 * k * math.log(1 / float(delta_slack))) * eps
+             + k * eps * math.expm1(eps))
+  if k * eps <= eps_adv:
+    return k * eps, min(1.0, k * float(delta))
+  return eps_adv, min(1.0, k * float(delta) + float(delta_slack))
+
+
+def cpsgd_sensitivities(dimension: int, levels: int, x_max: float,
+                        clip_norm: float) -> tuple[float, float, float]:
+  """Replace-one (L1, L2, L_inf) sensitivities of cpSGD's quantized sum.
+
+  With s = 2 X_max / (k - 1) and D the clip norm:
+  Delta_inf = 2 X_max; Delta_2 = min(s (k-1) sqrt(d), 2 D + 2 s sqrt(d));
+  Delta_1 = min(s (k-1) d, 2 sqrt(d) D + 2 s d). All are in real units; the
+  difference of two quantized vectors lies in s Z^d, so pass ``scale=s`` with
+  them to ``binomial_epsilon``.
+
+  Proof. Replacing client i changes the sum by Q(X) - Q(X'), the difference
+  of two quantized vectors (the other clients' messages and the Binomial
+  noise do not depend on the replaced data, so fix them). (i) Each quantized
+  vector lies in [-X_max, X_max]^d, so two differ by at most 2 X_max = s (k-1)
+  per coordinate: Delta_inf <= 2 X_max, and hence Delta_2 <= s (k-1) sqrt(d),
+  Delta_1 <= s (k-1) d. (ii) Clamping to [-X_max, X_max] is 1-Lipschitz per
+  coordinate and stochastic rounding moves each clamped coordinate by at most
+  s, so ||Q(X) - x|| <= s sqrt(d) in L2 and <= s d in L1 for the clamped x.
+  By the triangle inequality ||Q(X) - Q(X')||_2 <= ||X - X'||_2 + 2 s sqrt(d)
+  <= 2 D + 2 s sqrt(d), and ||Q(X) - Q(X')||_1 <= ||X - X'||_1 + 2 s d
+  <= sqrt(d) ||X - X'||_2 + 2 s d <= 2 sqrt(d) D + 2 s d. The bounds hold for
+  every outcome of the rounding (they are deterministic) and for any
+  rotation applied before quantizing (rotations preserve ||X - X'||_2).
+
+  Args:
+    dimension: d (> 0).
+    levels: k (>= 2).
+    x_max: quantizer range X_max (> 0).
+    clip_norm: L2 clip norm D (>= 0).
+
+  Returns:
+    (l1, l2, linf).
+
+  References:
+    Agarwal et al. 2018, Sec. 3 and eq. (10) (whose values we did not
+    recover; these are the [DERIVED] bounds of REFERENCES.md section 4).
+
+  Example:
+    >>> cpsgd_sensitivities(dimension=4, levels=9, x_max=1.0, clip_norm=0.5)
+    (4.0, 2.0, 2.0)
+  """
+  _validate.positive_int(dimension=dimension)
+  if not isinstance(levels, int) or isinstance(levels, bool) or levels < 2:
+    raise ValueError(f'Expected levels={levels} to be an integer >= 2.')
+  _validate.positive(x_max=x_max)
+  _validate.non_negative(clip_norm=clip_norm)
+  d, span, big_d = dimension, 2 * float(x_max), float(clip_norm)
+  s = span / (levels - 1)
+  root_d = math.sqrt(d)
+  l2 = min(span * root_d, 2 * big_d + 2 * s * root_d)
+  l1 = min(span * d, 2 * root_d * big_d + 2 * s * d)
+  return l1, l2, span
+
+
+def gaussian_protocol_epsilon(noise_stddev: float, l2_sensitivity: float,
+                              delta: float) -> float:
+  """Classical Gaussian-mechanism epsilon: Delta_2 sqrt(2 ln(1.25/delta)) / sigma.
+
+  The baseline of cpSGD Theorem 2 (Gaussian noise of stddev sigma on the
+  sum). The classical bound is proved only for epsilon <= 1, so a larger
+  value raises instead of being returned. For the tight epsilon (any size)
+  compose ``gaussian_protocol_event`` with ``epsilon(...)``; it is always
+  smaller than this bound.
+
+  Args:
+    noise_stddev: sigma (> 0), stddev of the noise on the released sum.
+    l2_sensitivity: Delta_2 (>= 0), in the same units.
+    delta: in (0, 1).
+
+  Returns:
+    epsilon in [0, 1].
+
+  Raises:
+    ValueError: on bad input, or if the bound exceeds 1.
+
+  Privacy:
+    (epsilon, delta)-DP for neighbours whose sums differ by at most Delta_2
+    in L2 norm (Dwork & Roth 2014, Thm. A.1, which assumes epsilon < 1; the
+    boundary epsilon = 1 follows by continuity).
+
+  References:
+    Dwork & Roth, "The Algorithmic Foundations of Differential Privacy",
+    2014, Thm. A.1; Agarwal et al. 2018, Theorem 2.
+
+  Example:
+    >>> round(gaussian_protocol_epsilon(10.0, 1.0, 1e-5), 4)
+    0.4845
+  """
+  _validate.positive(noise_stddev=noise_stddev)
+  _validate.non_negative(l2_sensitivity=l2_sensitivity)
+  _validate.open_unit(delta=delta)
+  eps = (float(l2_sensitivity) * math.sqrt(2 * math.log(1.25 / float(delta)))
+         / float(noise_stddev))
+  if eps > 1:
+    raise ValueError(
+        f'The classical Gaussian bound gives epsilon={eps:.6g} > 1 for '
+        f'noise_stddev={noise_stddev}, l2_sensitivity={l2_sensitivity}, '
+        f'delta={delta}, where it is not proved; use epsilon('
+        f'gaussian_protocol_event(...), delta) for the tight value.')
+  return eps
+
+
+def gaussian_protocol_event(noise_stddev: float,
+                            l2_sensitivity: float) -> dp_accounting.DpEvent:
+  """The Gaussian baseline as a tight, composable dp_accounting event.
+
+  Args:
+    noise_stddev: sigma (> 0), stddev of the noise on the released sum.
+    l2_sensitivity: Delta_2 (> 0), in the same units: the largest L2
+      distance between the sums on neighbouring datasets (replace-one for
+      cpSGD, e.g. from ``cpsgd_sensitivities``).
+
+  Returns:
+    ``dp_accounting.GaussianDpEvent(noise_stddev / l2_sensitivity)``. Its
+    PLD epsilon is tight and below ``gaussian_protocol_epsilon``. Account it
+    with the default ``neighboring_relation`` (ADD_OR_REMOVE_ONE), which for
+    an unsampled Gaussian means "neighbouring sums at L2 distance <=
+    l2_sensitivity", whatever relation produced that distance: dp_accounting's
+    PLD accountant under REPLACE_ONE doubles the distance (valid but 2x
+    loose), while its RDP accountant ignores the relation here.
+
+  Privacy:
+    The Gaussian mechanism with noise multiplier sigma / Delta_2.
+
+  References:
+    Balle & Wang, "Improving the Gaussian mechanism for differential
+    privacy", ICML 2018 (the exact privacy profile the PLD evaluates).
+
+  Example:
+    >>> gaussian_protocol_event(10.0, 2.0)
+    GaussianDpEvent(noise_multiplier=5.0)
+  """
+  _validate.positive(noise_stddev=noise_stddev, l2_sensitivity=l2_sensitivity)
+  return dp_accounting.GaussianDpEvent(
+      float(noise_stddev) / float(l2_sensitivity))
