@@ -22,6 +22,7 @@ from dpjax.accounting._events import discrete_gaussian_event
 from dpjax.accounting._events import dpsgd_event
 from dpjax.accounting._events import EpsilonDeltaDpEvent
 from dpjax.accounting._events import gaussian_step_event
+from dpjax.accounting._events import laplace_event
 from dpjax.accounting._events import poisson_truncation_probability
 from dpjax.accounting._events import pure_dp_event
 from dpjax.accounting._ledger import event_from_dict
@@ -48,6 +49,7 @@ __all__ = [
     'gaussian_protocol_event',
     'gaussian_step_event',
     'infer_neighboring_relation',
+    'laplace_event',
     'make_accountant',
     'poisson_truncation_probability',
     'PrivacyLedger',

@@ -33,6 +33,22 @@ def pure_dp_event(epsilon: float) -> EpsilonDeltaDpEvent:
   return EpsilonDeltaDpEvent(float(epsilon), 0.0)
 
 
+def laplace_event(epsilon: float) -> dp_accounting.DpEvent:
+  """One epsilon-DP Laplace release: ``LaplaceDpEvent(1 / epsilon)``.
+
+  For Laplace noise of scale b on a query of L1 sensitivity S (over the
+  neighbouring relation in use), epsilon = S / b. dp_accounting composes it
+  with the Laplace PLD (``accountant="pld"``) or its RDP (Mironov 2017);
+  ``basic_composition`` counts it as epsilon.
+
+  Example:
+    >>> laplace_event(0.5)
+    LaplaceDpEvent(noise_multiplier=2.0)
+  """
+  _validate.positive(epsilon=epsilon)
+  return dp_accounting.LaplaceDpEvent(1.0 / float(epsilon))
+
+
 def gaussian_step_event(noise_multiplier: float,
                         sampling_rate: float = 1.0) -> dp_accounting.DpEvent:
   """One step of the (Poisson-subsampled) Gaussian mechanism.
@@ -132,8 +148,8 @@ def basic_composition(event: dp_accounting.DpEvent,
   """(sum of epsilons, sum of deltas) over ``EpsilonDeltaDpEvent`` leaves.
 
   Args:
-    event: built from ``EpsilonDeltaDpEvent``, ``NoOpDpEvent``,
-      ``SelfComposedDpEvent`` and ``ComposedDpEvent``.
+    event: built from ``EpsilonDeltaDpEvent``, ``LaplaceDpEvent``,
+      ``NoOpDpEvent``, ``SelfComposedDpEvent`` and ``ComposedDpEvent``.
     strict: raise on any other event (otherwise return (inf, 1)).
 
   Returns:
@@ -149,6 +165,9 @@ def basic_composition(event: dp_accounting.DpEvent,
     return float(event.epsilon), float(event.delta)
   if isinstance(event, dp_accounting.NoOpDpEvent):
     return 0.0, 0.0
+  if isinstance(event, dp_accounting.LaplaceDpEvent):
+    return (math.inf if event.noise_multiplier == 0 else
+            1.0 / float(event.noise_multiplier)), 0.0
   if isinstance(event, dp_accounting.SelfComposedDpEvent):
     eps, delta = basic_composition(event.event, strict)
     return eps * event.count, min(1.0, delta * event.count)
