@@ -14,6 +14,17 @@ from dpjax._clipping import clipped_norm_bound
 from dpjax._clipping import ClippedGradSum
 from dpjax._clipping import count_nonfinite
 from dpjax._clipping import per_example_grads
+from dpjax._compressive import compressive_mechanism
+from dpjax._compressive import compressive_privatizer
+from dpjax._compressive import CompressivePrivatizerState
+from dpjax._compressive import CompressiveRelease
+from dpjax._compressive import gaussian_sensing_matrix
+from dpjax._compressive import laplace_privatizer
+from dpjax._compressive import LaplacePrivatizerState
+from dpjax._compressive import sensing_l1_sensitivity
+from dpjax._compressive import sparsify_top_k
+from dpjax._cosamp import cosamp
+from dpjax._cosamp import keep_top_k
 from dpjax._ghost import ghost_plan
 from dpjax._sparsify import ranked_mask
 from dpjax._sparsify import ranked_sparsified_privatizer
@@ -116,4 +127,15 @@ __all__ = [
     'unrotate_hadamard',
     'unrotate_tree',
     'UnrotateHadamardState',
+    'compressive_mechanism',
+    'compressive_privatizer',
+    'CompressivePrivatizerState',
+    'CompressiveRelease',
+    'cosamp',
+    'gaussian_sensing_matrix',
+    'keep_top_k',
+    'laplace_privatizer',
+    'LaplacePrivatizerState',
+    'sensing_l1_sensitivity',
+    'sparsify_top_k',
 ]
