@@ -6,6 +6,7 @@ The core DP-SGD pieces are re-exported here; ``dpjax.accounting``,
 
 from dpjax import accounting
 from dpjax import attacks
+from dpjax import distributed
 from dpjax import noise
 from dpjax import sampling
 from dpjax._clipping import clip_and_sum
@@ -75,6 +76,7 @@ __version__ = '0.1.0'
 __all__ = [
     'accounting',
     'attacks',
+    'distributed',
     'add_gaussian_noise',
     'add_laplace_noise',
     'AddGaussianNoiseState',
