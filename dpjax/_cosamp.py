@@ -43,7 +43,9 @@ def cosamp(sensing_matrix: jax.typing.ArrayLike,
 
   Each iteration (Farokhi, Alg. 1): T = (indices of the 2 kappa largest
   |Psi^T u|) union supp(z); b_T = pinv(Psi_T) y, b = 0 off T; z = the kappa
-  largest entries of b; u = y - Psi z.
+  largest entries of b; u = y - Psi z. The least-squares step solves the
+  normal equations by Cholesky when the candidate set has at most p columns
+  (full column rank for a Gaussian Psi), else uses the pseudo-inverse.
 
   Args:
     sensing_matrix: Psi, ``[p, n]``.
@@ -85,9 +87,13 @@ def cosamp(sensing_matrix: jax.typing.ArrayLike,
     num_iterations = 6 * (sparsity + 1)
   _validate.positive_int(num_iterations=num_iterations)
   num_proxy = min(2 * sparsity, n)
+  # With at most p candidate columns, Gaussian sub-matrices have full column
+  # rank, and a Cholesky solve of the normal equations is 10-100x faster
+  # than the SVD behind pinv on CPU; otherwise pinv gives the minimum-norm
+  # least-squares solution.
+  normal_equations = num_proxy + sparsity <= p
   dtype = jnp.result_type(psi.dtype, y.dtype)
   psi, y = psi.astype(dtype), y.astype(dtype)
-  del p
 
   def iteration(_, carry):
     z, u, best, best_norm = carry
@@ -98,7 +104,12 @@ def cosamp(sensing_matrix: jax.typing.ArrayLike,
     idx = jnp.concatenate([proxy_idx, supp_idx])
     ok = jnp.concatenate([jnp.ones(num_proxy, bool), supp_ok])
     sub = psi[:, idx] * ok[None, :].astype(dtype)
-    coef = jnp.linalg.pinv(sub) @ y
+    if normal_equations:  # masked columns become identity rows: coef 0
+      gram = sub.T @ sub + jnp.diag(jnp.where(ok, 0, 1).astype(dtype))
+      coef = jax.scipy.linalg.cho_solve(
+          jax.scipy.linalg.cho_factor(gram), sub.T @ y)
+    else:
+      coef = jnp.linalg.pinv(sub) @ y
     b = jnp.zeros(n, dtype).at[idx].add(jnp.where(ok, coef, 0))
     z_new = keep_top_k(b, sparsity)
     u_new = y - psi @ z_new
