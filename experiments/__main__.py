@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                     const='quick', help='small setting (default)')
   mode.add_argument('--full', dest='mode', action='store_const', const='full',
                     help='paper-scale setting')
-  run.add_argument('--dataset', help=f'one of {", ".join(data_lib.DATASETS)}')
+  run.add_argument('--dataset', help=f'one of {", ".join(data_lib.DATASETS)}, or csv:PATH')
   run.add_argument('--seed', type=int, default=0, help='first seed')
   run.add_argument('--out', default=DEFAULT_OUT, help='output directory')
   run.add_argument('--epsilons', type=float, nargs='+',
@@ -71,9 +71,9 @@ def _names(name: str) -> list[str]:
 
 def _validate_run_args(args) -> None:
   _validate.non_negative_int(seed=args.seed)
-  if args.dataset is not None and args.dataset not in data_lib.DATASETS:
+  if args.dataset is not None and not data_lib.is_known(args.dataset):
     raise ValueError(f'unknown dataset {args.dataset!r}; known: '
-                     f'{", ".join(data_lib.DATASETS)}')
+                     f'{", ".join(data_lib.DATASETS)} or csv:PATH')
   for eps in args.epsilons or []:
     _validate.positive(epsilon=eps)
   if args.delta is not None:
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
       run_experiments(list(registry.EXPERIMENTS), 'quick', DEFAULT_OUT)
     elif args.command == 'list':
       for name, exp in registry.EXPERIMENTS.items():
-        print(f'{name:20s} {exp.DESCRIPTION}')
+        print(f'{name:24s} {exp.DESCRIPTION}')
     elif args.command == 'run':
       names = _names(args.name)
       _validate_run_args(args)

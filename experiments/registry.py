@@ -6,10 +6,11 @@ An experiment module defines ``NAME``, ``DESCRIPTION``, ``MODES`` (at least
 ``report(results, out_dir) -> markdown``.
 """
 
+from experiments import compressive_regression
 from experiments import dpsgd_baseline
 from experiments import rs_attack
 from experiments import rs_privacy
 from experiments import rs_tradeoff
 
 EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff, rs_privacy,
-                                           rs_attack)}
+                                           rs_attack, compressive_regression)}

@@ -93,6 +93,8 @@ TINY = {
     'rs_privacy': dict(epochs=1, num_seeds=1, rates=[0.5], epsilons=[3.0]),
     'rs_attack': dict(num_images=1, trials=200, attack_steps=20,
                       rates=[0.0, 0.9]),
+    'compressive_regression': dict(steps=20, num_seeds=1, n=2000,
+                                   kappas=[1, 5], epsilons=[1.0, 1000.0]),
 }
 
 
@@ -113,3 +115,28 @@ def test_every_experiment_runs_and_reports(name, tmp_path):
 def test_experiments_refuse_options_they_cannot_honour(capsys):
   assert cli.main(['run', 'rs_tradeoff', '--epsilons', '3']) == 2
   assert 'fixes noise multipliers' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('argv, match', [
+    (['--dataset', 'digits'], 'needs a regression dataset'),
+    (['--epsilons', '3'], 'compares a small and a large epsilon'),
+])
+def test_compressive_regression_refuses_what_it_cannot_run(argv, match,
+                                                            capsys):
+  assert cli.main(['run', 'compressive_regression'] + argv) == 2
+  assert match in capsys.readouterr().err
+
+
+def test_compressive_regression_accepts_a_csv_dataset(tmp_path):
+  path = tmp_path / 'loans.csv'
+  rows = ['id,loan_amnt,grade,int_rate']
+  rows += [f'{i},{1000 + 37 * i},{"ABC"[i % 3]},{5 + (i * 7) % 11}.5%'
+           for i in range(60)]
+  path.write_text('\n'.join(rows) + '\n')
+  exp = registry.EXPERIMENTS['compressive_regression']
+  cfg = exp.config('quick', dataset=f'csv:{path}', steps=5, num_seeds=1,
+                   kappas=[1], kappa=1, num_measurements=4,
+                   epsilons=[1.0, 10.0])
+  results = exp.run(cfg, str(tmp_path), progress=False)
+  assert results['dataset']['name'] == f'csv:{path}'
+  assert (results['n'], results['n_theta']) == (60, 3)  # intercept, 2 cols

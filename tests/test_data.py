@@ -18,6 +18,7 @@ OFFLINE = {
     'breast_cancer': ((30,), 2, 'sklearn'),
     'diabetes': ((10,), None, 'sklearn'),
     'synthetic': ((20,), 2, 'generated'),
+    'synthetic_regression': ((63,), None, 'generated'),
     'sphere_logistic': ((100,), 2, 'generated'),
 }
 
@@ -222,6 +223,96 @@ def test_unknown_name_and_option_raise():
     data.load('mnist', dim=3)
   with pytest.raises(ValueError, match='Unknown option'):
     data.load('synthetic', n_sample=10)
+
+
+def test_synthetic_regression_shape_noise_and_correlation():
+  ds = data.load('synthetic_regression', seed=0, n_samples=4000)
+  assert len(ds.x_train) + len(ds.x_test) == 4000
+  x = np.concatenate([ds.x_train, ds.x_test]).astype(np.float64)
+  y = np.concatenate([ds.y_train, ds.y_test]).astype(np.float64)
+  design = np.concatenate([np.ones((len(x), 1)), x], axis=1)
+  theta, *_ = np.linalg.lstsq(design, y, rcond=None)
+  r2 = 1 - np.mean((design @ theta - y) ** 2) / y.var()
+  assert 0.7 < r2 < 0.9  # noise = 0.5: R^2 about 0.8, f(theta*) > 0
+  corr = np.abs(np.corrcoef(x.T)[np.triu_indices(63, 1)])
+  assert np.median(corr) > 0.1 and corr.max() > 0.5  # correlated columns
+  codes = ds.extras['feature_std'][None, 42:] * x[:, 42:] + ds.extras[
+      'feature_mean'][None, 42:]
+  np.testing.assert_allclose(codes, np.round(codes), atol=1e-3)  # integers
+  w = np.abs(ds.extras['w'])
+  assert w.max() == 1.0 and w.min() < 0.01  # heterogeneous importance
+  small = data.load('synthetic_regression', seed=1, n_samples=100,
+                    n_features=7, noise=0.0)
+  assert small.input_shape == (7,) and small.task == 'regression'
+  with pytest.raises(ValueError, match='n_features'):
+    data.load('synthetic_regression', n_features=0)
+
+
+def _write_csv(path, lines):
+  path.write_text('\n'.join(lines) + '\n')
+  return f'csv:{path}'
+
+
+def test_csv_loader_cleans_like_the_paper(tmp_path):
+  header = ('id,url,member_id,loan_amnt,term,addr_state,int_rate,revol_util,'
+            'emp_title,policy_code,mostly_empty')
+  lines = [header]
+  states = ['CA', 'NY', 'TX', 'WA']
+  for i in range(40):
+    lines.append(','.join([
+        str(1000 + i), f'https://x/{i}', str(i), str(500 + 25 * i),
+        ' 36 months' if i % 2 else ' 60 months', states[i % 4],
+        f'{5 + (i * 7) % 13}.25%', '' if i == 3 else f'{i % 10}.5%',
+        f'job title {i}', '1', '7' if i == 0 else '']))
+  lines.append('Total amount funded in policy code 1: 123')  # malformed
+  name = _write_csv(tmp_path / 'loan.csv', lines)
+  assert data.is_known(name)
+  ds = data.load(name, seed=0, n_samples=30, standardize_targets=False)
+  assert (ds.name, ds.requested, ds.source, ds.task) == (
+      name, name, 'csv', 'regression')
+  extras = ds.extras
+  assert extras['columns'] == ['loan_amnt', 'term', 'addr_state',
+                               'revol_util']
+  assert extras['coded'] == ['term', 'addr_state']
+  assert sorted(extras['dropped']['identifier, url or text']) == [
+      'emp_title', 'id', 'member_id', 'url']
+  assert extras['dropped']['missing in most rows'] == ['mostly_empty']
+  assert extras['dropped']['constant'] == ['policy_code']
+  assert (extras['rows_read'], extras['rows_malformed'],
+          extras['rows_complete'], extras['rows_kept']) == (41, 1, 39, 30)
+  assert len(ds.x_train) + len(ds.x_test) == 30
+  assert ds.input_shape == (4,) and ds.x_train.dtype == np.float32
+  # '13.25%' -> 13.25: the raw target is kept (standardize_targets=False).
+  y = np.concatenate([ds.y_train, ds.y_test])
+  np.testing.assert_allclose(y - np.floor(y), 0.25)
+  assert y.min() >= 5 and y.max() <= 17.25
+  # Categorical codes: sorted distinct values -> 0, 1, ...
+  state = np.concatenate([ds.x_train, ds.x_test])[:, 2] * ds.extras[
+      'feature_std'][2] + ds.extras['feature_mean'][2]
+  np.testing.assert_allclose(np.sort(np.unique(np.round(state, 4))),
+                             [0, 1, 2, 3], atol=1e-4)
+  # Seeded subsample: same seed, same rows; another seed, other rows.
+  again = data.load(name, seed=0, n_samples=30, standardize_targets=False)
+  np.testing.assert_array_equal(ds.x_train, again.x_train)
+  other = data.load(name, seed=1, n_samples=30, standardize_targets=False)
+  assert not np.array_equal(np.sort(y), np.sort(np.concatenate(
+      [other.y_train, other.y_test])))
+
+
+def test_csv_loader_rejects_bad_input(tmp_path):
+  name = _write_csv(tmp_path / 'a.csv', ['a,b,rate', '1,x,2', '2,y,3',
+                                         '3,z,4'])
+  with pytest.raises(ValueError, match="target column 'int_rate'"):
+    data.load(name)
+  with pytest.raises(ValueError, match='not numeric'):
+    data.load(name, target='b')
+  with pytest.raises(ValueError, match='Unknown option'):
+    data.load(name, target='rate', dim=3)
+  empty = _write_csv(tmp_path / 'b.csv', ['a,rate', ',1', '2,'])
+  with pytest.raises(ValueError, match='no row has every kept column'):
+    data.load(empty, target='rate')
+  assert not data.is_known('csv:') and data.is_known('csv:x')
+  assert all(not n.startswith('csv:') for n in data.DATASETS)
 
 
 def test_docstring_examples():
