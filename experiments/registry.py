@@ -7,10 +7,15 @@ An experiment module defines ``NAME``, ``DESCRIPTION``, ``MODES`` (at least
 """
 
 from experiments import compressive_regression
+from experiments import cpsgd_dme
+from experiments import cpsgd_mechanisms
+from experiments import cpsgd_training
 from experiments import dpsgd_baseline
 from experiments import rs_attack
 from experiments import rs_privacy
 from experiments import rs_tradeoff
 
 EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff, rs_privacy,
-                                           rs_attack, compressive_regression)}
+                                   rs_attack, compressive_regression,
+                                   cpsgd_mechanisms, cpsgd_dme,
+                                   cpsgd_training)}

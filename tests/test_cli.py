@@ -95,6 +95,12 @@ TINY = {
                       rates=[0.0, 0.9]),
     'compressive_regression': dict(steps=20, num_seeds=1, n=2000,
                                    kappas=[1, 5], epsilons=[1.0, 1000.0]),
+    'cpsgd_mechanisms': dict(epsilons=[2.0], dims=[1],
+                             scale_denominators=[1, 4], samples=400),
+    'cpsgd_dme': dict(num_clients=10, dimension=64, levels=[4],
+                      epsilons=[4.0], variants=['none'], reps=2),
+    'cpsgd_training': dict(num_clients=20, rounds=2, levels=[2],
+                           trials=[256], unrotated=[], num_seeds=1),
 }
 
 
@@ -115,6 +121,8 @@ def test_every_experiment_runs_and_reports(name, tmp_path):
 def test_experiments_refuse_options_they_cannot_honour(capsys):
   assert cli.main(['run', 'rs_tradeoff', '--epsilons', '3']) == 2
   assert 'fixes noise multipliers' in capsys.readouterr().err
+  assert cli.main(['run', 'cpsgd_training', '--epsilons', '3']) == 2
+  assert 'drop --epsilons' in capsys.readouterr().err
 
 
 @pytest.mark.parametrize('argv, match', [
