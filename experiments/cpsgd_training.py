@@ -240,13 +240,14 @@ def _privacy(cfg, dimension, n):
       continue
     ledger = accounting.PrivacyLedger()
     for _ in range(rounds):  # one event per round: the scan runs `rounds`
-      ledger.record(event)
+      ledger.record(event, bits=row['bits_per_client'])
     sigma_sum = gaussian_sum_stddev(event.epsilon, delta_r, 2 * clip)
     gauss_event = accounting.gaussian_protocol_event(sigma_sum, 2 * clip)
     row.update(
         epsilon_round=float(event.epsilon),
         epsilon_total=float(ledger.epsilon(cfg['delta'], 'pld')),
         ledger=ledger.to_json(), no_guarantee=None,
+        bits_per_client_total=ledger.bits,
         gauss_sum_stddev=sigma_sum,
         gauss_client_stddev=sigma_sum / math.sqrt(n),
         gauss_noise_multiplier=float(gauss_event.noise_multiplier),

@@ -256,3 +256,18 @@ def test_discrete_gaussian_event_validates_and_round_trips_in_the_ledger():
   ledger = accounting.PrivacyLedger()
   ledger.record(accounting.discrete_gaussian_event(3.0, 2.0), 10)
   assert accounting.PrivacyLedger.from_json(ledger.to_json()) == ledger
+
+
+def test_ledger_counts_bits_beside_the_events():
+  ledger = accounting.PrivacyLedger()
+  step = accounting.laplace_event(1.0)
+  for _ in range(3):
+    ledger.record(step, bits=100)
+  ledger.record(step, 2, bits=50)
+  assert ledger.bits == 400 and ledger.num_events == 5
+  assert len(ledger.runs) == 2  # different bits start a new run
+  again = accounting.PrivacyLedger.from_json(ledger.to_json())
+  assert again == ledger and again.bits == 400
+  assert again != accounting.PrivacyLedger([(step, 5)])
+  with pytest.raises(ValueError, match='bits'):
+    ledger.record(step, bits=-1)

@@ -1,4 +1,4 @@
-"""PrivacyLedger: the DpEvents that actually ran, with JSON round-trip."""
+"""PrivacyLedger: the DpEvents that actually ran and the bits they sent."""
 
 import json
 from typing import Any
@@ -51,10 +51,12 @@ def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
 
 
 class PrivacyLedger:
-  """Records the DpEvents a run actually executed and reports its privacy.
+  """Records the DpEvents a run actually executed, its privacy and its bits.
 
   Consecutive identical events are stored as one run ``(event, count)``, so a
-  ledger of 10^5 identical steps stays small.
+  ledger of 10^5 identical steps stays small. ``record(..., bits=b)`` also
+  counts b bits of communication per execution (e.g. bits per client per
+  round); ``bits`` is the total.
 
   Example:
     >>> ledger = PrivacyLedger()
@@ -66,35 +68,44 @@ class PrivacyLedger:
     True
   """
 
-  def __init__(self, runs: list[tuple[dp_accounting.DpEvent, int]] = ()):
+  def __init__(self, runs: list[tuple[dp_accounting.DpEvent, int]] = (),
+               bits: list[float] | None = None):
     self._runs: list[list[Any]] = []
-    for event, count in runs:
-      self.record(event, count)
+    for i, (event, count) in enumerate(runs):
+      self.record(event, count, bits=bits[i] if bits else 0)
 
-  def record(self, event: dp_accounting.DpEvent, count: int = 1) -> None:
-    """Appends ``count`` executions of ``event``."""
+  def record(self, event: dp_accounting.DpEvent, count: int = 1, *,
+             bits: float = 0) -> None:
+    """Appends ``count`` executions of ``event``, each sending ``bits``."""
     if not isinstance(event, dp_accounting.DpEvent):
       raise ValueError(f'Expected a DpEvent, got {type(event).__name__}.')
     _validate.non_negative_int(count=count)
+    _validate.non_negative(bits=bits)
     if count == 0:
       return
-    if self._runs and self._runs[-1][0] == event:
-      self._runs[-1][1] += count
+    last = self._runs[-1] if self._runs else None
+    if last and last[0] == event and last[2] == bits:
+      last[1] += count
     else:
-      self._runs.append([event, count])
+      self._runs.append([event, count, bits])
 
   @property
   def runs(self) -> list[tuple[dp_accounting.DpEvent, int]]:
-    return [(e, c) for e, c in self._runs]
+    return [(e, c) for e, c, _ in self._runs]
+
+  @property
+  def bits(self) -> float:
+    """Total bits recorded (sum of count x bits over the runs)."""
+    return sum(c * b for _, c, b in self._runs)
 
   @property
   def num_events(self) -> int:
-    return sum(c for _, c in self._runs)
+    return sum(c for _, c, _ in self._runs)
 
   def event(self) -> dp_accounting.DpEvent:
     """Everything recorded, as one ``ComposedDpEvent``."""
     return dp_accounting.ComposedDpEvent(
-        [dp_accounting.SelfComposedDpEvent(e, c) for e, c in self._runs])
+        [dp_accounting.SelfComposedDpEvent(e, c) for e, c, _ in self._runs])
 
   def epsilon(self, delta: float, accountant: str = 'rdp') -> float:
     """epsilon spent so far at ``delta`` (0 for an empty ledger)."""
@@ -105,17 +116,18 @@ class PrivacyLedger:
     return _accountants.delta(self.event(), epsilon, accountant)
 
   def to_json(self) -> str:
-    return json.dumps({'runs': [{'event': event_to_dict(e), 'count': c}
-                                for e, c in self._runs]})
+    return json.dumps({'runs': [{'event': event_to_dict(e), 'count': c,
+                                 'bits': b} for e, c, b in self._runs]})
 
   @classmethod
   def from_json(cls, text: str) -> 'PrivacyLedger':
     data = json.loads(text)
     return cls([(event_from_dict(r['event']), r['count'])
-                for r in data['runs']])
+                for r in data['runs']],
+               [r.get('bits', 0) for r in data['runs']])
 
   def __eq__(self, other: object) -> bool:
-    return isinstance(other, PrivacyLedger) and self.runs == other.runs
+    return isinstance(other, PrivacyLedger) and self._runs == other._runs
 
   def __repr__(self) -> str:
     return f'PrivacyLedger({self.runs!r})'
