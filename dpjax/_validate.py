@@ -45,16 +45,24 @@ def half_open_unit(**kwargs: Any) -> None:
       raise ValueError(f'Expected {name}={value} in (0, 1].')
 
 
-def positive_int(**kwargs: Any) -> None:
+def _integer_check(kwargs: dict[str, Any], minimum: int, bound: str) -> None:
   for name, value in kwargs.items():
-    if not isinstance(value, numbers.Integral) or value <= 0:
-      raise ValueError(f'Expected {name}={value} to be an integer > 0.')
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+        or value < minimum):
+      raise ValueError(f'Expected {name}={value} to be an integer {bound}.')
+
+
+def positive_int(**kwargs: Any) -> None:
+  _integer_check(kwargs, 1, '> 0')
 
 
 def non_negative_int(**kwargs: Any) -> None:
-  for name, value in kwargs.items():
-    if not isinstance(value, numbers.Integral) or value < 0:
-      raise ValueError(f'Expected {name}={value} to be an integer >= 0.')
+  _integer_check(kwargs, 0, '>= 0')
+
+
+def integer_at_least(minimum: int, **kwargs: Any) -> None:
+  """Checks that each value is an int (not a bool) >= ``minimum``."""
+  _integer_check(kwargs, minimum, f'>= {minimum}')
 
 
 def key(value: Any, name: str = 'key') -> jax.Array:

@@ -213,8 +213,7 @@ def cpsgd_sensitivities(dimension: int, levels: int, x_max: float,
     (4.0, 2.0, 2.0)
   """
   _validate.positive_int(dimension=dimension)
-  if not isinstance(levels, int) or isinstance(levels, bool) or levels < 2:
-    raise ValueError(f'Expected levels={levels} to be an integer >= 2.')
+  _validate.integer_at_least(2, levels=levels)
   _validate.positive(x_max=x_max)
   _validate.non_negative(clip_norm=clip_norm)
   d, span, big_d = dimension, 2 * float(x_max), float(clip_norm)

@@ -94,10 +94,7 @@ class CpsgdConfig(NamedTuple):
 
 
 def _check_int(name: str, value, minimum: int) -> int:
-  if (not isinstance(value, numbers.Integral) or isinstance(value, bool)
-      or value < minimum):
-    raise ValueError(f'Expected {name}={value!r} to be an integer >= '
-                     f'{minimum}.')
+  _validate.integer_at_least(minimum, **{name: value})
   return int(value)
 
 
