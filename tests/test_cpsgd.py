@@ -407,3 +407,41 @@ def test_rotated_messages_padded_and_in_range():
   assert y.dtype == jnp.int32
   assert y.shape == (_rotation.rotated_size(x),) == (64,)
   assert set(np.unique(np.asarray(y)).tolist()) == set(range(k + m))
+
+
+@pytest.mark.parametrize('rotate', [False, True])
+def test_replacing_one_client_moves_the_sum_within_the_sensitivities(rotate):
+  """Adversarial replace-one neighbours through the whole client encoder.
+
+  The replaced client's rounding and Binomial randomness are coupled (same
+  key), so the message sums differ only by its quantized vectors, whose
+  difference (in real units s (Y - Y')) must respect the bounds that
+  ``cpsgd_round_event`` feeds to Theorem 1, for every outcome.
+  """
+  from dpjax import accounting  # pylint: disable=g-import-not-at-top
+  d, k, m = 12, 4, 8
+  cfg = dist.cpsgd(1.0, k, m, x_max=0.6 if rotate else None, rotate=rotate)
+  dprime = dist.message_length(cfg, d)
+  l1, l2, linf = accounting.cpsgd_sensitivities(dprime, k, cfg.x_max,
+                                                cfg.clip_norm)
+  rotation_key = jax.random.key(5) if rotate else None
+  rng = np.random.default_rng(0)
+  pairs = [(np.eye(d)[0], -np.eye(d)[0]),
+           (np.ones(d) / math.sqrt(d), -np.ones(d) / math.sqrt(d)),
+           (np.eye(d)[0] * 9, np.eye(d)[1] * 9)]
+  pairs += [(rng.normal(size=d) * 2, rng.normal(size=d) * 2)
+            for _ in range(20)]
+  encode = jax.jit(lambda key, x: dist.client_encode(
+      cfg, key, x, rotation_key=rotation_key))
+  worst = np.zeros(3)
+  for i, (x, x2) in enumerate(pairs):
+    for j in range(10):
+      key = jax.random.key(100 * i + j)
+      diff = cfg.spacing * np.asarray(
+          encode(key, jnp.asarray(x, jnp.float32))
+          - encode(key, jnp.asarray(x2, jnp.float32)), np.float64)
+      worst = np.maximum(worst, [np.abs(diff).sum(), np.linalg.norm(diff),
+                                 np.abs(diff).max()])
+  assert (worst <= np.array([l1, l2, linf]) * (1 + 1e-6)).all(), (
+      worst, (l1, l2, linf))
+  assert worst[2] > 0.5 * linf  # the adversarial pairs get close to it
