@@ -1,143 +1,92 @@
 """dpjax: differentially private and communication-efficient learning in JAX.
 
-The core DP-SGD pieces are re-exported here; ``dpjax.accounting``,
-``dpjax.noise`` and ``dpjax.sampling`` are namespaces of their own.
+Mechanisms are optax ``GradientTransformation`` factories (``dpjax.transforms``)
+chained like any optimizer; each privatizing one has a companion that builds
+its ``DpEvent`` (``dpjax.accounting``) from the same hyperparameters, and a
+``PrivacyLedger`` composes what ran. Families live in subpackages:
+``transforms``, ``clipping``, ``noise``, ``recovery``, ``sampling``,
+``distributed``, ``accounting``, ``audit``. This namespace holds what people
+chain, plus the subpackages.
+
+Glossary (one name per role, everywhere):
+
+* ``l2_norm_clip``: the L2 clip bound C of one example's contribution.
+* ``linf_clip``: a per-coordinate clip bound (the paper's xi or X_max).
+* ``noise_multiplier``: Gaussian noise stddev divided by the L2 sensitivity.
+* ``stddev``: an absolute Gaussian standard deviation.
+* ``scale``: a Laplace (or discrete Laplace) scale b.
+* ``sigma``: the scale of an exact discrete Gaussian.
+* ``trials``, ``p``: Binomial parameters.
+* ``epsilon``, ``delta``: privacy parameters; ``key``: a required PRNG key.
+* ``num_clients``, ``num_agents``: sizes of a leading client / agent axis.
+* ``bits``: a communication cost in bits (``*_bits`` functions count them).
+
+Example:
+  >>> tx = dpjax.dpsgd(learning_rate=0.1, l2_norm_clip=1.0,
+  ...                  noise_multiplier=1.1, expected_batch_size=32,
+  ...                  key=jax.random.key(0))
+  >>> per_example = jnp.ones((4, 3))   # four examples, three parameters
+  >>> updates, _ = tx.update(per_example, tx.init(jnp.zeros(3)), jnp.zeros(3))
+  >>> updates.shape
+  (3,)
 """
 
 from dpjax import accounting
-from dpjax import attacks
+from dpjax import audit
+from dpjax import clipping
 from dpjax import distributed
 from dpjax import noise
+from dpjax import recovery
 from dpjax import sampling
-from dpjax._clipping import clip_and_sum
-from dpjax._clipping import clipped_grad_sum
-from dpjax._clipping import clipped_norm_bound
-from dpjax._clipping import ClippedGradSum
-from dpjax._clipping import count_nonfinite
-from dpjax._clipping import per_example_grads
-from dpjax._compressive import compressive_mechanism
-from dpjax._compressive import compressive_privatizer
-from dpjax._compressive import CompressivePrivatizerState
-from dpjax._compressive import CompressiveRelease
-from dpjax._compressive import gaussian_sensing_matrix
-from dpjax._compressive import laplace_privatizer
-from dpjax._compressive import LaplacePrivatizerState
-from dpjax._compressive import sensing_l1_sensitivity
-from dpjax._compressive import sparsify_top_k
-from dpjax._cosamp import cosamp
-from dpjax._cosamp import keep_top_k
-from dpjax._ghost import ghost_plan
-from dpjax._sparsify import ranked_mask
-from dpjax._sparsify import ranked_sparsified_privatizer
-from dpjax._sparsify import RankedSparsifiedPrivatizerState
-from dpjax._sparsify import rs_bits_per_step
-from dpjax._sparsify import sparse_message_bits
-from dpjax._sparsify import decode_sparse
-from dpjax._sparsify import encode_sparse
-from dpjax._sparsify import SparseMessage
-from dpjax._sparsify import rs_dpsgd
-from dpjax._sparsify import sparsify_random
-from dpjax._sparsify import sparsity_mask
-from dpjax._sparsify import SparsityMaskSchedule
-from dpjax._sparsify import SparsifyRandomState
-from dpjax._transforms import add_gaussian_noise
-from dpjax._transforms import add_laplace_noise
-from dpjax._transforms import AddGaussianNoiseState
-from dpjax._transforms import AddLaplaceNoiseState
-from dpjax._transforms import clip_per_example
-from dpjax._transforms import ClipPerExampleState
-from dpjax._transforms import dpsgd
-from dpjax._transforms import normalize
-from dpjax._quantize import GridQuantizer
-from dpjax._quantize import k_level_quantizer
-from dpjax._quantize import low_precision_quantizer
-from dpjax._quantize import stochastic_round
-from dpjax._rotation import fwht
-from dpjax._rotation import inverse_randomized_hadamard
-from dpjax._rotation import randomized_hadamard
-from dpjax._rotation import rotate_tree
-from dpjax._rotation import rotated_size
-from dpjax._rotation import unrotate_tree
-from dpjax._transforms import add_discrete_gaussian_noise
-from dpjax._transforms import AddDiscreteGaussianNoiseState
-from dpjax._transforms import quantize_stochastic
-from dpjax._transforms import QuantizeStochasticState
-from dpjax._transforms import rotate_hadamard
-from dpjax._transforms import RotateHadamardState
-from dpjax._transforms import unrotate_hadamard
-from dpjax._transforms import UnrotateHadamardState
-from dpjax.sampling import FixedSizeSampler
-from dpjax.sampling import PaddedBatch
+from dpjax import transforms
+from dpjax.accounting import PrivacyLedger
+from dpjax.clipping import clipped_grad_sum
+from dpjax.clipping import per_example_grads
 from dpjax.sampling import PoissonSampler
-from dpjax.sampling import ShuffleSampler
+from dpjax.transforms import add_discrete_gaussian_noise
+from dpjax.transforms import add_gaussian_noise
+from dpjax.transforms import add_laplace_noise
+from dpjax.transforms import clip_per_example
+from dpjax.transforms import compressive_privatizer
+from dpjax.transforms import dpsgd
+from dpjax.transforms import laplace_privatizer
+from dpjax.transforms import normalize
+from dpjax.transforms import quantize_stochastic
+from dpjax.transforms import ranked_sparsified_privatizer
+from dpjax.transforms import rotate_hadamard
+from dpjax.transforms import rs_dpsgd
+from dpjax.transforms import sparsify_random
+from dpjax.transforms import sparsify_top_k
+from dpjax.transforms import unrotate_hadamard
 
 __version__ = '0.1.0'
 
 __all__ = [
     'accounting',
-    'attacks',
-    'distributed',
+    'add_discrete_gaussian_noise',
     'add_gaussian_noise',
     'add_laplace_noise',
-    'AddGaussianNoiseState',
-    'AddLaplaceNoiseState',
-    'clip_and_sum',
+    'audit',
     'clip_per_example',
-    'ClipPerExampleState',
     'clipped_grad_sum',
-    'clipped_norm_bound',
-    'ClippedGradSum',
-    'count_nonfinite',
+    'clipping',
+    'compressive_privatizer',
+    'distributed',
     'dpsgd',
-    'FixedSizeSampler',
-    'ghost_plan',
+    'laplace_privatizer',
     'noise',
     'normalize',
-    'PaddedBatch',
     'per_example_grads',
     'PoissonSampler',
-    'ranked_mask',
+    'PrivacyLedger',
+    'quantize_stochastic',
     'ranked_sparsified_privatizer',
-    'RankedSparsifiedPrivatizerState',
-    'rs_bits_per_step',
-    'sparse_message_bits',
-    'decode_sparse',
-    'encode_sparse',
-    'SparseMessage',
+    'recovery',
+    'rotate_hadamard',
     'rs_dpsgd',
     'sampling',
-    'ShuffleSampler',
     'sparsify_random',
-    'sparsity_mask',
-    'SparsityMaskSchedule',
-    'SparsifyRandomState',
-    'add_discrete_gaussian_noise',
-    'AddDiscreteGaussianNoiseState',
-    'fwht',
-    'GridQuantizer',
-    'inverse_randomized_hadamard',
-    'k_level_quantizer',
-    'low_precision_quantizer',
-    'quantize_stochastic',
-    'QuantizeStochasticState',
-    'randomized_hadamard',
-    'rotate_hadamard',
-    'rotate_tree',
-    'rotated_size',
-    'RotateHadamardState',
-    'stochastic_round',
-    'unrotate_hadamard',
-    'unrotate_tree',
-    'UnrotateHadamardState',
-    'compressive_mechanism',
-    'compressive_privatizer',
-    'CompressivePrivatizerState',
-    'CompressiveRelease',
-    'cosamp',
-    'gaussian_sensing_matrix',
-    'keep_top_k',
-    'laplace_privatizer',
-    'LaplacePrivatizerState',
-    'sensing_l1_sensitivity',
     'sparsify_top_k',
+    'transforms',
+    'unrotate_hadamard',
 ]

@@ -13,10 +13,10 @@ Rows, all measured in one run, medians over timed repeats after warmup calls
   ``--oracle-draws`` samples per repeat; its samples per second are
   extrapolated per sample. The two are timed round-robin so machine load
   hits them alike.
-* FWHT: ``dpjax.fwht`` at d = 2^12 against the dense product
+* FWHT: ``dpjax.transforms.fwht`` at d = 2^12 against the dense product
   ``x @ (H / sqrt(d))`` with the d x d Sylvester matrix (both jitted,
   float32), for one vector (dominated by per-call overhead) and for a batch
-  of ``--fwht-batch`` vectors, and ``dpjax.fwht`` alone at d = 2^20.
+  of ``--fwht-batch`` vectors, and ``dpjax.transforms.fwht`` alone at d = 2^20.
 
 Run: ``python -m experiments.bench_noise [--draws 1000000] [--repeats 5]``.
 """
@@ -118,7 +118,7 @@ def bench_fwht(repeats, warmup, batch):
   x = jax.random.normal(jax.random.key(0), (small,))
   xs = jax.random.normal(jax.random.key(2), (batch, small))
   dense_h = jnp.asarray(linalg.hadamard(small) / np.sqrt(small), jnp.float32)
-  fwht = jax.jit(dpjax.fwht)
+  fwht = jax.jit(dpjax.transforms.fwht)
   dense = jax.jit(lambda m, v: v @ m)  # H is symmetric
   big = jax.random.normal(jax.random.key(1), (2**20,))
   calls = {'fwht_small': lambda: fwht(x), 'dense_small': lambda: dense(dense_h, x),

@@ -14,7 +14,7 @@ Methods (one curve each):
 * ``gd``: non-private, full unclipped gradient.
 * ``top_k``: non-private, ``keep_top_k`` of the full gradient (eq. 2).
 * ``compressive``: Alg. 2 with the certified calibration (Laplace scale
-  Delta(Psi) / eps given the sensing matrix; ``dpjax.compressive_mechanism``).
+  Delta(Psi) / eps given the sensing matrix; ``dpjax.transforms.compressive_mechanism``).
 * ``compressive_paper``: Alg. 2 as printed (scale sqrt(p) / eps); its realized
   per-step epsilon given Psi (``CompressiveRelease.epsilon``) is recorded.
 * ``laplace``: the unsparsified O(n_theta) baseline the paper compares
@@ -195,9 +195,9 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
       if method == 'gd':
         update = full_grad(theta)
       elif method == 'top_k':
-        update = dpjax.keep_top_k(full_grad(theta), kappa)
+        update = dpjax.recovery.keep_top_k(full_grad(theta), kappa)
       elif method in COMPRESSIVE:
-        release = dpjax.compressive_mechanism(
+        release = dpjax.transforms.compressive_mechanism(
             step_key, clipped_mean_grad(theta), kappa, num_measurements, eps,
             xi, 'certified' if method == 'compressive' else 'paper')
         update, realized = release.value, release.epsilon

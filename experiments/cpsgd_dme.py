@@ -242,12 +242,12 @@ def _clamping(protocol, xs: np.ndarray, rotation_key) -> tuple[float, float]:
   if protocol.rotate:
     dp = distributed.message_length(protocol, d)
     x = np.pad(x, ((0, 0), (0, dp - d)))
-    x = np.asarray(dpjax.randomized_hadamard(jnp.asarray(x, jnp.float32),
+    x = np.asarray(dpjax.transforms.randomized_hadamard(jnp.asarray(x, jnp.float32),
                                              key=rotation_key), np.float64)
   clamped = np.clip(x, -protocol.x_max, protocol.x_max)
   bias = clamped.mean(0) - x.mean(0)
   if protocol.rotate:
-    bias = np.asarray(dpjax.inverse_randomized_hadamard(
+    bias = np.asarray(dpjax.transforms.inverse_randomized_hadamard(
         jnp.asarray(bias, jnp.float32), key=rotation_key), np.float64)[:d]
   return float(np.mean(clamped != x)), float(np.sum(bias**2))
 

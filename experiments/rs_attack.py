@@ -55,17 +55,17 @@ def closed_form(cfg) -> list[dict[str, Any]]:
 
     def trial(key, zeros=zeros):
       mkey, nkey = jax.random.split(key)
-      m = dpjax.sparsity_mask(mkey, 0, k, dpjax.SparsityMaskSchedule(
+      m = dpjax.transforms.sparsity_mask(mkey, 0, k, dpjax.transforms.SparsityMaskSchedule(
           np.array([zeros]), 1, 1))
       released = m * (k * x + sigma * jax.random.normal(nkey, k.shape))
-      return (dpjax.attacks.least_squares_reconstruction(released, m, k)
+      return (dpjax.audit.least_squares_reconstruction(released, m, k)
               - x) ** 2
 
     err = np.asarray(jax.jit(jax.vmap(trial))(jax.random.split(
         jax.random.fold_in(key, 1), cfg['trials'])))
     rows.append(dict(rate=rate, mse=float(err.mean()),
                      sem=float(err.std() / np.sqrt(err.size)),
-                     bound=float(dpjax.attacks.reconstruction_error_bound(
+                     bound=float(dpjax.audit.reconstruction_error_bound(
                          sigma, rate, k))))
   return rows
 
@@ -84,14 +84,14 @@ def inversion(cfg, ds) -> list[dict[str, Any]]:
     lf = lambda p, xx: loss(p, (xx, y))
     grad = jax.grad(lf)(params, x)
     mkey, nkey, akey = jax.random.split(key, 3)
-    m = dpjax.sparsity_mask(mkey, 0, grad, dpjax.SparsityMaskSchedule(
+    m = dpjax.transforms.sparsity_mask(mkey, 0, grad, dpjax.transforms.SparsityMaskSchedule(
         rate_zeros[None], 1, 1))
     leaves, treedef = jax.tree.flatten(grad)
     noise = treedef.unflatten([
         noise_std * jax.random.normal(k, g.shape)
         for k, g in zip(jax.random.split(nkey, len(leaves)), leaves)])
     observed = jax.tree.map(lambda g, n, mm: mm * (g + n), grad, noise, m)
-    x_hat = dpjax.attacks.invert_gradients(
+    x_hat = dpjax.audit.invert_gradients(
         lf, params, observed, x, key=akey, steps=cfg['attack_steps'],
         learning_rate=cfg['attack_lr'], visible=m)
     return jnp.mean((x_hat - x) ** 2)

@@ -90,7 +90,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
       ('train_accuracy', 'test_accuracy'))
   d = models.num_params(model.init(jax.random.key(0), ds.x_train[0]))
   spe = max(1, round(len(ds.x_train) / cfg['expected_batch_size']))
-  bits = {r: dpjax.rs_bits_per_step(r, math.ceil(steps / spe), spe, d)[:steps]
+  bits = {r: dpjax.transforms.rs_bits_per_step(r, math.ceil(steps / spe), spe, d)[:steps]
           for r in cfg['rates']}
   for row in summary:  # sparse messages: values + positions once per epoch
     row['bits_per_step'] = float(bits[row['rate']].mean())

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpjax import _sparsify
-from dpjax import attacks
+from dpjax import transforms as _sparsify
+from dpjax import audit as attacks
 
 
 @pytest.mark.parametrize('rate', [0.0, 0.5, 0.8])

@@ -201,7 +201,7 @@ def _clipped(rng, n, d, norm):
 def test_cpsgd_sensitivities_hold_for_random_quantizations(d, k, x_max, clip):
   rng = np.random.default_rng(d * k)
   l1, l2, linf = accounting.cpsgd_sensitivities(d, k, x_max, clip)
-  quantizer = dpjax.k_level_quantizer(x_max, k)
+  quantizer = dpjax.transforms.k_level_quantizer(x_max, k)
   n = 2000
   x, y = _clipped(rng, n, d, clip), _clipped(rng, n, d, clip)
   # Adversarial pairs: antipodal, on the sphere, and spread out or spiky.

@@ -114,7 +114,7 @@ _jitted_clip_sum = jax.jit(dpjax.clipped_grad_sum(linear_loss, 1.0))
 
 def test_per_layer_clipping_bounds_each_group_and_the_total():
   clip = {'w': 0.3, 'b': 0.4}
-  assert dpjax.clipped_norm_bound(clip) == pytest.approx(0.5)
+  assert dpjax.clipping.clipped_norm_bound(clip) == pytest.approx(0.5)
   batch = make_batch(jax.random.key(5), batch=1, scale=50.0)
   out = dpjax.clipped_grad_sum(linear_loss, clip)(PARAMS, batch)
   assert set(out.norms) == {'w', 'b'}
@@ -137,7 +137,7 @@ def test_padded_rows_contribute_exactly_nothing():
   mask = jnp.arange(10) < 6
   out = fn(PARAMS, padded, mask)
   chex.assert_trees_all_close(out.grad_sum, real, rtol=1e-6)
-  assert int(dpjax.count_nonfinite(out.norms, mask)) == 0
+  assert int(dpjax.clipping.count_nonfinite(out.norms, mask)) == 0
 
 
 def test_nonfinite_examples_are_dropped_and_counted():
@@ -150,11 +150,11 @@ def test_nonfinite_examples_are_dropped_and_counted():
   chex.assert_tree_all_finite(out.grad_sum)
   chex.assert_trees_all_close(out.grad_sum, fn(PARAMS, batch, keep).grad_sum,
                               rtol=1e-6)
-  assert int(dpjax.count_nonfinite(out.norms)) == 1
+  assert int(dpjax.clipping.count_nonfinite(out.norms)) == 1
   per_layer = dpjax.clipped_grad_sum(linear_loss, {'w': 1.0, 'b': 1.0})
   out = per_layer(PARAMS, bad)
   chex.assert_tree_all_finite(out.grad_sum)
-  assert int(dpjax.count_nonfinite(out.norms)) == 1
+  assert int(dpjax.clipping.count_nonfinite(out.norms)) == 1
 
 
 def test_jit_and_eager_agree_bitwise():
@@ -183,7 +183,7 @@ def test_coordinate_mask_clips_and_sums_the_masked_gradients(method):
                                                           coordinate_mask=cmask)
   grads = dpjax.per_example_grads(linear_loss)(PARAMS, batch)
   masked = jax.tree.map(lambda g, m: g * m, grads, cmask)
-  expected = dpjax.clip_and_sum(masked, 1.0)
+  expected = dpjax.clipping.clip_and_sum(masked, 1.0)
   chex.assert_trees_all_close(out, expected, rtol=1e-5)
   np.testing.assert_array_equal(np.asarray(out.grad_sum['w'])[[1, 4]], 0.0)
   assert float(out.grad_sum['b']) == 0.0
@@ -196,4 +196,4 @@ def test_methods_agree_on_the_reference_formula(method):
   out = jax.jit(dpjax.clipped_grad_sum(linear_loss, clip, method))(PARAMS,
                                                                    batch)
   grads = dpjax.per_example_grads(linear_loss)(PARAMS, batch)
-  chex.assert_trees_all_close(out, dpjax.clip_and_sum(grads, clip), rtol=1e-5)
+  chex.assert_trees_all_close(out, dpjax.clipping.clip_and_sum(grads, clip), rtol=1e-5)

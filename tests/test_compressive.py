@@ -15,7 +15,7 @@ from scipy import stats
 import dpjax
 from dpjax import accounting
 
-mechanism = jax.jit(dpjax.compressive_mechanism, static_argnums=(2, 3, 6))
+mechanism = jax.jit(dpjax.transforms.compressive_mechanism, static_argnums=(2, 3, 6))
 
 
 def _box_input(key, n, xi):
@@ -60,9 +60,9 @@ def test_sparsify_top_k_larger_than_update():
 
 
 def test_sensitivity_is_the_max_column_norm_for_kappa_one():
-  psi = dpjax.gaussian_sensing_matrix(jax.random.key(0), 20, 50)
+  psi = dpjax.recovery.gaussian_sensing_matrix(jax.random.key(0), 20, 50)
   col = np.abs(np.asarray(psi)).sum(axis=0)
-  assert float(dpjax.sensing_l1_sensitivity(psi, 1)) == pytest.approx(
+  assert float(dpjax.recovery.sensing_l1_sensitivity(psi, 1)) == pytest.approx(
       col.max(), rel=1e-6)
   # The bound is attained: x = e_j / 2, x' = -e_j / 2 on the largest column.
   j = col.argmax()
@@ -76,9 +76,9 @@ def test_sensitivity_is_the_max_column_norm_for_kappa_one():
 def test_sensitivity_bounds_every_pair_of_inputs(kappa):
   """Brute force: every vertex of the difference polytope, and random pairs."""
   n, p, xi = 8, 6, 0.7
-  psi = np.asarray(dpjax.gaussian_sensing_matrix(jax.random.key(kappa), p, n),
+  psi = np.asarray(dpjax.recovery.gaussian_sensing_matrix(jax.random.key(kappa), p, n),
                    np.float64)
-  bound = float(dpjax.sensing_l1_sensitivity(psi, kappa))
+  bound = float(dpjax.recovery.sensing_l1_sensitivity(psi, kappa))
   worst = 0.0
   # Vertices of {|d_j| <= 1/kappa, ||d||_1 <= 1}: kappa coordinates at
   # +-1/kappa; each is x - x' for x = d/2, x' = -d/2, both kappa-sparse.
@@ -90,7 +90,7 @@ def test_sensitivity_bounds_every_pair_of_inputs(kappa):
   pairs = jax.random.uniform(jax.random.key(0), (2000, 2, n),
                              minval=-3 * xi, maxval=3 * xi)
   x = np.asarray(jnp.clip(jax.vmap(jax.vmap(
-      lambda u: dpjax.keep_top_k(u, kappa)))(pairs), -xi, xi), np.float64)
+      lambda u: dpjax.recovery.keep_top_k(u, kappa)))(pairs), -xi, xi), np.float64)
   diff = (x[:, 0] - x[:, 1]) / (2 * xi * kappa)
   worst = max(worst, np.abs(diff @ psi.T).sum(axis=1).max())
   assert worst <= bound * (1 + 1e-6)
@@ -102,7 +102,7 @@ def _log_likelihood_ratio(release, v, v2, kappa, xi):
   """log p(y | v) - p(y | v') at the released measurements' noise model."""
   psi = np.asarray(release.sensing_matrix, np.float64)
   scale = float(release.noise_scale)
-  x, x2 = (np.clip(np.asarray(dpjax.keep_top_k(jnp.asarray(u), kappa)),
+  x, x2 = (np.clip(np.asarray(dpjax.recovery.keep_top_k(jnp.asarray(u), kappa)),
                    -xi, xi) / (2 * xi * kappa) for u in (v, v2))
   return float(np.abs(psi @ (x - x2)).sum() / scale)
 
@@ -126,7 +126,7 @@ def test_certified_release_is_epsilon_dp_on_adversarial_neighbours():
                       _log_likelihood_ratio(paper, v, -v, kappa, xi))
     assert float(cert.epsilon) == pytest.approx(eps, rel=1e-5)
     assert float(paper.epsilon) == pytest.approx(
-        eps * float(dpjax.sensing_l1_sensitivity(cert.sensing_matrix, kappa))
+        eps * float(dpjax.recovery.sensing_l1_sensitivity(cert.sensing_matrix, kappa))
         / math.sqrt(p), rel=1e-5)
   assert worst_certified <= eps * (1 + 1e-5)
   # The paper's calibration overshoots its claimed epsilon on some Psi, and
@@ -141,7 +141,7 @@ def test_measurement_noise_is_laplace_of_the_stated_scale():
   v = jnp.array([0.3, -0.2, 0.5, 0.1])
 
   def noise(key):
-    r = dpjax.compressive_mechanism(key, v, kappa, p, eps, xi, 'paper')
+    r = dpjax.transforms.compressive_mechanism(key, v, kappa, p, eps, xi, 'paper')
     e = r.sensing_matrix @ (r.value - v) / (2 * xi * kappa)
     return e / r.noise_scale
 
@@ -156,7 +156,7 @@ def test_noise_scales_of_the_two_calibrations():
   key, v = jax.random.key(3), jnp.ones(30)
   cert = mechanism(key, v, 3, 10, 0.5, 1.0, 'certified')
   paper = mechanism(key, v, 3, 10, 0.5, 1.0, 'paper')
-  delta_psi = float(dpjax.sensing_l1_sensitivity(cert.sensing_matrix, 3))
+  delta_psi = float(dpjax.recovery.sensing_l1_sensitivity(cert.sensing_matrix, 3))
   assert float(cert.noise_scale) == pytest.approx(delta_psi / 0.5, rel=1e-6)
   assert float(paper.noise_scale) == pytest.approx(math.sqrt(10) / 0.5,
                                                    rel=1e-6)
@@ -175,10 +175,10 @@ def test_output_error_has_the_order_of_prop_2():
                             (512, 1, 100.0, 2.0), (512, 8, 1.0, 1.0)]:
     p = math.ceil(3 * kappa * math.log(n / kappa))
     v = _box_input(jax.random.key(1), n, xi)
-    target = jnp.clip(dpjax.keep_top_k(v, kappa), -xi, xi)
+    target = jnp.clip(dpjax.recovery.keep_top_k(v, kappa), -xi, xi)
 
     def sq_err(key, v=v, target=target, kappa=kappa, p=p, eps=eps, xi=xi):
-      out = dpjax.compressive_mechanism(key, v, kappa, p, eps, xi)
+      out = dpjax.transforms.compressive_mechanism(key, v, kappa, p, eps, xi)
       return jnp.sum((out.value - target)**2)
 
     mse = float(jax.jit(jax.vmap(sq_err))(
@@ -191,7 +191,7 @@ def test_output_error_has_the_order_of_prop_2():
 def test_noise_free_limit_returns_the_sparsified_clipped_update():
   v = jnp.array([0.1, -3.0, 0.2, 0.9, -0.05, 0.4, 0.0, 0.3] * 4)
   out = mechanism(jax.random.key(0), v, 2, 24, 1e9, 1.0, 'certified')
-  np.testing.assert_allclose(out.value, jnp.clip(dpjax.keep_top_k(v, 2),
+  np.testing.assert_allclose(out.value, jnp.clip(dpjax.recovery.keep_top_k(v, 2),
                                                  -1, 1), atol=1e-4)
 
 
@@ -208,7 +208,7 @@ def test_bad_arguments(kwargs, match):
   args = dict(kappa=2, num_measurements=8, epsilon=1.0, xi=1.0)
   args.update(kwargs)
   with pytest.raises(ValueError, match=match):
-    dpjax.compressive_mechanism(jax.random.key(0), jnp.ones(30), **args)
+    dpjax.transforms.compressive_mechanism(jax.random.key(0), jnp.ones(30), **args)
   if 'kappa' not in kwargs or kwargs['kappa'] < 1:
     with pytest.raises(ValueError, match=match):
       dpjax.compressive_privatizer(**args, key=jax.random.key(0))
@@ -243,7 +243,7 @@ def test_privatizer_matches_mechanism_and_jit():
   tx = _privatizer()
   g = jnp.linspace(-1, 1, 26)
   out, state = jax.jit(tx.update)(g, tx.init(g))
-  want = dpjax.compressive_mechanism(jax.random.fold_in(jax.random.key(7), 0),
+  want = dpjax.transforms.compressive_mechanism(jax.random.fold_in(jax.random.key(7), 0),
                                      g, 3, 12, 1.0, 0.5)
   chex.assert_trees_all_close(out, want.value, atol=1e-6)
   assert float(state.epsilon) == pytest.approx(1.0, rel=1e-6)
@@ -253,7 +253,7 @@ def test_privatizer_paper_state_records_realized_epsilon():
   tx = _privatizer(noise_calibration='paper')
   g = jnp.ones(40)
   _, state = tx.update(g, tx.init(g))
-  release = dpjax.compressive_mechanism(
+  release = dpjax.transforms.compressive_mechanism(
       jax.random.fold_in(jax.random.key(7), 0), g, 3, 12, 1.0, 0.5, 'paper')
   assert float(state.epsilon) == pytest.approx(float(release.epsilon))
   assert float(state.epsilon) != pytest.approx(1.0, abs=1e-3)

@@ -11,7 +11,7 @@ import pytest
 import dpjax
 
 # One compilation per (shape, sparsity, option) instead of one per call.
-cosamp = jax.jit(dpjax.cosamp, static_argnums=2,
+cosamp = jax.jit(dpjax.recovery.cosamp, static_argnums=2,
                  static_argnames=('keep_best', 'num_iterations'))
 
 
@@ -55,7 +55,7 @@ def test_exact_recovery_without_noise(n, kappa, p):
   psi = jnp.stack([i[0] for i in instances])
   x = np.stack([i[1] for i in instances])
   y = jnp.stack([i[2] for i in instances])
-  z = jax.jit(jax.vmap(lambda a, b: dpjax.cosamp(a, b, kappa)))(psi, y)
+  z = jax.jit(jax.vmap(lambda a, b: dpjax.recovery.cosamp(a, b, kappa)))(psi, y)
   err = np.linalg.norm(np.asarray(z) - x, axis=1) / np.linalg.norm(x, axis=1)
   assert err.max() < 1e-4, err.max()
   assert (np.count_nonzero(np.asarray(z), axis=1) <= kappa).all()
@@ -106,7 +106,7 @@ def test_vmap_equals_loop_and_jit_compiles_once():
   instances = [_instance(s, 50, 2, 16, 0.1) for s in range(4)]
   psi = jnp.stack([i[0] for i in instances])
   y = jnp.stack([i[2] for i in instances])
-  fn = jax.jit(jax.vmap(lambda a, b: dpjax.cosamp(a, b, 2)))
+  fn = jax.jit(jax.vmap(lambda a, b: dpjax.recovery.cosamp(a, b, 2)))
   batched = fn(psi, y)
   for i in range(4):
     chex.assert_trees_all_close(batched[i], cosamp(psi[i], y[i], 2),
@@ -117,8 +117,8 @@ def test_vmap_equals_loop_and_jit_compiles_once():
 
 def test_keep_top_k():
   v = jnp.array([1., -7., 3., 7., 0.5])
-  np.testing.assert_array_equal(dpjax.keep_top_k(v, 2), [0, -7, 0, 7, 0])
-  np.testing.assert_array_equal(dpjax.keep_top_k(v, 5), v)
+  np.testing.assert_array_equal(dpjax.recovery.keep_top_k(v, 2), [0, -7, 0, 7, 0])
+  np.testing.assert_array_equal(dpjax.recovery.keep_top_k(v, 5), v)
 
 
 @pytest.mark.parametrize('kwargs,match', [
@@ -130,9 +130,9 @@ def test_keep_top_k():
 def test_bad_arguments(kwargs, match):
   psi, y = jnp.ones((4, 10)), jnp.ones(4)
   with pytest.raises(ValueError, match=match):
-    dpjax.cosamp(psi, y, **kwargs)
+    dpjax.recovery.cosamp(psi, y, **kwargs)
 
 
 def test_bad_shapes():
   with pytest.raises(ValueError, match='shapes'):
-    dpjax.cosamp(jnp.ones((4, 10)), jnp.ones(5), 2)
+    dpjax.recovery.cosamp(jnp.ones((4, 10)), jnp.ones(5), 2)

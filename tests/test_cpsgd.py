@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpjax import distributed as dist
-from dpjax import _rotation
+from dpjax import transforms as _rotation
 
 RUNS = 2000
 

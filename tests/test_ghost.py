@@ -1,6 +1,5 @@
 """Ghost clipping (method='ghost') against the vmap path, and its guarantees."""
 
-import doctest
 import functools
 
 import chex
@@ -15,7 +14,6 @@ import optax
 import pytest
 
 import dpjax
-from dpjax import _ghost
 
 B = 8
 KEY = jax.random.key(0)
@@ -197,7 +195,7 @@ CASES = {'mlp': mlp_case, 'cnn': cnn_case, 'seq': seq_case,
 @pytest.mark.parametrize('name', CASES)
 def test_ghost_equals_vmap_with_and_without_a_coordinate_mask(name):
   loss, params, batch = CASES[name]()
-  plan = dpjax.ghost_plan(loss, params, batch)
+  plan = dpjax.clipping.ghost_plan(loss, params, batch)
   # Every weight matrix goes through the ghost path; only biases/scales are
   # per-example (and they are cheap).
   assert not any('fallback' in v for v in plan.values()), plan
@@ -215,7 +213,7 @@ def test_ghost_equals_vmap_with_and_without_a_coordinate_mask(name):
 
 def test_sequence_model_uses_both_norm_forms_and_the_embedding():
   loss, params, batch = seq_case()
-  plan = dpjax.ghost_plan(loss, params, batch)
+  plan = dpjax.clipping.ghost_plan(loss, params, batch)
   assert plan["['params']['Dense_0']['kernel']"].startswith('ghost dense '
                                                             '(direct')
   assert plan["['params']['Dense_1']['kernel']"].startswith('ghost dense '
@@ -243,7 +241,7 @@ def test_coordinate_mask_gives_the_clipped_sum_of_masked_gradients():
   @jax.jit
   def run(params, batch, cmask):  # the definition: clip and sum m * g_i
     grads = dpjax.per_example_grads(loss)(params, batch)
-    return (ghost(params, batch, None, cmask), dpjax.clip_and_sum(
+    return (ghost(params, batch, None, cmask), dpjax.clipping.clip_and_sum(
         jax.tree.map(jnp.multiply, grads, cmask), clip))
 
   out, definition = run(params, batch, cmask)
@@ -260,7 +258,7 @@ def test_padded_rows_contribute_exactly_nothing():
   mask = np.arange(B + 4) < B
   out = fn(params, padded, mask)
   assert_same(out.grad_sum, real.grad_sum)
-  assert int(dpjax.count_nonfinite(out.norms, mask)) == 0
+  assert int(dpjax.clipping.count_nonfinite(out.norms, mask)) == 0
   exact = jax.jit(dpjax.clipped_grad_sum(loss, 0.5))(params, padded, mask)
   assert_same(out.grad_sum, exact.grad_sum)
 
@@ -278,7 +276,7 @@ def test_nonfinite_examples_are_dropped_like_vmap(name):
   exact, ghost, dropped = jax.jit(lambda p, b: (
       exact(p, b), ghost(p, b), ghost(p, b, keep)))(params, batch)
   chex.assert_tree_all_finite(ghost.grad_sum)
-  assert int(dpjax.count_nonfinite(ghost.norms)) == 1
+  assert int(dpjax.clipping.count_nonfinite(ghost.norms)) == 1
   assert not np.isfinite(np.asarray(jax.tree.leaves(ghost.norms)[0])[2])
   assert_same(ghost.grad_sum, exact.grad_sum)
   assert_same(ghost.grad_sum, dropped.grad_sum)
@@ -347,7 +345,7 @@ def test_replace_one_moves_the_sum_by_at_most_2c_and_nearly_attains_it(clip):
   base = fn(LINEAR, batch)
   index = int(jnp.argmax(jax.tree.leaves(base.norms)[-1]))
   moved = fn(LINEAR, adversarial_neighbour(batch, index))
-  bound = dpjax.clipped_norm_bound(clip)
+  bound = dpjax.clipping.clipped_norm_bound(clip)
   dist = diff_norm(base.grad_sum, moved.grad_sum)
   assert dist <= 2 * bound * (1 + 1e-5)
   if not isinstance(clip, dict):
@@ -397,7 +395,7 @@ def test_plain_jax_loss_with_nested_jaxprs():
             'v': normal(2, (2, 11)), 'u': normal(3, (2,)),
             'unused': jnp.ones(3)}
   batch = (normal(4, (B, 4)), normal(5, (B, 3, 2)))
-  plan = dpjax.ghost_plan(plain_loss, params, batch)
+  plan = dpjax.clipping.ghost_plan(plain_loss, params, batch)
   assert plan == {
       "['heads']": 'ghost dense (T=1, ||a||^2 ||g||^2)',
       "['u']": 'per-example (elementwise use: bias/scale)',
@@ -461,7 +459,7 @@ def fallback_cases():
 @pytest.mark.parametrize('name', fallback_cases())
 def test_unsupported_uses_fall_back_to_exact_per_example_gradients(name):
   loss, params, batch, path, reason = fallback_cases()[name]
-  plan = dpjax.ghost_plan(loss, params, batch)
+  plan = dpjax.clipping.ghost_plan(loss, params, batch)
   assert plan[path].startswith('per-example fallback') and reason in plan[path]
   # Not silently mis-normed: norms and the clipped sum equal the exact ones.
   exact, ghost = both(loss, median_clip(loss, params, batch), params, batch)
@@ -514,7 +512,7 @@ def test_conv_layouts_strides_dilation_and_padding_match_vmap():
 
   params = {'k': normal(0, (4, 3, 3, 2))}
   x = normal(1, (B, 3, 9, 8))
-  assert dpjax.ghost_plan(loss, params, x)["['k']"].startswith('ghost conv')
+  assert dpjax.clipping.ghost_plan(loss, params, x)["['k']"].startswith('ghost conv')
   outs = both(loss, 0.3, params, x, coordinate_mask=random_mask(params),
               also_unmasked=True)
   assert_same(outs[1], outs[0])
@@ -554,9 +552,3 @@ def test_bad_arguments_raise():
     dpjax.clipped_grad_sum(lambda p, x: x @ p, 1.0, 'ghost')(
         jnp.ones((2, 3)), jnp.ones((B, 2)))
 
-
-def test_docstring_examples():
-  globs = dict(vars(_ghost), jax=jax, jnp=jnp, np=np, dpjax=dpjax)
-  result = doctest.testmod(_ghost, extraglobs=globs,
-                           optionflags=doctest.NORMALIZE_WHITESPACE)
-  assert result.attempted > 0 and result.failed == 0

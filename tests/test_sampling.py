@@ -130,7 +130,7 @@ def test_poisson_events_name_the_mechanism_that_ran():
 
 def test_fixed_size_sampler_draws_distinct_uniform_examples():
   n, b = 30, 7
-  sampler = dpjax.FixedSizeSampler(n, b)
+  sampler = dpjax.sampling.FixedSizeSampler(n, b)
   keys = jax.random.split(jax.random.key(1), DRAWS)
   idx = np.asarray(jax.vmap(sampler.sample)(keys).indices)
   assert all(len(set(row)) == b for row in idx)
@@ -142,7 +142,7 @@ def test_fixed_size_sampler_draws_distinct_uniform_examples():
 
 
 def test_shuffle_sampler_covers_every_example_once_per_epoch():
-  sampler = dpjax.ShuffleSampler(10, 4)
+  sampler = dpjax.sampling.ShuffleSampler(10, 4)
   epoch = sampler.epoch(jax.random.key(0))
   assert epoch.indices.shape == (3, 4)
   seen = np.asarray(epoch.indices)[np.asarray(epoch.mask)]
@@ -156,9 +156,9 @@ def test_shuffle_sampler_covers_every_example_once_per_epoch():
     (lambda: dpjax.PoissonSampler(0, 0.1), 'num_examples=0'),
     (lambda: dpjax.PoissonSampler(100, 0.1, max_batch_size=0),
      'max_batch_size=0'),
-    (lambda: dpjax.FixedSizeSampler(10, 0), 'batch_size=0'),
-    (lambda: dpjax.FixedSizeSampler(10, 11), 'batch_size=11'),
-    (lambda: dpjax.ShuffleSampler(10, -1), 'batch_size=-1'),
+    (lambda: dpjax.sampling.FixedSizeSampler(10, 0), 'batch_size=0'),
+    (lambda: dpjax.sampling.FixedSizeSampler(10, 11), 'batch_size=11'),
+    (lambda: dpjax.sampling.ShuffleSampler(10, -1), 'batch_size=-1'),
     (lambda: dpjax.PoissonSampler(100, 0.1).dp_event(-1.0),
      'noise_multiplier=-1.0'),
 ])

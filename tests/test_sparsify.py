@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 import dpjax
-from dpjax import _sparsify
+from dpjax import transforms as _sparsify
 
 PARAMS = {'w': jnp.zeros((6, 5)), 'b': jnp.zeros(5)}  # d = 35
 D = 35

@@ -259,7 +259,7 @@ def test_masked_coordinates_do_not_move_within_an_epoch(digits, model,
     params, state = step(params, state, jnp.int32(t))
     history.append(params)
   flat = lambda p: np.concatenate([np.ravel(x) for x in jax.tree.leaves(p)])
-  kept = flat(dpjax.sparsity_mask(
+  kept = flat(dpjax.transforms.sparsity_mask(
       train._keys(cfg)['mask'], 8, params,
       train._mask_schedule(cfg, params, len(digits.x_train)))) == 1
   assert kept.sum() == kept.size - int(0.6 * kept.size)  # epoch 1 keeps 40 %

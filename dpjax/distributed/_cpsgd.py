@@ -42,11 +42,11 @@ import numpy as np
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise
-from dpjax._quantize import GridQuantizer
-from dpjax._quantize import k_level_quantizer
-from dpjax._rotation import inverse_randomized_hadamard
-from dpjax._rotation import next_power_of_two
-from dpjax._rotation import randomized_hadamard
+from dpjax.transforms._quantizing import GridQuantizer
+from dpjax.transforms._quantizing import k_level_quantizer
+from dpjax.transforms._rotating import inverse_randomized_hadamard
+from dpjax.transforms._rotating import next_power_of_two
+from dpjax.transforms._rotating import randomized_hadamard
 
 FLOAT32_BITS = 32  # bits per coordinate of the real-valued Gaussian baseline
 

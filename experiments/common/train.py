@@ -170,7 +170,7 @@ def _mask_schedule(config: TrainConfig, params, num_examples: int):
   if not config.sparsify_rate:
     return None
   steps_per_epoch = max(1, round(num_examples / config.expected_batch_size))
-  return dpjax.SparsityMaskSchedule.cooling(
+  return dpjax.transforms.SparsityMaskSchedule.cooling(
       config.sparsify_rate, math.ceil(config.steps / steps_per_epoch),
       steps_per_epoch, params,
       min(config.sparsify_refresh_per_epoch, steps_per_epoch))
@@ -224,7 +224,7 @@ def _make_step(model, config: TrainConfig, data: Dataset, params):
       noise_state, optimizer_state = opt_state
       batch = sampler.sample(jax.random.fold_in(hp['batch_key'], t))
       examples = (x[batch.indices], y[batch.indices])
-      m = None if 'num_zeros' not in hp else dpjax.sparsity_mask(
+      m = None if 'num_zeros' not in hp else dpjax.transforms.sparsity_mask(
           hp['mask_key'], t, params,
           schedule._replace(num_zeros=hp['num_zeros']))
       if config.clips:

@@ -22,18 +22,18 @@ mechanism as DP-SGD: account it exactly like plain DP-SGD (Zhu & Blaschko,
 Thm 3.1).
 """
 
-import math
 from typing import Any, NamedTuple
 
 import jax
+from jax import flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dpjax import _clipping
-from dpjax import _transforms
 from dpjax import _validate
+from dpjax.clipping import _per_example as _clipping
 from dpjax import noise as noise_lib
+from dpjax.recovery import _cosamp
 
 
 def sparsity_schedule(final_rate: float, epochs: int,
@@ -199,106 +199,6 @@ def sparsify_random(final_rate: float, epochs: int, steps_per_epoch: int, *,
   return optax.GradientTransformation(init_fn, update_fn)
 
 
-def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
-             noise_multiplier: float, expected_batch_size: float,
-             final_rate: float, epochs: int, steps_per_epoch: int, *,
-             key: jax.Array, momentum: float = 0.0, refresh_per_epoch: int = 1,
-             clip: bool = True) -> optax.GradientTransformationExtraArgs:
-  """DP-SGD with random sparsification (Alg. 1) and its ablations.
-
-  ``chain(sparsify_random, clip_per_example, add_gaussian_noise,
-  sparsify_random, normalize, sgd)``; both sparsifiers share one mask key, so
-  masked coordinates get neither gradient nor noise. ``noise_multiplier=0``
-  is clipped SGD with RS (Alg. 3); ``clip=False`` sums unclipped gradients and
-  is noisy SGD with RS (Alg. 2, noise stddev still sigma * C; NOT private).
-  ``final_rate=0`` is plain DP-SGD on the same keys.
-
-  Args:
-    learning_rate: step size or schedule.
-    l2_norm_clip: C (scalar or per-layer bounds).
-    noise_multiplier: sigma; noise stddev sigma * C.
-    expected_batch_size: q N.
-    final_rate, epochs, steps_per_epoch, refresh_per_epoch: see
-      ``sparsify_random``.
-    key: PRNG key; ``fold_in(key, 0)`` draws masks, ``fold_in(key, 1)`` noise.
-    momentum: heavy-ball momentum (the paper uses 0.9).
-    clip: False for the noisy-SGD ablation.
-
-  Returns:
-    An optax transformation taking per-example gradients (and ``mask=``).
-
-  Privacy:
-    With ``clip=True``, exactly the DP-SGD step of ``dpsgd`` with the same
-    sigma, C and sampler (the mask is data-independent): record the
-    sampler's ``dp_event(noise_multiplier)`` per step.
-
-  References:
-    Zhu & Blaschko, Alg. 1-3.
-  """
-  key = _validate.key(key)
-  _validate.non_negative(noise_multiplier=noise_multiplier, momentum=momentum)
-  _validate.positive(expected_batch_size=expected_batch_size)
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
-  mask_key, noise_key = jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
-  sparsify = lambda per_example: sparsify_random(
-      final_rate, epochs, steps_per_epoch, key=mask_key,
-      refresh_per_epoch=refresh_per_epoch, per_example=per_example)
-  stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
-  return optax.chain(
-      sparsify(True),
-      _transforms.clip_per_example(l2_norm_clip if clip else jnp.inf),
-      _transforms.add_gaussian_noise(stddev, key=noise_key),
-      sparsify(False),
-      _transforms.normalize(expected_batch_size),
-      optax.sgd(learning_rate, momentum=momentum or None),
-  )
-
-
-def sparse_message_bits(num_coordinates: int, num_kept: int,
-                        value_bits: int = 32, send_indices: bool = True) -> int:
-  """Bits of one sparse message: kept values, plus where they are.
-
-  The positions cost the cheaper of a bitmask (d bits) and a list of indices
-  (num_kept * ceil(log2 d) bits), nothing for a dense message; with per-epoch masks they are sent only at
-  a refresh (``send_indices=False`` otherwise). A dense message is
-  ``d * value_bits`` (Zhu & Blaschko, Sec. 5).
-
-  Example:
-    >>> sparse_message_bits(1000, 100)  # 100 * 32 + min(1000, 100 * 10)
-    4200
-  """
-  _validate.positive_int(num_coordinates=num_coordinates,
-                         value_bits=value_bits)
-  _validate.non_negative_int(num_kept=num_kept)
-  positions = 0 if num_kept == num_coordinates else min(
-      num_coordinates,
-      num_kept * max(1, math.ceil(math.log2(num_coordinates))))
-  return num_kept * value_bits + (positions if send_indices else 0)
-
-
-def rs_bits_per_step(final_rate: float, epochs: int, steps_per_epoch: int,
-                     num_coordinates: int, refresh_per_epoch: int = 1,
-                     value_bits: int = 32) -> np.ndarray:
-  """Bits each step of an RS run sends (positions only at a mask refresh).
-
-  Example:
-    >>> rs_bits_per_step(0.5, 2, 2, 8).tolist()  # epoch 1 keeps 4 of 8
-    [256, 256, 136, 128]
-  """
-  schedule = SparsityMaskSchedule(
-      sparsity_schedule(final_rate, epochs, num_coordinates), steps_per_epoch,
-      refresh_per_epoch)
-  steps = np.arange(epochs * steps_per_epoch)
-  bits = []
-  for t in steps:
-    kept = num_coordinates - int(schedule.num_zeros[t // steps_per_epoch])
-    refresh = t == 0 or (t * refresh_per_epoch // steps_per_epoch !=
-                         (t - 1) * refresh_per_epoch // steps_per_epoch)
-    bits.append(sparse_message_bits(num_coordinates, kept, value_bits,
-                                    send_indices=refresh))
-  return np.asarray(bits, np.int64)
-
-
 def ranked_mask(scores: Any, num_zeros: jax.typing.ArrayLike):
   """A 0/1 mask zeroing the ``num_zeros`` coordinates of smallest |score|.
 
@@ -402,44 +302,35 @@ def _apply(tree: Any, mask: Any) -> Any:
   return jax.tree.map(lambda g, m: g * m.astype(g.dtype), tree, mask)
 
 
-class SparseMessage(NamedTuple):
-  """A sparsified update as kept values plus their flat positions.
+def sparsify_top_k(k: int) -> optax.GradientTransformation:
+  """Keeps the ``k`` largest-magnitude coordinates of the update (eq. 2).
 
-  Attributes:
-    values: the kept coordinates, in flat order.
-    indices: int32 flat positions of ``values`` (send once per mask refresh).
-    num_coordinates: d, the length of the flattened update.
-  """
-  values: jax.Array
-  indices: jax.Array
-  num_coordinates: int
+  The ranking is over the whole flattened update pytree; the rest is zeroed.
+  Deterministic (ties go to the lower flat index), stateless, not private.
 
-  def bits(self, value_bits: int = 32, send_indices: bool = True) -> int:
-    """Size on the wire (``sparse_message_bits``)."""
-    return sparse_message_bits(self.num_coordinates, int(self.values.size),
-                               value_bits, send_indices)
+  Args:
+    k: number of coordinates kept, 1 <= k <= the update's size (checked when
+      the update's shape is known).
 
+  Returns:
+    An optax transformation with ``optax.EmptyState``.
 
-def encode_sparse(update: Any, mask: Any) -> SparseMessage:
-  """Packs the coordinates of ``update`` where ``mask`` is nonzero (not jittable:
-  the message length is the number of kept coordinates).
+  References:
+    Farokhi, eq. (2); Khirirat, Johansson, Alistarh 2018 (greedy
+    sparsification).
 
   Example:
-    >>> msg = encode_sparse(jnp.array([0., 2., 0., 5.]), jnp.array([0, 1, 0, 1]))
-    >>> msg.values.tolist(), msg.indices.tolist(), msg.bits()
-    ([2.0, 5.0], [1, 3], 68)
+    >>> tx = sparsify_top_k(2)
+    >>> tx.update({'a': jnp.array([1., -4.]), 'b': jnp.array([3.])},
+    ...           tx.init(None))[0]
+    {'a': Array([ 0., -4.], dtype=float32), 'b': Array([3.], dtype=float32)}
   """
-  flat = jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(update)])
-  keep = np.flatnonzero(np.concatenate(
-      [np.ravel(np.asarray(m)) for m in jax.tree.leaves(mask)]))
-  return SparseMessage(flat[keep], jnp.asarray(keep, jnp.int32), flat.size)
+  _validate.positive_int(k=k)
 
+  def update_fn(updates, state, params=None):
+    del params
+    flat, unflatten = flatten_util.ravel_pytree(updates)
+    _cosamp.validate_sparsity(k, flat.shape[0], 'k')
+    return unflatten(_cosamp.keep_top_k(flat, k)), state
 
-def decode_sparse(message: SparseMessage, like: Any) -> Any:
-  """The dense update (zeros where nothing was sent), shaped like ``like``."""
-  flat = jnp.zeros(message.num_coordinates, message.values.dtype)
-  flat = flat.at[message.indices].set(message.values)
-  leaves, treedef = jax.tree.flatten(like)
-  sizes = [int(np.prod(x.shape)) for x in leaves]
-  parts = jnp.split(flat, np.cumsum(sizes)[:-1])
-  return treedef.unflatten([p.reshape(x.shape) for p, x in zip(parts, leaves)])
+  return optax.GradientTransformation(lambda _: optax.EmptyState(), update_fn)

@@ -40,43 +40,13 @@ from jax import flatten_util
 import jax.numpy as jnp
 import optax
 
-from dpjax import _cosamp
 from dpjax import _validate
 from dpjax import noise as noise_lib
+from dpjax.recovery import _cosamp
+from dpjax.recovery import _sensing
+
 
 CALIBRATIONS = ('certified', 'paper')
-
-
-def gaussian_sensing_matrix(key: jax.Array, num_measurements: int,
-                            dimension: int) -> jax.Array:
-  """Psi in R^{p x n} with sqrt(p) Psi i.i.d. N(0, 1) (Alg. 2, line 2).
-
-  Example:
-    >>> gaussian_sensing_matrix(jax.random.key(0), 20, 100).shape
-    (20, 100)
-  """
-  _validate.positive_int(num_measurements=num_measurements,
-                         dimension=dimension)
-  return jax.random.normal(_validate.key(key), (num_measurements, dimension)
-                           ) / math.sqrt(num_measurements)
-
-
-def sensing_l1_sensitivity(sensing_matrix: jax.typing.ArrayLike,
-                           kappa: int) -> jax.Array:
-  """Delta(Psi): the L1 sensitivity of Psi x over the mechanism's inputs.
-
-  (1 / kappa) times the sum of the kappa largest column L1 norms of Psi (see
-  the module docstring for the proof). Equals max_j ||Psi_j||_1 when
-  kappa = 1 and never exceeds it.
-
-  Example:
-    >>> float(sensing_l1_sensitivity(jnp.array([[1., -3.], [2., 0.]]), 1))
-    3.0
-  """
-  psi = jnp.asarray(sensing_matrix)
-  _cosamp.validate_sparsity(kappa, psi.shape[1], 'kappa')
-  top, _ = jax.lax.top_k(jnp.abs(psi).sum(axis=0), kappa)
-  return top.sum() / kappa
 
 
 class CompressiveRelease(NamedTuple):
@@ -151,9 +121,9 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, kappa: int,
   _validate_mechanism(kappa, num_measurements, epsilon, xi, noise_calibration)
   _cosamp.validate_sparsity(kappa, v.shape[0], 'kappa')
   psi_key, noise_key = jax.random.split(_validate.key(key))
-  psi = gaussian_sensing_matrix(psi_key, num_measurements, v.shape[0])
+  psi = _sensing.gaussian_sensing_matrix(psi_key, num_measurements, v.shape[0])
   psi = psi.astype(v.dtype)
-  sensitivity = sensing_l1_sensitivity(psi, kappa)
+  sensitivity = _sensing.sensing_l1_sensitivity(psi, kappa)
   if noise_calibration == 'certified':
     scale = sensitivity / epsilon
   else:
@@ -164,40 +134,6 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, kappa: int,
   x_star = _cosamp.cosamp(psi, y, kappa, **cosamp_options)
   return CompressiveRelease(2 * xi * kappa * x_star, sensitivity / scale,
                             scale, psi)
-
-
-def sparsify_top_k(k: int) -> optax.GradientTransformation:
-  """Keeps the ``k`` largest-magnitude coordinates of the update (eq. 2).
-
-  The ranking is over the whole flattened update pytree; the rest is zeroed.
-  Deterministic (ties go to the lower flat index), stateless, not private.
-
-  Args:
-    k: number of coordinates kept, 1 <= k <= the update's size (checked when
-      the update's shape is known).
-
-  Returns:
-    An optax transformation with ``optax.EmptyState``.
-
-  References:
-    Farokhi, eq. (2); Khirirat, Johansson, Alistarh 2018 (greedy
-    sparsification).
-
-  Example:
-    >>> tx = sparsify_top_k(2)
-    >>> tx.update({'a': jnp.array([1., -4.]), 'b': jnp.array([3.])},
-    ...           tx.init(None))[0]
-    {'a': Array([ 0., -4.], dtype=float32), 'b': Array([3.], dtype=float32)}
-  """
-  _validate.positive_int(k=k)
-
-  def update_fn(updates, state, params=None):
-    del params
-    flat, unflatten = flatten_util.ravel_pytree(updates)
-    _cosamp.validate_sparsity(k, flat.shape[0], 'k')
-    return unflatten(_cosamp.keep_top_k(flat, k)), state
-
-  return optax.GradientTransformation(lambda _: optax.EmptyState(), update_fn)
 
 
 class CompressivePrivatizerState(NamedTuple):

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax import _ghost
+from dpjax.clipping import _ghost
 from dpjax import _validate
 
 PyTree = Any
@@ -222,7 +222,7 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
     fallback: ghost only. Parameters the ghost path cannot factor (used
       twice, e.g. tied weights, or by an unsupported op) get exact
       per-example gradients (``'per_example'``, default) or raise a
-      ``ValueError`` naming them (``'error'``). See ``dpjax.ghost_plan``.
+      ``ValueError`` naming them (``'error'``). See ``dpjax.clipping.ghost_plan``.
 
   Returns:
     A jittable function of ``(params, batch, mask=None,

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from dpjax import _validate
 
@@ -195,3 +196,62 @@ def k_level_quantizer(x_max: float, levels: int) -> GridQuantizer:
     raise ValueError(f'Expected levels={levels} to be an integer >= 2.')
   return GridQuantizer(2 * float(x_max) / (levels - 1), -float(x_max), 0,
                        levels - 1)
+
+
+class QuantizeStochasticState(NamedTuple):
+  """Step counter and the base key; step t uses ``fold_in(key, t)``."""
+  count: jax.Array  # int32 scalar
+  key: jax.Array
+
+
+def quantize_stochastic(quantizer: GridQuantizer, *,
+                        key: jax.Array) -> optax.GradientTransformation:
+  """Replaces every coordinate by its unbiased stochastic quantization.
+
+  Each leaf is clamped to ``[quantizer.low, quantizer.high]``, rounded to the
+  grid with ``quantizer.quantize`` and mapped back with
+  ``quantizer.dequantize`` (in the leaf's dtype), so the output is what a
+  receiver reconstructs from ``quantizer.bits_per_coordinate`` bits per
+  coordinate. Unbiased inside the range, variance <= spacing^2 / 4.
+
+  Args:
+    quantizer: e.g. ``low_precision_quantizer(eta, bits)`` (Q-DPSGD) or
+      ``k_level_quantizer(x_max, levels)`` (cpSGD).
+    key: PRNG key (required). Step t draws from ``fold_in(key, t)``, one
+      subkey per leaf.
+
+  Returns:
+    An optax transformation with ``QuantizeStochasticState``.
+
+  References:
+    Ding et al., Q-DPSGD, eq. (5); Agarwal et al., cpSGD, Sec. 3.
+
+  Example:
+    >>> tx = quantize_stochastic(low_precision_quantizer(0.25, 8),
+    ...                          key=jax.random.key(0))
+    >>> out, _ = tx.update(jnp.array([0.3, -1.0]), tx.init(None))
+    >>> out.tolist()[1], out.tolist()[0] in (0.25, 0.5)
+    (-1.0, True)
+  """
+  if not isinstance(quantizer, GridQuantizer):
+    raise ValueError(
+        f'Expected quantizer to be a GridQuantizer, got {quantizer!r}.')
+  key = _validate.key(key)
+
+  def init_fn(params):
+    del params
+    return QuantizeStochasticState(count=jnp.zeros([], jnp.int32), key=key)
+
+  def update_fn(updates, state, params=None):
+    del params
+    leaves, treedef = jax.tree.flatten(updates)
+    keys = jax.random.split(jax.random.fold_in(state.key, state.count),
+                            max(1, len(leaves)))
+    out = []
+    for k, g in zip(keys, leaves):
+      dtype = g.dtype if jnp.issubdtype(g.dtype, jnp.floating) else jnp.float32
+      out.append(quantizer.dequantize(quantizer.quantize(g, key=k), dtype))
+    return jax.tree.unflatten(treedef, out), QuantizeStochasticState(
+        optax.safe_increment(state.count), state.key)
+
+  return optax.GradientTransformation(init_fn, update_fn)

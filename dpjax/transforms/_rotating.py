@@ -12,13 +12,15 @@ inverse, truncated and unflattened.
 
 import functools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from dpjax import _validate
+
 
 PyTree = Any
 
@@ -240,3 +242,101 @@ def _unrotate_leaves(y: jax.Array, key: jax.Array,
     out.append(x[start:start + size].reshape(shape).astype(dtype))
     start += size
   return out
+
+
+class RotateHadamardState(NamedTuple):
+  """Step counter and the base key; step t's signs come from
+  ``fold_in(key, t)``."""
+  count: jax.Array  # int32 scalar
+  key: jax.Array
+
+
+class UnrotateHadamardState(NamedTuple):
+  """Step counter and the base key (same schedule as ``rotate_hadamard``)."""
+  count: jax.Array  # int32 scalar
+  key: jax.Array
+
+
+def rotate_hadamard(*, key: jax.Array) -> optax.GradientTransformation:
+  """Sender side: maps the update pytree to R x = H D x / sqrt(d) (1-D).
+
+  All leaves are flattened into one vector (leaf order), zero-padded to the
+  next power of two d and rotated by the randomized Hadamard transform with
+  Rademacher signs D from ``fold_in(key, t)`` at step t. The output is a
+  flat vector of length d (norm preserved), e.g. to be quantized coordinate
+  by coordinate with a smaller range; ``unrotate_hadamard`` with the same key
+  maps it back.
+
+  Args:
+    key: PRNG key shared with the receiver (required).
+
+  Returns:
+    An optax transformation with ``RotateHadamardState``.
+
+  References:
+    Agarwal et al., cpSGD, NeurIPS 2018, Thm. 4 (R = H D / sqrt(d)).
+
+  Example:
+    >>> tx = rotate_hadamard(key=jax.random.key(0))
+    >>> y, _ = tx.update({'w': jnp.ones((2, 3))}, tx.init(None))
+    >>> y.shape
+    (8,)
+  """
+  key = _validate.key(key)
+
+  def init_fn(params):
+    del params
+    return RotateHadamardState(count=jnp.zeros([], jnp.int32), key=key)
+
+  def update_fn(updates, state, params=None):
+    del params
+    step_key = jax.random.fold_in(state.key, state.count)
+    return rotate_tree(updates, key=step_key), RotateHadamardState(
+        optax.safe_increment(state.count), state.key)
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def unrotate_hadamard(*, key: jax.Array,
+                      like: Any = None) -> optax.GradientTransformation:
+  """Receiver side: inverts ``rotate_hadamard`` back to the update pytree.
+
+  Step t applies R^-1 = D H / sqrt(d) with the signs of ``fold_in(key, t)``
+  (the same key and step count as the sender's ``rotate_hadamard``), drops
+  the padding and unflattens.
+
+  Args:
+    key: the sender's key (required).
+    like: pytree of arrays or ``jax.ShapeDtypeStruct`` giving the target
+      structure; if None, ``params`` passed to ``update`` is used (as in an
+      ``optax.chain`` called with params).
+
+  Returns:
+    An optax transformation with ``UnrotateHadamardState``.
+
+  Example:
+    >>> k = jax.random.key(0)
+    >>> tx = optax.chain(rotate_hadamard(key=k), unrotate_hadamard(key=k))
+    >>> g = {'w': jnp.arange(6.0).reshape(2, 3)}
+    >>> out, _ = tx.update(g, tx.init(g), g)
+    >>> bool(jnp.allclose(out['w'], g['w'], atol=1e-5))
+    True
+  """
+  key = _validate.key(key)
+
+  def init_fn(params):
+    del params
+    return UnrotateHadamardState(count=jnp.zeros([], jnp.int32), key=key)
+
+  def update_fn(updates, state, params=None):
+    target = like if like is not None else params
+    if target is None:
+      raise ValueError(
+          'unrotate_hadamard needs the target pytree: pass like=... to the '
+          'factory or params to update().')
+    step_key = jax.random.fold_in(state.key, state.count)
+    out = unrotate_tree(updates, target, key=step_key)
+    return out, UnrotateHadamardState(optax.safe_increment(state.count),
+                                      state.key)
+
+  return optax.GradientTransformation(init_fn, update_fn)

@@ -1,0 +1,32 @@
+"""Per-example gradients and clipped sums: the vmap path and the ghost path.
+
+Example:
+  >>> loss = lambda w, x: jnp.sum(w * x)
+  >>> out = dpjax.clipping.clipped_grad_sum(loss, 1.0)(jnp.ones(2), jnp.ones((3, 2)))
+  >>> out.grad_sum.shape
+  (2,)
+"""
+
+from dpjax.clipping._per_example import clip_and_sum
+from dpjax.clipping._per_example import clipped_grad_sum
+from dpjax.clipping._per_example import clipped_norm_bound
+from dpjax.clipping._per_example import ClippedGradSum
+from dpjax.clipping._per_example import count_nonfinite
+from dpjax.clipping._per_example import per_example_grads
+from dpjax.clipping._per_example import METHODS
+from dpjax.clipping._ghost import ghost_plan
+from dpjax.clipping._ghost import ghost_grads
+from dpjax.clipping._ghost import GhostGrads
+
+__all__ = [
+    'clip_and_sum',
+    'clipped_grad_sum',
+    'clipped_norm_bound',
+    'ClippedGradSum',
+    'count_nonfinite',
+    'ghost_grads',
+    'ghost_plan',
+    'GhostGrads',
+    'METHODS',
+    'per_example_grads',
+]

@@ -1,0 +1,115 @@
+"""optax GradientTransformations, one effect per module, and ready-made chains.
+
+Aggregators (``clip_per_example``, a ``per_example=True`` sparsifier) take
+per-example gradients with a leading batch axis and come first in a chain;
+everything else maps an update pytree to an update pytree. Every randomized
+transform takes a required ``key`` and draws step t from ``fold_in(key, t)``.
+
+Example:
+  >>> tx = dpjax.transforms.dpsgd(0.1, 1.0, 1.1, 32, key=jax.random.key(0))
+  >>> out, _ = tx.update(jnp.ones((4, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3))
+  >>> out.shape
+  (3,)
+"""
+
+from dpjax.transforms._adding_noise import add_discrete_gaussian_noise
+from dpjax.transforms._adding_noise import add_gaussian_noise
+from dpjax.transforms._adding_noise import add_laplace_noise
+from dpjax.transforms._adding_noise import AddDiscreteGaussianNoiseState
+from dpjax.transforms._adding_noise import AddGaussianNoiseState
+from dpjax.transforms._adding_noise import AddLaplaceNoiseState
+from dpjax.transforms._alias import dpsgd
+from dpjax.transforms._alias import rs_dpsgd
+from dpjax.transforms._clipping import clip_per_example
+from dpjax.transforms._clipping import ClipPerExampleState
+from dpjax.transforms._compressing import compressive_mechanism
+from dpjax.transforms._compressing import compressive_privatizer
+from dpjax.transforms._compressing import CompressivePrivatizerState
+from dpjax.transforms._compressing import CompressiveRelease
+from dpjax.transforms._compressing import laplace_privatizer
+from dpjax.transforms._compressing import LaplacePrivatizerState
+from dpjax.transforms._normalizing import normalize
+from dpjax.transforms._quantizing import GridQuantizer
+from dpjax.transforms._quantizing import k_level_quantizer
+from dpjax.transforms._quantizing import low_precision_quantizer
+from dpjax.transforms._quantizing import quantize_stochastic
+from dpjax.transforms._quantizing import QuantizeStochasticState
+from dpjax.transforms._quantizing import stochastic_round
+from dpjax.transforms._rotating import fwht
+from dpjax.transforms._rotating import inverse_randomized_hadamard
+from dpjax.transforms._rotating import next_power_of_two
+from dpjax.transforms._rotating import randomized_hadamard
+from dpjax.transforms._rotating import rotate_hadamard
+from dpjax.transforms._rotating import rotate_tree
+from dpjax.transforms._rotating import rotated_size
+from dpjax.transforms._rotating import RotateHadamardState
+from dpjax.transforms._rotating import unrotate_hadamard
+from dpjax.transforms._rotating import unrotate_tree
+from dpjax.transforms._rotating import UnrotateHadamardState
+from dpjax.transforms._sparse_coding import decode_sparse
+from dpjax.transforms._sparse_coding import encode_sparse
+from dpjax.transforms._sparse_coding import rs_bits_per_step
+from dpjax.transforms._sparse_coding import sparse_message_bits
+from dpjax.transforms._sparse_coding import SparseMessage
+from dpjax.transforms._sparsifying import random_mask
+from dpjax.transforms._sparsifying import ranked_mask
+from dpjax.transforms._sparsifying import ranked_sparsified_privatizer
+from dpjax.transforms._sparsifying import RankedSparsifiedPrivatizerState
+from dpjax.transforms._sparsifying import sparsify_random
+from dpjax.transforms._sparsifying import sparsify_top_k
+from dpjax.transforms._sparsifying import sparsity_mask
+from dpjax.transforms._sparsifying import sparsity_schedule
+from dpjax.transforms._sparsifying import SparsityMaskSchedule
+from dpjax.transforms._sparsifying import SparsifyRandomState
+
+__all__ = [
+    'add_discrete_gaussian_noise',
+    'add_gaussian_noise',
+    'add_laplace_noise',
+    'AddDiscreteGaussianNoiseState',
+    'AddGaussianNoiseState',
+    'AddLaplaceNoiseState',
+    'clip_per_example',
+    'ClipPerExampleState',
+    'compressive_mechanism',
+    'compressive_privatizer',
+    'CompressivePrivatizerState',
+    'CompressiveRelease',
+    'decode_sparse',
+    'dpsgd',
+    'encode_sparse',
+    'fwht',
+    'GridQuantizer',
+    'inverse_randomized_hadamard',
+    'k_level_quantizer',
+    'laplace_privatizer',
+    'LaplacePrivatizerState',
+    'low_precision_quantizer',
+    'next_power_of_two',
+    'normalize',
+    'quantize_stochastic',
+    'QuantizeStochasticState',
+    'random_mask',
+    'randomized_hadamard',
+    'ranked_mask',
+    'ranked_sparsified_privatizer',
+    'RankedSparsifiedPrivatizerState',
+    'rotate_hadamard',
+    'rotate_tree',
+    'rotated_size',
+    'RotateHadamardState',
+    'rs_bits_per_step',
+    'rs_dpsgd',
+    'sparse_message_bits',
+    'SparseMessage',
+    'sparsify_random',
+    'sparsify_top_k',
+    'SparsifyRandomState',
+    'sparsity_mask',
+    'sparsity_schedule',
+    'SparsityMaskSchedule',
+    'stochastic_round',
+    'unrotate_hadamard',
+    'unrotate_tree',
+    'UnrotateHadamardState',
+]
