@@ -54,6 +54,7 @@ from dpjax.transforms import normalize
 from dpjax.transforms import quantize_stochastic
 from dpjax.transforms import ranked_sparsified_privatizer
 from dpjax.transforms import rotate_hadamard
+from dpjax.transforms import compressive_dpsgd
 from dpjax.transforms import rs_dpsgd
 from dpjax.transforms import sparsify_random
 from dpjax.transforms import sparsify_top_k
@@ -70,6 +71,7 @@ __all__ = [
     'clip_per_example',
     'clipped_grad_sum',
     'clipping',
+    'compressive_dpsgd',
     'compressive_privatizer',
     'distributed',
     'dpsgd',

@@ -48,15 +48,14 @@ import sys
 import time
 from typing import Any
 
-import dp_accounting
 import jax
 import jax.numpy as jnp
+import optax
 import matplotlib.pyplot as plt
 import numpy as np
 
 import dpjax
 from dpjax import accounting
-from dpjax import noise as noise_lib
 from experiments.common import data as data_lib
 from experiments.common import report as report_lib
 
@@ -189,30 +188,36 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
     def full_grad(theta):
       return 2 * (x.T @ (x @ theta - y)) / n
 
-    def step(theta, k):
-      step_key = jax.random.fold_in(key, k)
-      realized = jnp.zeros([], x.dtype)
-      if method == 'gd':
-        update = full_grad(theta)
-      elif method == 'top_k':
-        update = dpjax.recovery.keep_top_k(full_grad(theta), kappa)
-      elif method in COMPRESSIVE:
-        release = dpjax.transforms.compressive_mechanism(
-            step_key, clipped_mean_grad(theta), kappa, num_measurements, eps,
-            xi, 'certified' if method == 'compressive' else 'paper')
-        update, realized = release.value, release.epsilon
-      else:
-        sensitivity = 2 * xi * d / (n if method == 'laplace_mean' else 1)
-        update = clipped_mean_grad(theta) + noise_lib.laplace(
-            step_key, (d,), sensitivity / eps, x.dtype)
-        realized = eps
+    if method in COMPRESSIVE:
+      tx = dpjax.transforms.compressive_privatizer(
+          kappa, num_measurements, eps, xi, key=key,
+          noise_calibration='certified' if method == 'compressive' else 'paper')
+    elif method == 'laplace':
+      tx = dpjax.laplace_privatizer(eps, xi, key=key)
+    elif method == 'laplace_mean':  # L1 sensitivity 2 xi d / n of the mean
+      tx = dpjax.add_laplace_noise(2 * xi * d / n / eps, key=key)
+    elif method == 'top_k':
+      tx = dpjax.sparsify_top_k(kappa)
+    else:
+      tx = optax.identity()
+
+    def step(carry, k):
+      theta, state = carry
+      grad = (clipped_mean_grad(theta) if method in PRIVATE
+              else full_grad(theta))
+      update, state = tx.update(grad, state)
+      realized = (state.epsilon.astype(x.dtype) if method in COMPRESSIVE
+                  else jnp.asarray(eps if method in PRIVATE else 0.0, x.dtype))
       rate = learning_rate / jnp.sqrt(k.astype(x.dtype))
       theta = theta - rate * update
-      return theta, (loss(theta), realized)
+      return (theta, state), (loss(theta), realized)
 
     theta1 = jnp.zeros(x.shape[1], x.dtype)
+    state = tx.init(theta1)
+    if method in PRIVATE:  # Alg. 3 counts k = 1..T-1; step k uses fold_in(key, k)
+      state = state._replace(count=jnp.ones([], jnp.int32))
     _, (losses, realized) = jax.lax.scan(
-        step, theta1, jnp.arange(1, steps, dtype=jnp.int32))
+        step, (theta1, state), jnp.arange(1, steps, dtype=jnp.int32))
     return jnp.concatenate([loss(theta1)[None], losses]), realized
 
   return jax.jit(jax.vmap(jax.vmap(run, (None, None, 0, None)),
@@ -251,8 +256,7 @@ def _privacy(eps: float, releases: int, delta: float,
   to minutes (and fails at eps = 1000) while gaining under 1% over basic
   composition (eps = 100: 99121 vs 99900 over 999 releases).
   """
-  total = dp_accounting.SelfComposedDpEvent(accounting.laplace_event(eps),
-                                            releases)
+  total = dpjax.transforms.laplace_privatizer_event(eps, releases)
   basic, _ = accounting.basic_composition(total)
   pld = None
   if eps <= pld_max_epsilon:

@@ -88,13 +88,17 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   summary = report_lib.summarize_over_seeds(
       runs, ('setting', 'sigma', 'clip', 'rate'),
       ('train_accuracy', 'test_accuracy'))
-  d = models.num_params(model.init(jax.random.key(0), ds.x_train[0]))
+  params = model.init(jax.random.key(0), ds.x_train[0])
+  d = models.num_params(params)
   spe = max(1, round(len(ds.x_train) / cfg['expected_batch_size']))
-  bits = {r: dpjax.transforms.rs_bits_per_step(r, math.ceil(steps / spe), spe, d)[:steps]
+  bits = {r: dpjax.transforms.rs_dpsgd_bits(
+      dpjax.transforms.SparsityMaskSchedule.cooling(
+          r, math.ceil(steps / spe), spe, params), d)[:steps]
           for r in cfg['rates']}
+  dense = dpjax.transforms.dpsgd_bits(params)
   for row in summary:  # sparse messages: values + positions once per epoch
     row['bits_per_step'] = float(bits[row['rate']].mean())
-    row['bits_vs_dense'] = row['bits_per_step'] / (32 * d)
+    row['bits_vs_dense'] = row['bits_per_step'] / dense
   return dict(experiment=NAME, config=cfg, dataset=report_lib.dataset_info(ds),
               model=model_name, steps=steps, runs=runs, summary=summary,
               verdicts=verdicts(summary), wall_seconds=round(time.time() - start,

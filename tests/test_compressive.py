@@ -15,7 +15,9 @@ from scipy import stats
 import dpjax
 from dpjax import accounting
 
-mechanism = jax.jit(dpjax.transforms.compressive_mechanism, static_argnums=(2, 3, 6))
+mechanism = jax.jit(dpjax.transforms.compressive_mechanism,
+                    static_argnames=('kappa', 'num_measurements',
+                                     'noise_calibration'))
 
 
 def _box_input(key, n, xi):
@@ -113,8 +115,8 @@ def test_certified_release_is_epsilon_dp_on_adversarial_neighbours():
   worst_certified, worst_paper = 0.0, 0.0
   for seed in range(50):
     key = jax.random.key(seed)
-    cert = mechanism(key, jnp.zeros(n), kappa, p, eps, xi, 'certified')
-    paper = mechanism(key, jnp.zeros(n), kappa, p, eps, xi, 'paper')
+    cert = mechanism(key, jnp.zeros(n), kappa=kappa, num_measurements=p, epsilon=eps, linf_clip=xi, noise_calibration='certified')
+    paper = mechanism(key, jnp.zeros(n), kappa=kappa, num_measurements=p, epsilon=eps, linf_clip=xi, noise_calibration='paper')
     col = np.abs(np.asarray(cert.sensing_matrix)).sum(axis=0)
     # Adversarial pair: +-xi on the kappa columns of largest L1 norm.
     top = np.argsort(-col)[:kappa]
@@ -141,7 +143,7 @@ def test_measurement_noise_is_laplace_of_the_stated_scale():
   v = jnp.array([0.3, -0.2, 0.5, 0.1])
 
   def noise(key):
-    r = dpjax.transforms.compressive_mechanism(key, v, kappa, p, eps, xi, 'paper')
+    r = dpjax.transforms.compressive_mechanism(key, v, kappa=kappa, num_measurements=p, epsilon=eps, linf_clip=xi, noise_calibration='paper')
     e = r.sensing_matrix @ (r.value - v) / (2 * xi * kappa)
     return e / r.noise_scale
 
@@ -154,8 +156,8 @@ def test_measurement_noise_is_laplace_of_the_stated_scale():
 
 def test_noise_scales_of_the_two_calibrations():
   key, v = jax.random.key(3), jnp.ones(30)
-  cert = mechanism(key, v, 3, 10, 0.5, 1.0, 'certified')
-  paper = mechanism(key, v, 3, 10, 0.5, 1.0, 'paper')
+  cert = mechanism(key, v, kappa=3, num_measurements=10, epsilon=0.5, linf_clip=1.0, noise_calibration='certified')
+  paper = mechanism(key, v, kappa=3, num_measurements=10, epsilon=0.5, linf_clip=1.0, noise_calibration='paper')
   delta_psi = float(dpjax.recovery.sensing_l1_sensitivity(cert.sensing_matrix, 3))
   assert float(cert.noise_scale) == pytest.approx(delta_psi / 0.5, rel=1e-6)
   assert float(paper.noise_scale) == pytest.approx(math.sqrt(10) / 0.5,
@@ -178,7 +180,7 @@ def test_output_error_has_the_order_of_prop_2():
     target = jnp.clip(dpjax.recovery.keep_top_k(v, kappa), -xi, xi)
 
     def sq_err(key, v=v, target=target, kappa=kappa, p=p, eps=eps, xi=xi):
-      out = dpjax.transforms.compressive_mechanism(key, v, kappa, p, eps, xi)
+      out = dpjax.transforms.compressive_mechanism(key, v, kappa=kappa, num_measurements=p, epsilon=eps, linf_clip=xi)
       return jnp.sum((out.value - target)**2)
 
     mse = float(jax.jit(jax.vmap(sq_err))(
@@ -190,7 +192,7 @@ def test_output_error_has_the_order_of_prop_2():
 
 def test_noise_free_limit_returns_the_sparsified_clipped_update():
   v = jnp.array([0.1, -3.0, 0.2, 0.9, -0.05, 0.4, 0.0, 0.3] * 4)
-  out = mechanism(jax.random.key(0), v, 2, 24, 1e9, 1.0, 'certified')
+  out = mechanism(jax.random.key(0), v, kappa=2, num_measurements=24, epsilon=1e9, linf_clip=1.0, noise_calibration='certified')
   np.testing.assert_allclose(out.value, jnp.clip(dpjax.recovery.keep_top_k(v, 2),
                                                  -1, 1), atol=1e-4)
 
@@ -201,11 +203,11 @@ def test_noise_free_limit_returns_the_sparsified_clipped_update():
     ({'num_measurements': 2}, 'num_measurements=2'),
     ({'epsilon': 0.0}, 'epsilon=0.0'),
     ({'epsilon': -1.0}, 'epsilon=-1.0'),
-    ({'xi': 0.0}, 'xi=0.0'),
+    ({'linf_clip': 0.0}, 'linf_clip=0.0'),
     ({'noise_calibration': 'loose'}, 'noise_calibration'),
 ])
 def test_bad_arguments(kwargs, match):
-  args = dict(kappa=2, num_measurements=8, epsilon=1.0, xi=1.0)
+  args = dict(kappa=2, num_measurements=8, epsilon=1.0, linf_clip=1.0)
   args.update(kwargs)
   with pytest.raises(ValueError, match=match):
     dpjax.transforms.compressive_mechanism(jax.random.key(0), jnp.ones(30), **args)
@@ -218,7 +220,7 @@ def test_bad_arguments(kwargs, match):
 
 
 def _privatizer(**kwargs):
-  args = dict(kappa=3, num_measurements=12, epsilon=1.0, xi=0.5,
+  args = dict(kappa=3, num_measurements=12, epsilon=1.0, linf_clip=0.5,
               key=jax.random.key(7))
   args.update(kwargs)
   return dpjax.compressive_privatizer(**args)
@@ -243,8 +245,9 @@ def test_privatizer_matches_mechanism_and_jit():
   tx = _privatizer()
   g = jnp.linspace(-1, 1, 26)
   out, state = jax.jit(tx.update)(g, tx.init(g))
-  want = dpjax.transforms.compressive_mechanism(jax.random.fold_in(jax.random.key(7), 0),
-                                     g, 3, 12, 1.0, 0.5)
+  want = dpjax.transforms.compressive_mechanism(
+      jax.random.fold_in(jax.random.key(7), 0), g, kappa=3, num_measurements=12,
+      epsilon=1.0, linf_clip=0.5)
   chex.assert_trees_all_close(out, want.value, atol=1e-6)
   assert float(state.epsilon) == pytest.approx(1.0, rel=1e-6)
 
@@ -254,7 +257,8 @@ def test_privatizer_paper_state_records_realized_epsilon():
   g = jnp.ones(40)
   _, state = tx.update(g, tx.init(g))
   release = dpjax.transforms.compressive_mechanism(
-      jax.random.fold_in(jax.random.key(7), 0), g, 3, 12, 1.0, 0.5, 'paper')
+      jax.random.fold_in(jax.random.key(7), 0), g, kappa=3, num_measurements=12,
+      epsilon=1.0, linf_clip=0.5, noise_calibration='paper')
   assert float(state.epsilon) == pytest.approx(float(release.epsilon))
   assert float(state.epsilon) != pytest.approx(1.0, abs=1e-3)
 
@@ -303,9 +307,9 @@ def test_laplace_baseline_sensitivity_covers_any_two_inputs():
 
 
 @pytest.mark.parametrize('kwargs,match', [({'epsilon': 0.0}, 'epsilon'),
-                                          ({'xi': -1.0}, 'xi')])
+                                          ({'linf_clip': -1.0}, 'linf_clip')])
 def test_laplace_baseline_bad_arguments(kwargs, match):
-  args = dict(epsilon=1.0, xi=1.0)
+  args = dict(epsilon=1.0, linf_clip=1.0)
   args.update(kwargs)
   with pytest.raises(ValueError, match=match):
     dpjax.laplace_privatizer(**args, key=jax.random.key(0))

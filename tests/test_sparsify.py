@@ -33,8 +33,9 @@ def test_schedule_cools_linearly_to_the_final_rate():
 
 def test_mask_sizes_are_exact_in_every_epoch_and_refresh():
   epochs, steps, refresh = 4, 6, 3
-  tx = dpjax.sparsify_random(0.8, epochs, steps, key=jax.random.key(1),
-                             refresh_per_epoch=refresh, per_example=False)
+  sched = _sparsify.SparsityMaskSchedule.cooling(0.8, epochs, steps, PARAMS,
+                                                 refresh)
+  tx = dpjax.sparsify_random(sched, key=jax.random.key(1), per_example=False)
   state, update = tx.init(PARAMS), jax.jit(tx.update)
   expected = _sparsify.sparsity_schedule(0.8, epochs, D)
   ones = jax.tree.map(jnp.ones_like, PARAMS)
@@ -52,7 +53,9 @@ def test_mask_sizes_are_exact_in_every_epoch_and_refresh():
 
 
 def test_one_mask_is_shared_by_every_example():
-  tx = dpjax.sparsify_random(0.5, 1, 10, key=jax.random.key(2))
+  tx = dpjax.sparsify_random(
+      _sparsify.SparsityMaskSchedule.cooling(0.5, 1, 10, PARAMS),
+      key=jax.random.key(2))
   out, _ = tx.update(per_example_ones(), tx.init(PARAMS))
   rows = [nonzero_pattern(jax.tree.map(lambda x, i=i: x[i], out))
           for i in range(B)]
@@ -77,9 +80,12 @@ def test_zeroed_set_is_uniform_over_coordinates():
 
 def rs_step(final_rate=0.6, sigma=1.0, clip=True, key=0, l2_norm_clip=1.0,
             momentum=0.9):
-  tx = dpjax.rs_dpsgd(0.1, l2_norm_clip, sigma, B, final_rate, epochs=3,
-                      steps_per_epoch=5, key=jax.random.key(key),
-                      momentum=momentum, clip=clip)
+  key = jax.random.key(key)
+  sched = _sparsify.SparsityMaskSchedule.cooling(final_rate, 3, 5, PARAMS)
+  tx = dpjax.rs_dpsgd(0.1, l2_norm_clip, sigma, B, sched,
+                      key=jax.random.fold_in(key, 1),
+                      mask_key=jax.random.fold_in(key, 0),
+                      momentum=momentum or None, clip=clip)
   return tx, tx.init(PARAMS)
 
 
@@ -98,7 +104,9 @@ def test_masked_coordinates_get_neither_gradient_nor_noise():
 
 def test_zero_rate_is_plain_dpsgd_bit_for_bit():
   key = jax.random.key(5)
-  rs = dpjax.rs_dpsgd(0.1, 1.0, 1.3, B, 0.0, 3, 5, key=key, momentum=0.9)
+  sched = _sparsify.SparsityMaskSchedule.cooling(0.0, 3, 5, PARAMS)
+  rs = dpjax.rs_dpsgd(0.1, 1.0, 1.3, B, sched, key=jax.random.fold_in(key, 1),
+                      mask_key=jax.random.fold_in(key, 0), momentum=0.9)
   plain = dpjax.dpsgd(0.1, 1.0, 1.3, B, key=jax.random.fold_in(key, 1),
                       momentum=0.9)
   s_rs, s_plain = rs.init(PARAMS), plain.init(PARAMS)
@@ -177,10 +185,14 @@ def test_no_recompilation_across_steps():
     (dict(refresh_per_epoch=20), 'refresh_per_epoch=20'),
 ])
 def test_bad_arguments_raise(kwargs, match):
-  args = dict(final_rate=0.5, epochs=2, steps_per_epoch=10,
-              key=jax.random.key(0))
+  args = dict(final_rate=0.5, epochs=2, steps_per_epoch=10, like=PARAMS)
   with pytest.raises(ValueError, match=match):
-    dpjax.sparsify_random(**dict(args, **kwargs))
+    _sparsify.SparsityMaskSchedule.cooling(**dict(args, **kwargs))
+
+
+def test_sparsify_random_needs_a_schedule():
+  with pytest.raises(ValueError, match='SparsityMaskSchedule'):
+    dpjax.sparsify_random(0.5, key=jax.random.key(0))
 
 
 def test_message_bits_count_values_and_positions():
@@ -191,8 +203,8 @@ def test_message_bits_count_values_and_positions():
 
 
 def test_run_bits_send_positions_once_per_refresh():
-  bits = _sparsify.rs_bits_per_step(0.9, epochs=3, steps_per_epoch=4,
-                                    num_coordinates=100, refresh_per_epoch=2)
+  sched = _sparsify.SparsityMaskSchedule.cooling(0.9, 3, 4, jnp.zeros(100), 2)
+  bits = _sparsify.rs_dpsgd_bits(sched, 100)
   kept = 100 - _sparsify.sparsity_schedule(0.9, 3, 100)  # 100, 55, 10
   per_step = [int(kept[t // 4]) * 32 for t in range(12)]
   positions = {4: 100, 6: 100, 8: 10 * 7, 10: 10 * 7}  # epoch 0 is dense
@@ -207,7 +219,8 @@ def test_ranked_sparsification_zeroes_the_smallest_scores_of_last_epoch():
   params = {'w': jnp.zeros((7, 5))}
   grads = {'w': jnp.broadcast_to(w, (B, 7, 5))}
   tx = _sparsify.ranked_sparsified_privatizer(
-      100.0, 0.0, 0.6, epochs=2, steps_per_epoch=3, key=jax.random.key(0))
+      100.0, 0.0, _sparsify.SparsityMaskSchedule.cooling(0.6, 2, 3, params),
+      key=jax.random.key(0))
   state, update = tx.init(params), jax.jit(tx.update)
   outs = []
   for _ in range(6):
@@ -223,7 +236,8 @@ def test_ranked_sparsification_zeroes_the_smallest_scores_of_last_epoch():
 def test_ranked_privatizer_sensitivity_and_noise_masking():
   params = {'w': jnp.zeros((7, 5))}
   tx = _sparsify.ranked_sparsified_privatizer(
-      0.5, 0.0, 0.5, epochs=2, steps_per_epoch=2, key=jax.random.key(1))
+      0.5, 0.0, _sparsify.SparsityMaskSchedule.cooling(0.5, 2, 2, params),
+      key=jax.random.key(1))
   state, update = tx.init(params), jax.jit(tx.update)
   base = {'w': jax.random.normal(jax.random.key(2), (B, 7, 5))}
   for _ in range(2):
@@ -233,7 +247,8 @@ def test_ranked_privatizer_sensitivity_and_noise_masking():
   b, _ = update(other, state, mask=jnp.ones(B, bool))
   assert float(jnp.linalg.norm(a['w'] - b['w'])) <= 2 * 0.5 * (1 + 1e-5)
   noisy = _sparsify.ranked_sparsified_privatizer(
-      0.5, 3.0, 0.5, epochs=2, steps_per_epoch=2, key=jax.random.key(1))
+      0.5, 3.0, _sparsify.SparsityMaskSchedule.cooling(0.5, 2, 2, params),
+      key=jax.random.key(1))
   state = noisy.init(params)
   for _ in range(3):
     out, state = jax.jit(noisy.update)(base, state, mask=jnp.ones(B, bool))

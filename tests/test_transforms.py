@@ -227,7 +227,7 @@ def test_discrete_gaussian_noise_is_pure_stays_on_the_grid_and_has_its_scale():
   chex.assert_trees_all_equal(n1, n1b)  # same state: same noise
   n2, _ = tx.update(zeros, s1)
   assert not np.array_equal(n1['a'], n2['a'])
-  assert int(s1.count) == 1 and isinstance(s1, dpjax.transforms.AddDiscreteGaussianNoiseState)
+  assert int(s1.count) == 1 and isinstance(s1, dpjax.transforms.KeyStepState)
   x = np.concatenate([np.ravel(v) for v in jax.tree.leaves(n1)])
   np.testing.assert_array_equal(x / eta, np.round(x / eta))
   k = np.round(x / eta).astype(int)

@@ -68,8 +68,10 @@ def per_example_grads(loss_fn: LossFn) -> Callable[[PyTree, PyTree], PyTree]:
   return jax.vmap(jax.grad(loss_fn), in_axes=(None, 0))
 
 
-def clipped_norm_bound(l2_norm_clip: Any) -> float:
+def clipped_norm_bound(l2_norm_clip: Any) -> Any:
   """L2 bound on one clipped per-example gradient: C, or sqrt(sum_l C_l^2).
+
+  A float for concrete bounds; a traced scalar when a bound is traced.
 
   The clipped sum then has L2 sensitivity ``clipped_norm_bound`` under
   add/remove-one neighbours and twice that under replace-one.
@@ -78,7 +80,11 @@ def clipped_norm_bound(l2_norm_clip: Any) -> float:
     >>> clipped_norm_bound({'a': 3.0, 'b': 4.0})
     5.0
   """
-  bounds = np.asarray(jax.tree.leaves(l2_norm_clip), dtype=np.float64)
+  leaves = jax.tree.leaves(l2_norm_clip)
+  if any(isinstance(c, jax.core.Tracer) for c in leaves):  # traced C
+    return leaves[0] if len(leaves) == 1 else jnp.sqrt(
+        sum(jnp.square(c) for c in leaves))
+  bounds = np.asarray(leaves, dtype=np.float64)
   return float(np.sqrt(np.sum(bounds**2)))
 
 

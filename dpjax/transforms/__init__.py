@@ -13,27 +13,31 @@ Example:
 """
 
 from dpjax.transforms._adding_noise import add_discrete_gaussian_noise
+from dpjax.transforms._adding_noise import add_discrete_gaussian_noise_event
 from dpjax.transforms._adding_noise import add_gaussian_noise
+from dpjax.transforms._adding_noise import add_gaussian_noise_event
 from dpjax.transforms._adding_noise import add_laplace_noise
-from dpjax.transforms._adding_noise import AddDiscreteGaussianNoiseState
-from dpjax.transforms._adding_noise import AddGaussianNoiseState
-from dpjax.transforms._adding_noise import AddLaplaceNoiseState
+from dpjax.transforms._adding_noise import add_laplace_noise_event
+from dpjax.transforms._alias import compressive_dpsgd
 from dpjax.transforms._alias import dpsgd
 from dpjax.transforms._alias import rs_dpsgd
 from dpjax.transforms._clipping import clip_per_example
 from dpjax.transforms._clipping import ClipPerExampleState
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
+from dpjax.transforms._compressing import compressive_privatizer_bits
+from dpjax.transforms._compressing import compressive_privatizer_epsilons
+from dpjax.transforms._compressing import compressive_privatizer_event
 from dpjax.transforms._compressing import CompressivePrivatizerState
 from dpjax.transforms._compressing import CompressiveRelease
 from dpjax.transforms._compressing import laplace_privatizer
-from dpjax.transforms._compressing import LaplacePrivatizerState
+from dpjax.transforms._compressing import laplace_privatizer_bits
+from dpjax.transforms._compressing import laplace_privatizer_event
 from dpjax.transforms._normalizing import normalize
 from dpjax.transforms._quantizing import GridQuantizer
 from dpjax.transforms._quantizing import k_level_quantizer
 from dpjax.transforms._quantizing import low_precision_quantizer
 from dpjax.transforms._quantizing import quantize_stochastic
-from dpjax.transforms._quantizing import QuantizeStochasticState
 from dpjax.transforms._quantizing import stochastic_round
 from dpjax.transforms._rotating import fwht
 from dpjax.transforms._rotating import inverse_randomized_hadamard
@@ -42,13 +46,12 @@ from dpjax.transforms._rotating import randomized_hadamard
 from dpjax.transforms._rotating import rotate_hadamard
 from dpjax.transforms._rotating import rotate_tree
 from dpjax.transforms._rotating import rotated_size
-from dpjax.transforms._rotating import RotateHadamardState
 from dpjax.transforms._rotating import unrotate_hadamard
 from dpjax.transforms._rotating import unrotate_tree
-from dpjax.transforms._rotating import UnrotateHadamardState
 from dpjax.transforms._sparse_coding import decode_sparse
+from dpjax.transforms._sparse_coding import dpsgd_bits
 from dpjax.transforms._sparse_coding import encode_sparse
-from dpjax.transforms._sparse_coding import rs_bits_per_step
+from dpjax.transforms._sparse_coding import rs_dpsgd_bits
 from dpjax.transforms._sparse_coding import sparse_message_bits
 from dpjax.transforms._sparse_coding import SparseMessage
 from dpjax.transforms._sparsifying import random_mask
@@ -61,34 +64,41 @@ from dpjax.transforms._sparsifying import sparsity_mask
 from dpjax.transforms._sparsifying import sparsity_schedule
 from dpjax.transforms._sparsifying import SparsityMaskSchedule
 from dpjax.transforms._sparsifying import SparsifyRandomState
+from dpjax.transforms._state import KeyStepState
 
 __all__ = [
     'add_discrete_gaussian_noise',
+    'add_discrete_gaussian_noise_event',
     'add_gaussian_noise',
+    'add_gaussian_noise_event',
     'add_laplace_noise',
-    'AddDiscreteGaussianNoiseState',
-    'AddGaussianNoiseState',
-    'AddLaplaceNoiseState',
+    'add_laplace_noise_event',
     'clip_per_example',
     'ClipPerExampleState',
+    'compressive_dpsgd',
     'compressive_mechanism',
     'compressive_privatizer',
+    'compressive_privatizer_bits',
+    'compressive_privatizer_epsilons',
+    'compressive_privatizer_event',
     'CompressivePrivatizerState',
     'CompressiveRelease',
     'decode_sparse',
     'dpsgd',
+    'dpsgd_bits',
     'encode_sparse',
     'fwht',
     'GridQuantizer',
     'inverse_randomized_hadamard',
     'k_level_quantizer',
+    'KeyStepState',
     'laplace_privatizer',
-    'LaplacePrivatizerState',
+    'laplace_privatizer_bits',
+    'laplace_privatizer_event',
     'low_precision_quantizer',
     'next_power_of_two',
     'normalize',
     'quantize_stochastic',
-    'QuantizeStochasticState',
     'random_mask',
     'randomized_hadamard',
     'ranked_mask',
@@ -97,9 +107,8 @@ __all__ = [
     'rotate_hadamard',
     'rotate_tree',
     'rotated_size',
-    'RotateHadamardState',
-    'rs_bits_per_step',
     'rs_dpsgd',
+    'rs_dpsgd_bits',
     'sparse_message_bits',
     'SparseMessage',
     'sparsify_random',
@@ -111,5 +120,4 @@ __all__ = [
     'stochastic_round',
     'unrotate_hadamard',
     'unrotate_tree',
-    'UnrotateHadamardState',
 ]

@@ -4,43 +4,34 @@ Each keeps a step counter and a base key; step t draws from
 ``fold_in(key, t)``. On a query of known sensitivity each is a standard
 mechanism; the Privacy paragraphs name the matching DpEvent."""
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
+import dp_accounting
 import jax
 import jax.numpy as jnp
 import optax
 
 from dpjax import _validate
+from dpjax import accounting
 from dpjax import noise as noise_lib
 from dpjax.noise import _samplers as _noise_samplers
+from dpjax.transforms._state import KeyStepState
 
 
-class AddGaussianNoiseState(NamedTuple):
-  """Step counter and the base key; step t uses ``fold_in(key, t)``."""
-  count: jax.Array  # int32 scalar
-  key: jax.Array
 
 
-class AddLaplaceNoiseState(NamedTuple):
-  """Step counter and the base key; step t uses ``fold_in(key, t)``."""
-  count: jax.Array  # int32 scalar
-  key: jax.Array
-
-
-def _add_noise(state_cls, sampler: Callable[..., jax.Array], key: jax.Array,
+def _add_noise(sampler: Callable[..., jax.Array], key: jax.Array,
                **params: Any) -> optax.GradientTransformation:
-  key = _validate.key(key)
+  state0 = KeyStepState.create(key)
 
   def init_fn(params_tree):
     del params_tree
-    return state_cls(count=jnp.zeros([], jnp.int32), key=key)
+    return state0
 
   def update_fn(updates, state, params_tree=None):
     del params_tree
-    step_key = jax.random.fold_in(state.key, state.count)
-    noise = noise_lib.tree_noise(sampler, step_key, updates, **params)
-    updates = jax.tree.map(jnp.add, updates, noise)
-    return updates, state_cls(optax.safe_increment(state.count), state.key)
+    noise = noise_lib.tree_noise(sampler, state.step_key(), updates, **params)
+    return jax.tree.map(jnp.add, updates, noise), state.advance()
 
   return optax.GradientTransformation(init_fn, update_fn)
 
@@ -55,7 +46,7 @@ def add_gaussian_noise(stddev: float, *,
     key: PRNG key (required). Step t draws from ``fold_in(key, t)``.
 
   Returns:
-    An optax transformation with ``AddGaussianNoiseState``.
+    An optax transformation with ``KeyStepState``.
 
   Privacy:
     On a query with L2 sensitivity S, one step is the Gaussian mechanism with
@@ -68,7 +59,7 @@ def add_gaussian_noise(stddev: float, *,
     ((3,), 1)
   """
   _validate.non_negative(stddev=stddev)
-  return _add_noise(AddGaussianNoiseState, noise_lib.gaussian, key,
+  return _add_noise(noise_lib.gaussian, key,
                     stddev=stddev)
 
 
@@ -81,7 +72,7 @@ def add_laplace_noise(scale: float, *,
     key: PRNG key (required). Step t draws from ``fold_in(key, t)``.
 
   Returns:
-    An optax transformation with ``AddLaplaceNoiseState``.
+    An optax transformation with ``KeyStepState``.
 
   Privacy:
     On a query with L1 sensitivity S, one step is (S / scale)-DP
@@ -93,13 +84,8 @@ def add_laplace_noise(scale: float, *,
     (2,)
   """
   _validate.non_negative(scale=scale)
-  return _add_noise(AddLaplaceNoiseState, noise_lib.laplace, key, scale=scale)
+  return _add_noise(noise_lib.laplace, key, scale=scale)
 
-
-class AddDiscreteGaussianNoiseState(NamedTuple):
-  """Step counter and the base key; step t uses ``fold_in(key, t)``."""
-  count: jax.Array  # int32 scalar
-  key: jax.Array
 
 
 def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
@@ -120,7 +106,7 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
     eta: grid spacing (> 0), e.g. ``quantizer.spacing``.
 
   Returns:
-    An optax transformation with ``AddDiscreteGaussianNoiseState``.
+    An optax transformation with ``KeyStepState``.
 
   Privacy:
     On a query with values in eta Z and L2 sensitivity Delta (same units),
@@ -140,6 +126,45 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
     (True, 1)
   """
   noise_lib.discrete_gaussian_sigma_squared(sigma, eta)  # validates
-  return _add_noise(AddDiscreteGaussianNoiseState,
-                    _noise_samplers._discrete_gaussian_leaf,  # pylint: disable=protected-access
+  return _add_noise(_noise_samplers._discrete_gaussian_leaf,  # pylint: disable=protected-access
                     key, sigma=sigma, eta=eta)
+
+
+def add_gaussian_noise_event(stddev: float, l2_sensitivity: float = 1.0
+                             ) -> dp_accounting.DpEvent:
+  """DpEvent of one ``add_gaussian_noise(stddev)`` step on a query of
+  ``l2_sensitivity``: ``GaussianDpEvent(stddev / l2_sensitivity)``.
+
+  Example:
+    >>> add_gaussian_noise_event(2.0, 0.5).noise_multiplier
+    4.0
+  """
+  _validate.positive(l2_sensitivity=l2_sensitivity)
+  _validate.non_negative(stddev=stddev)
+  return dp_accounting.GaussianDpEvent(float(stddev) / float(l2_sensitivity))
+
+
+def add_laplace_noise_event(scale: float, l1_sensitivity: float = 1.0
+                            ) -> dp_accounting.DpEvent:
+  """DpEvent of one ``add_laplace_noise(scale)`` step on a query of
+  ``l1_sensitivity``: (l1_sensitivity / scale)-DP.
+
+  Example:
+    >>> dpjax.accounting.basic_composition(add_laplace_noise_event(4.0, 2.0))
+    (0.5, 0.0)
+  """
+  _validate.positive(scale=scale, l1_sensitivity=l1_sensitivity)
+  return accounting.laplace_event(float(l1_sensitivity) / float(scale))
+
+
+def add_discrete_gaussian_noise_event(sigma: float, l2_sensitivity: float
+                                      ) -> dp_accounting.DpEvent:
+  """DpEvent of one ``add_discrete_gaussian_noise(sigma)`` step on a query on
+  the grid with L2 sensitivity ``l2_sensitivity`` (same units as sigma):
+  rho-zCDP with rho = l2_sensitivity^2 / (2 sigma^2).
+
+  Example:
+    >>> add_discrete_gaussian_noise_event(2.0, 1.0).rho
+    0.125
+  """
+  return accounting.discrete_gaussian_event(sigma, l2_sensitivity)

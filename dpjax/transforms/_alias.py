@@ -1,44 +1,78 @@
-"""Ready-made DP chains: DP-SGD (Abadi et al. 2016) and RS-DPSGD (Zhu & Blaschko)."""
+"""Ready-made DP chains: DP-SGD, RS-DPSGD and compressive DP gradient descent.
+
+Continuous hyperparameters (learning rate, clip norm, noise multiplier,
+expected batch size, momentum, epsilon) may be traced, so
+``optax.inject_hyperparams(dpsgd)(...)`` works and ``jax.vmap`` over a vector
+of noise multipliers runs one compiled step for all of them. Validation checks
+concrete numbers only.
+"""
 
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from dpjax import _validate
 from dpjax.clipping import _per_example as _clipping
 from dpjax.transforms import _adding_noise
 from dpjax.transforms import _clipping as _clip_tx
+from dpjax.transforms import _compressing
 from dpjax.transforms import _normalizing
 from dpjax.transforms import _sparsifying
 
 
+def _sgd(learning_rate, momentum, nesterov=False):
+  if momentum is not None:
+    _validate.non_negative(momentum=momentum)
+  return optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
+
+
+def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
+                    clip=True):
+  """The clip aggregator (per-example input only) and the Gaussian noise."""
+  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  _validate.non_negative(noise_multiplier=noise_multiplier)
+  stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
+  parts = [_adding_noise.add_gaussian_noise(stddev, key=key)]
+  if per_example:
+    parts.insert(0, _clip_tx.clip_per_example(
+        l2_norm_clip if clip else float('inf')))
+  return parts
+
+
 def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
           noise_multiplier: float, expected_batch_size: float, *,
-          key: jax.Array, momentum: float = 0.0,
-          nesterov: bool = False) -> optax.GradientTransformationExtraArgs:
+          key: jax.Array, momentum: float | None = None,
+          nesterov: bool = False, per_example: bool = True
+          ) -> optax.GradientTransformationExtraArgs:
   """DP-SGD: clip per example, add Gaussian noise, normalize, (momentum) SGD.
 
   Args:
-    learning_rate: step size or schedule.
-    l2_norm_clip: scalar C or per-layer bounds (see ``clip_per_example``).
-    noise_multiplier: sigma; the noise stddev is sigma times
+    learning_rate: step size or schedule; may be traced.
+    l2_norm_clip: scalar C (may be traced) or a pytree of per-layer bounds.
+    noise_multiplier: sigma (may be traced); the noise stddev is sigma times
       ``clipped_norm_bound(l2_norm_clip)``.
-    expected_batch_size: q * N under Poisson sampling.
+    expected_batch_size: q N under Poisson sampling; may be traced.
     key: PRNG key for the noise (required).
-    momentum: heavy-ball momentum (0 disables it).
+    momentum: heavy-ball momentum, or None for plain SGD (as ``optax.sgd``).
     nesterov: Nesterov momentum.
+    per_example: True (default): the updates are per-example gradients with
+      a leading batch axis (and ``mask=`` marks real rows), clipped and summed
+      by the chain. False: the updates are already the clipped sum, e.g. from
+      ``dpjax.clipped_grad_sum(loss, l2_norm_clip, method='ghost')`` with the
+      SAME ``l2_norm_clip``; the chain adds the noise and the rest.
 
   Returns:
-    An optax transformation taking per-example gradients (and ``mask=``).
+    An optax transformation.
 
   Privacy:
     Each step is a Gaussian mechanism with noise multiplier
     ``noise_multiplier`` on a sum of L2 sensitivity
-    ``clipped_norm_bound(l2_norm_clip)`` (add/remove-one). Account it with
-    the sampler's ``dp_event(noise_multiplier)`` or
-    ``dpjax.accounting.dpsgd_event``.
+    ``clipped_norm_bound(l2_norm_clip)`` (add/remove-one). Under Poisson
+    sampling at rate q for T steps the run is
+    ``dpjax.accounting.dpsgd_event(noise_multiplier, q, T)`` (or the
+    sampler's ``dp_event(noise_multiplier)`` per step); its message is
+    ``dpsgd_bits(params)`` bits per step.
 
   References:
     Abadi et al. 2016, Alg. 1.
@@ -50,68 +84,116 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     >>> out.shape
     (3,)
   """
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
-  _validate.non_negative(noise_multiplier=noise_multiplier, momentum=momentum)
   _validate.positive(expected_batch_size=expected_batch_size)
-  stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
   return optax.chain(
-      _clip_tx.clip_per_example(l2_norm_clip),
-      _adding_noise.add_gaussian_noise(stddev, key=key),
+      *_privatized_sum(l2_norm_clip, noise_multiplier, key, per_example),
       _normalizing.normalize(expected_batch_size),
-      optax.sgd(learning_rate, momentum=momentum or None, nesterov=nesterov),
+      _sgd(learning_rate, momentum, nesterov),
   )
 
 
 def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
              noise_multiplier: float, expected_batch_size: float,
-             final_rate: float, epochs: int, steps_per_epoch: int, *,
-             key: jax.Array, momentum: float = 0.0, refresh_per_epoch: int = 1,
-             clip: bool = True) -> optax.GradientTransformationExtraArgs:
+             schedule: _sparsifying.SparsityMaskSchedule, *, key: jax.Array,
+             mask_key: jax.Array, momentum: float | None = None,
+             per_example: bool = True, clip: bool = True
+             ) -> optax.GradientTransformationExtraArgs:
   """DP-SGD with random sparsification (Alg. 1) and its ablations.
 
   ``chain(sparsify_random, clip_per_example, add_gaussian_noise,
-  sparsify_random, normalize, sgd)``; both sparsifiers share one mask key, so
+  sparsify_random, normalize, sgd)``; both sparsifiers use ``mask_key``, so
   masked coordinates get neither gradient nor noise. ``noise_multiplier=0``
   is clipped SGD with RS (Alg. 3); ``clip=False`` sums unclipped gradients and
   is noisy SGD with RS (Alg. 2, noise stddev still sigma * C; NOT private).
-  ``final_rate=0`` is plain DP-SGD on the same keys.
+  A schedule of zeros is plain DP-SGD on the same keys.
 
   Args:
-    learning_rate: step size or schedule.
-    l2_norm_clip: C (scalar or per-layer bounds).
-    noise_multiplier: sigma; noise stddev sigma * C.
-    expected_batch_size: q N.
-    final_rate, epochs, steps_per_epoch, refresh_per_epoch: see
-      ``sparsify_random``.
-    key: PRNG key; ``fold_in(key, 0)`` draws masks, ``fold_in(key, 1)`` noise.
-    momentum: heavy-ball momentum (the paper uses 0.9).
-    clip: False for the noisy-SGD ablation.
+    learning_rate: step size or schedule; may be traced.
+    l2_norm_clip: C (scalar, may be traced, or per-layer bounds).
+    noise_multiplier: sigma (may be traced); noise stddev sigma * C.
+    expected_batch_size: q N; may be traced.
+    schedule: the masks' ``SparsityMaskSchedule`` (its ``num_zeros`` may be
+      traced, see ``sparsify_random``).
+    key: PRNG key of the noise (required).
+    mask_key: PRNG key of the masks (required).
+    momentum: heavy-ball momentum (the paper uses 0.9) or None.
+    per_example: as in ``dpsgd``. With False the updates are the clipped sum
+      of the masked per-example gradients: pass
+      ``coordinate_mask=sparsity_mask(mask_key, t, params, schedule)`` to
+      ``dpjax.clipped_grad_sum``; the chain masks the noisy sum alike.
+    clip: False for the noisy-SGD ablation (per-example input only).
 
   Returns:
-    An optax transformation taking per-example gradients (and ``mask=``).
+    An optax transformation.
 
   Privacy:
     With ``clip=True``, exactly the DP-SGD step of ``dpsgd`` with the same
-    sigma, C and sampler (the mask is data-independent): record the
-    sampler's ``dp_event(noise_multiplier)`` per step.
+    sigma, C and sampler (the mask is data-independent):
+    ``dpjax.accounting.dpsgd_event``. Bits per step: ``rs_dpsgd_bits``.
 
   References:
     Zhu & Blaschko, Alg. 1-3.
+
+  Example:
+    >>> sched = SparsityMaskSchedule.cooling(0.5, 1, 10, jnp.zeros(4))
+    >>> tx = rs_dpsgd(0.1, 1.0, 1.0, 8, sched, key=jax.random.key(0),
+    ...               mask_key=jax.random.key(1))
+    >>> out, _ = tx.update(jnp.ones((2, 4)), tx.init(jnp.zeros(4)),
+    ...                    jnp.zeros(4))
+    >>> int((out == 0).sum())
+    2
   """
-  key = _validate.key(key)
-  _validate.non_negative(noise_multiplier=noise_multiplier, momentum=momentum)
   _validate.positive(expected_batch_size=expected_batch_size)
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
-  mask_key, noise_key = jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
-  sparsify = lambda per_example: _sparsifying.sparsify_random(
-      final_rate, epochs, steps_per_epoch, key=mask_key,
-      refresh_per_epoch=refresh_per_epoch, per_example=per_example)
-  stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
+  sparsify = lambda per_ex: _sparsifying.sparsify_random(
+      schedule, key=mask_key, per_example=per_ex)
+  parts = _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
+                          clip)
   return optax.chain(
-      sparsify(True),
-      _clip_tx.clip_per_example(l2_norm_clip if clip else jnp.inf),
-      _adding_noise.add_gaussian_noise(stddev, key=noise_key),
+      *([sparsify(True)] if per_example else []),
+      *parts,
       sparsify(False),
       _normalizing.normalize(expected_batch_size),
-      optax.sgd(learning_rate, momentum=momentum or None),
+      _sgd(learning_rate, momentum),
+  )
+
+
+def compressive_dpsgd(learning_rate: optax.ScalarOrSchedule, kappa: int,
+                      num_measurements: int, epsilon: float,
+                      linf_clip: float, *, key: jax.Array,
+                      noise_calibration: str = 'certified',
+                      **cosamp_options: Any) -> optax.GradientTransformation:
+  """Private gradient descent with the compressive mechanism (Farokhi Alg. 3).
+
+  ``chain(compressive_privatizer, sgd)``: each step privatizes the update
+  (top-kappa, clip to [-xi, xi], Gaussian measurements, Laplace noise,
+  CoSaMP) and takes a gradient step; Alg. 3's rate rho_k = rho / sqrt(k) is
+  a schedule ``lambda t: rho / jnp.sqrt(t + 1)``.
+
+  Args:
+    learning_rate: step size or schedule; may be traced.
+    kappa, num_measurements, epsilon, linf_clip, noise_calibration,
+      cosamp_options: as ``compressive_privatizer``.
+    key: PRNG key (required).
+
+  Returns:
+    An optax transformation.
+
+  Privacy:
+    Per step as ``compressive_privatizer``;
+    ``compressive_privatizer_event`` composes a run.
+
+  References:
+    Farokhi, Alg. 3.
+
+  Example:
+    >>> tx = compressive_dpsgd(0.1, 2, 8, 1.0, 1.0, key=jax.random.key(0))
+    >>> out, _ = tx.update(jnp.ones(16), tx.init(jnp.zeros(16)))
+    >>> int((out != 0).sum()) <= 2
+    True
+  """
+  return optax.chain(
+      _compressing.compressive_privatizer(
+          kappa, num_measurements, epsilon, linf_clip, key=key,
+          noise_calibration=noise_calibration, **cosamp_options),
+      optax.sgd(learning_rate),
   )

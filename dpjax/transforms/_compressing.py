@@ -35,15 +35,19 @@ Two noise calibrations:
 import math
 from typing import Any, NamedTuple
 
+import dp_accounting
 import jax
 from jax import flatten_util
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dpjax import _validate
+from dpjax import accounting
 from dpjax import noise as noise_lib
 from dpjax.recovery import _cosamp
 from dpjax.recovery import _sensing
+from dpjax.transforms._state import KeyStepState
 
 
 CALIBRATIONS = ('certified', 'paper')
@@ -67,31 +71,33 @@ class CompressiveRelease(NamedTuple):
   sensing_matrix: jax.Array
 
 
-def _validate_mechanism(kappa, num_measurements, epsilon, xi, calibration):
+def _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
+                        calibration):
   _validate.positive_int(kappa=kappa, num_measurements=num_measurements)
   if num_measurements < 3:
     raise ValueError(
         f'Expected num_measurements={num_measurements} >= 3 (Alg. 2, line 1).')
-  _validate.positive(epsilon=epsilon, xi=xi)
+  _validate.positive(epsilon=epsilon, linf_clip=linf_clip)
   if calibration not in CALIBRATIONS:
     raise ValueError(
         f'Expected noise_calibration={calibration!r} in {CALIBRATIONS}.')
 
 
-def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, kappa: int,
-                          num_measurements: int, epsilon: float, xi: float,
-                          noise_calibration: str = 'certified',
+def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
+                          kappa: int, num_measurements: int, epsilon: float,
+                          linf_clip: float, noise_calibration: str = 'certified',
                           **cosamp_options: Any) -> CompressiveRelease:
   """Alg. 2 on a flat vector: top-kappa, clip, measure, add Laplace, recover.
 
   Args:
     key: PRNG key; split into the sensing matrix's and the noise's.
     v: the update, ``[n]``. It need not be sparse or bounded: the kappa
-      largest magnitudes are kept (eq. 2) and clipped to [-xi, xi].
+      largest magnitudes are kept (eq. 2) and clipped to [-xi, xi],
+      xi = ``linf_clip``.
     kappa: sparsity, 1 <= kappa <= n.
     num_measurements: p >= 3 (the paper takes p = O(kappa log(n / kappa))).
-    epsilon: per-release privacy budget (> 0).
-    xi: coordinate bound of Assumption 1 (> 0).
+    epsilon: per-release privacy budget (> 0); may be traced.
+    linf_clip: xi, the coordinate bound of Assumption 1 (> 0); may be traced.
     noise_calibration: ``"certified"`` or ``"paper"`` (module docstring).
     **cosamp_options: passed to ``cosamp``.
 
@@ -110,15 +116,17 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, kappa: int,
     mechanism", WPES 2011.
 
   Example:
-    >>> out = compressive_mechanism(jax.random.key(0), jnp.arange(50.), 3, 24,
-    ...                             epsilon=1e6, xi=100.)
+    >>> out = compressive_mechanism(jax.random.key(0), jnp.arange(50.), kappa=3,
+    ...                             num_measurements=24, epsilon=1e6,
+    ...                             linf_clip=100.)
     >>> [int(i) for i in jnp.flatnonzero(jnp.round(out.value))]
     [47, 48, 49]
   """
   v = jnp.asarray(v)
   if v.ndim != 1:
     raise ValueError(f'Expected a flat vector v, got shape {v.shape}.')
-  _validate_mechanism(kappa, num_measurements, epsilon, xi, noise_calibration)
+  _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
+                      noise_calibration)
   _cosamp.validate_sparsity(kappa, v.shape[0], 'kappa')
   psi_key, noise_key = jax.random.split(_validate.key(key))
   psi = _sensing.gaussian_sensing_matrix(psi_key, num_measurements, v.shape[0])
@@ -128,6 +136,7 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, kappa: int,
     scale = sensitivity / epsilon
   else:
     scale = jnp.asarray(math.sqrt(num_measurements) / epsilon, v.dtype)
+  xi = linf_clip
   x = jnp.clip(_cosamp.keep_top_k(v, kappa), -xi, xi) / (2 * xi * kappa)
   y = psi @ x + noise_lib.laplace(noise_key, (num_measurements,), 1.0,
                                   v.dtype) * scale
@@ -148,24 +157,25 @@ class CompressivePrivatizerState(NamedTuple):
 
 
 def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
-                           xi: float, *, key: jax.Array,
+                           linf_clip: float, *, key: jax.Array,
                            noise_calibration: str = 'certified',
                            **cosamp_options: Any
                            ) -> optax.GradientTransformation:
   """Farokhi's Alg. 2 as a transform on the aggregated update.
 
   The update pytree is flattened to one vector of n coordinates, privatized
-  by ``compressive_mechanism`` and unflattened. Chained before
-  ``optax.sgd(lambda k: 0.1 / jnp.sqrt(k + 1))`` on the full-batch gradient
-  it is Alg. 3.
+  by ``compressive_mechanism`` with the key ``fold_in(key, t)`` at step t and
+  unflattened. Chained before ``optax.sgd`` on the full-batch gradient it is
+  Alg. 3.
 
   Args:
-    kappa: sparsity (1 <= kappa <= n).
-    num_measurements: p >= 3.
-    epsilon: per-step budget (> 0).
-    xi: coordinate bound (> 0); the kept coordinates are clipped to it.
+    kappa: sparsity (1 <= kappa <= n); static.
+    num_measurements: p >= 3; static.
+    epsilon: per-step budget (> 0); may be traced.
+    linf_clip: xi (> 0), the kept coordinates are clipped to [-xi, xi]; may
+      be traced.
     key: PRNG key (required).
-    noise_calibration: ``"certified"`` (default) or ``"paper"``.
+    noise_calibration: ``"certified"`` (default) or ``"paper"``; static.
     **cosamp_options: passed to ``cosamp``.
 
   Returns:
@@ -173,22 +183,23 @@ def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
 
   Privacy:
     Per step, as ``compressive_mechanism``: ``"certified"`` is epsilon-DP
-    (``dp_accounting.LaplaceDpEvent(1 / epsilon)``) given the public sensing
-    matrix, for any two inputs; ``"paper"`` is ``state.epsilon``-DP given it
-    (record ``LaplaceDpEvent(1 / state.epsilon)``), not the requested
-    epsilon. Steps compose (``dpjax.accounting``).
+    given the public sensing matrix, for any two inputs; ``"paper"`` is
+    ``state.epsilon``-DP given it, not the requested epsilon.
+    ``compressive_privatizer_event`` builds the event of a run from the same
+    hyperparameters and key (recomputing each step's sensing matrix).
 
   References:
     Farokhi, Alg. 2-3.
 
   Example:
-    >>> tx = compressive_privatizer(2, 8, epsilon=1.0, xi=1.0,
+    >>> tx = compressive_privatizer(2, 8, epsilon=1.0, linf_clip=1.0,
     ...                             key=jax.random.key(0))
     >>> out, state = tx.update(jnp.ones(16), tx.init(None))
     >>> int((out != 0).sum()) <= 2, float(state.epsilon)
     (True, 1.0)
   """
-  _validate_mechanism(kappa, num_measurements, epsilon, xi, noise_calibration)
+  _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
+                      noise_calibration)
   key = _validate.key(key)
 
   def init_fn(params):
@@ -200,8 +211,10 @@ def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
     del params
     flat, unflatten = flatten_util.ravel_pytree(updates)
     release = compressive_mechanism(
-        jax.random.fold_in(state.key, state.count), flat, kappa,
-        num_measurements, epsilon, xi, noise_calibration, **cosamp_options)
+        jax.random.fold_in(state.key, state.count), flat, kappa=kappa,
+        num_measurements=num_measurements, epsilon=epsilon,
+        linf_clip=linf_clip, noise_calibration=noise_calibration,
+        **cosamp_options)
     return unflatten(release.value), CompressivePrivatizerState(
         optax.safe_increment(state.count), state.key,
         release.epsilon.astype(jnp.float32))
@@ -209,31 +222,107 @@ def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
   return optax.GradientTransformation(init_fn, update_fn)
 
 
-class LaplacePrivatizerState(NamedTuple):
-  """Step counter and the base key; step t uses ``fold_in(key, t)``."""
-  count: jax.Array  # int32 scalar
-  key: jax.Array
+def compressive_privatizer_epsilons(kappa: int, num_measurements: int,
+                                    epsilon: float, *, key: jax.Array,
+                                    dimension: int, steps: int,
+                                    first_step: int = 0,
+                                    noise_calibration: str = 'certified'
+                                    ) -> np.ndarray:
+  """The pure-DP epsilon of each step of ``compressive_privatizer``.
+
+  Recomputes the sensing matrix of steps ``first_step .. first_step + steps
+  - 1`` from the key (it never depends on the data) and returns
+  Delta(Psi_t) / (noise scale_t): ``epsilon`` at every step under
+  ``"certified"``, the realized epsilon under ``"paper"``.
+
+  Example:
+    >>> compressive_privatizer_epsilons(2, 8, 1.0, key=jax.random.key(0),
+    ...                                 dimension=16, steps=3).tolist()
+    [1.0, 1.0, 1.0]
+  """
+  _validate_mechanism(kappa, num_measurements, epsilon, 1.0,
+                      noise_calibration)
+  _validate.positive_int(dimension=dimension, steps=steps)
+  _cosamp.validate_sparsity(kappa, dimension, 'kappa')
+  if noise_calibration == 'certified':
+    return np.full(steps, float(epsilon))
+  key = _validate.key(key)
+
+  def one(t):
+    psi_key, _ = jax.random.split(jax.random.fold_in(key, t))
+    psi = _sensing.gaussian_sensing_matrix(psi_key, num_measurements,
+                                           dimension)
+    return _sensing.sensing_l1_sensitivity(psi, kappa)
+
+  sens = jax.jit(jax.vmap(one))(jnp.arange(first_step, first_step + steps))
+  return np.asarray(sens, np.float64) * float(epsilon) / math.sqrt(
+      num_measurements)
 
 
-def laplace_privatizer(epsilon: float, xi: float, *,
+def compressive_privatizer_event(kappa: int, num_measurements: int,
+                                 epsilon: float, *, key: jax.Array,
+                                 dimension: int, steps: int,
+                                 first_step: int = 0,
+                                 noise_calibration: str = 'certified'
+                                 ) -> dp_accounting.DpEvent:
+  """DpEvent of ``steps`` steps of ``compressive_privatizer`` (same arguments).
+
+  ``"certified"``: ``steps`` self-composed ``laplace_event(epsilon)``.
+  ``"paper"``: the composition of ``laplace_event(eps_t)`` with the realized
+  eps_t of each step (``compressive_privatizer_epsilons``).
+
+  Example:
+    >>> ev = compressive_privatizer_event(2, 8, 0.5, key=jax.random.key(0),
+    ...                                   dimension=16, steps=4)
+    >>> dpjax.accounting.basic_composition(ev)
+    (2.0, 0.0)
+  """
+  eps = compressive_privatizer_epsilons(
+      kappa, num_measurements, epsilon, key=key, dimension=dimension,
+      steps=steps, first_step=first_step, noise_calibration=noise_calibration)
+  if noise_calibration == 'certified':
+    return dp_accounting.SelfComposedDpEvent(
+        accounting.laplace_event(float(epsilon)), steps)
+  return dp_accounting.ComposedDpEvent(
+      [accounting.laplace_event(float(e)) for e in eps])
+
+
+def compressive_privatizer_bits(num_measurements: int,
+                                value_bits: int = 32) -> int:
+  """Bits of one step's message: the p noisy measurements y = Psi x + noise.
+
+  The recovery by CoSaMP is post-processing, so a client may send y alone
+  (Psi is regenerated from the shared key).
+
+  Example:
+    >>> compressive_privatizer_bits(20)
+    640
+  """
+  _validate.positive_int(num_measurements=num_measurements,
+                         value_bits=value_bits)
+  return num_measurements * value_bits
+
+
+def laplace_privatizer(epsilon: float, linf_clip: float, *,
                        key: jax.Array) -> optax.GradientTransformation:
   """The unsparsified baseline: clip every coordinate to [-xi, xi], add Laplace.
 
   The O(n) mechanism Farokhi compares against: Laplace noise of scale
-  2 xi n / epsilon on each of the n coordinates of the flattened update.
+  2 xi n / epsilon on each of the n coordinates of the flattened update,
+  xi = ``linf_clip``.
 
   Args:
-    epsilon: per-step budget (> 0).
-    xi: coordinate bound (> 0).
+    epsilon: per-step budget (> 0); may be traced.
+    linf_clip: coordinate bound xi (> 0); may be traced.
     key: PRNG key (required); step t uses ``fold_in(key, t)``.
 
   Returns:
-    An optax transformation with ``LaplacePrivatizerState``.
+    An optax transformation with ``KeyStepState``.
 
   Privacy:
     Two clipped updates differ by at most 2 xi n in L1, for ANY two inputs,
-    so a step is epsilon-DP: ``dp_accounting.LaplaceDpEvent(1 / epsilon)``,
-    the same event as the certified compressive mechanism.
+    so a step is epsilon-DP: ``laplace_privatizer_event(epsilon)``, the same
+    event as the certified compressive mechanism.
 
   References:
     Farokhi, Sec. 1 (the O(n_theta) baseline); Dwork & Roth 2014, Thm 3.6.
@@ -243,20 +332,44 @@ def laplace_privatizer(epsilon: float, xi: float, *,
     >>> tx.update(jnp.zeros(3), tx.init(None))[0].shape
     (3,)
   """
-  _validate.positive(epsilon=epsilon, xi=xi)
-  key = _validate.key(key)
+  _validate.positive(epsilon=epsilon, linf_clip=linf_clip)
+  state0 = KeyStepState.create(key)
 
   def init_fn(params):
     del params
-    return LaplacePrivatizerState(jnp.zeros([], jnp.int32), key)
+    return state0
 
   def update_fn(updates, state, params=None):
     del params
     flat, unflatten = flatten_util.ravel_pytree(updates)
-    scale = 2 * xi * flat.shape[0] / epsilon
-    noise = noise_lib.laplace(jax.random.fold_in(state.key, state.count),
-                              flat.shape, scale, flat.dtype)
-    return unflatten(jnp.clip(flat, -xi, xi) + noise), LaplacePrivatizerState(
-        optax.safe_increment(state.count), state.key)
+    scale = 2 * linf_clip * flat.shape[0] / epsilon
+    noise = noise_lib.laplace(state.step_key(), flat.shape, scale, flat.dtype)
+    clipped = jnp.clip(flat, -linf_clip, linf_clip)
+    return unflatten(clipped + noise), state.advance()
 
   return optax.GradientTransformation(init_fn, update_fn)
+
+
+def laplace_privatizer_event(epsilon: float,
+                             steps: int = 1) -> dp_accounting.DpEvent:
+  """DpEvent of ``steps`` steps of ``laplace_privatizer(epsilon, ...)``.
+
+  Example:
+    >>> dpjax.accounting.basic_composition(laplace_privatizer_event(0.5, 3))
+    (1.5, 0.0)
+  """
+  _validate.positive(epsilon=epsilon)
+  _validate.positive_int(steps=steps)
+  return dp_accounting.SelfComposedDpEvent(
+      accounting.laplace_event(float(epsilon)), steps)
+
+
+def laplace_privatizer_bits(dimension: int, value_bits: int = 32) -> int:
+  """Bits of one step's message: every coordinate, ``value_bits`` each.
+
+  Example:
+    >>> laplace_privatizer_bits(64)
+    2048
+  """
+  _validate.positive_int(dimension=dimension, value_bits=value_bits)
+  return dimension * value_bits

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import optax
 
 from dpjax import _validate
+from dpjax.transforms._state import KeyStepState
 
 
 def stochastic_round(x: jax.typing.ArrayLike, *, key: jax.Array,
@@ -198,11 +199,6 @@ def k_level_quantizer(x_max: float, levels: int) -> GridQuantizer:
                        levels - 1)
 
 
-class QuantizeStochasticState(NamedTuple):
-  """Step counter and the base key; step t uses ``fold_in(key, t)``."""
-  count: jax.Array  # int32 scalar
-  key: jax.Array
-
 
 def quantize_stochastic(quantizer: GridQuantizer, *,
                         key: jax.Array) -> optax.GradientTransformation:
@@ -221,7 +217,7 @@ def quantize_stochastic(quantizer: GridQuantizer, *,
       subkey per leaf.
 
   Returns:
-    An optax transformation with ``QuantizeStochasticState``.
+    An optax transformation with ``KeyStepState``.
 
   References:
     Ding et al., Q-DPSGD, eq. (5); Agarwal et al., cpSGD, Sec. 3.
@@ -236,22 +232,20 @@ def quantize_stochastic(quantizer: GridQuantizer, *,
   if not isinstance(quantizer, GridQuantizer):
     raise ValueError(
         f'Expected quantizer to be a GridQuantizer, got {quantizer!r}.')
-  key = _validate.key(key)
+  state0 = KeyStepState.create(key)
 
   def init_fn(params):
     del params
-    return QuantizeStochasticState(count=jnp.zeros([], jnp.int32), key=key)
+    return state0
 
   def update_fn(updates, state, params=None):
     del params
     leaves, treedef = jax.tree.flatten(updates)
-    keys = jax.random.split(jax.random.fold_in(state.key, state.count),
-                            max(1, len(leaves)))
+    keys = jax.random.split(state.step_key(), max(1, len(leaves)))
     out = []
     for k, g in zip(keys, leaves):
       dtype = g.dtype if jnp.issubdtype(g.dtype, jnp.floating) else jnp.float32
       out.append(quantizer.dequantize(quantizer.quantize(g, key=k), dtype))
-    return jax.tree.unflatten(treedef, out), QuantizeStochasticState(
-        optax.safe_increment(state.count), state.key)
+    return jax.tree.unflatten(treedef, out), state.advance()
 
   return optax.GradientTransformation(init_fn, update_fn)

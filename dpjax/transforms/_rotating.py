@@ -12,7 +12,7 @@ inverse, truncated and unflattened.
 
 import functools
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +20,7 @@ import numpy as np
 import optax
 
 from dpjax import _validate
+from dpjax.transforms._state import KeyStepState
 
 
 PyTree = Any
@@ -244,19 +245,6 @@ def _unrotate_leaves(y: jax.Array, key: jax.Array,
   return out
 
 
-class RotateHadamardState(NamedTuple):
-  """Step counter and the base key; step t's signs come from
-  ``fold_in(key, t)``."""
-  count: jax.Array  # int32 scalar
-  key: jax.Array
-
-
-class UnrotateHadamardState(NamedTuple):
-  """Step counter and the base key (same schedule as ``rotate_hadamard``)."""
-  count: jax.Array  # int32 scalar
-  key: jax.Array
-
-
 def rotate_hadamard(*, key: jax.Array) -> optax.GradientTransformation:
   """Sender side: maps the update pytree to R x = H D x / sqrt(d) (1-D).
 
@@ -271,7 +259,7 @@ def rotate_hadamard(*, key: jax.Array) -> optax.GradientTransformation:
     key: PRNG key shared with the receiver (required).
 
   Returns:
-    An optax transformation with ``RotateHadamardState``.
+    An optax transformation with ``KeyStepState``.
 
   References:
     Agarwal et al., cpSGD, NeurIPS 2018, Thm. 4 (R = H D / sqrt(d)).
@@ -282,17 +270,15 @@ def rotate_hadamard(*, key: jax.Array) -> optax.GradientTransformation:
     >>> y.shape
     (8,)
   """
-  key = _validate.key(key)
+  state0 = KeyStepState.create(key)
 
   def init_fn(params):
     del params
-    return RotateHadamardState(count=jnp.zeros([], jnp.int32), key=key)
+    return state0
 
   def update_fn(updates, state, params=None):
     del params
-    step_key = jax.random.fold_in(state.key, state.count)
-    return rotate_tree(updates, key=step_key), RotateHadamardState(
-        optax.safe_increment(state.count), state.key)
+    return rotate_tree(updates, key=state.step_key()), state.advance()
 
   return optax.GradientTransformation(init_fn, update_fn)
 
@@ -312,7 +298,7 @@ def unrotate_hadamard(*, key: jax.Array,
       ``optax.chain`` called with params).
 
   Returns:
-    An optax transformation with ``UnrotateHadamardState``.
+    An optax transformation with ``KeyStepState``.
 
   Example:
     >>> k = jax.random.key(0)
@@ -322,11 +308,11 @@ def unrotate_hadamard(*, key: jax.Array,
     >>> bool(jnp.allclose(out['w'], g['w'], atol=1e-5))
     True
   """
-  key = _validate.key(key)
+  state0 = KeyStepState.create(key)
 
   def init_fn(params):
     del params
-    return UnrotateHadamardState(count=jnp.zeros([], jnp.int32), key=key)
+    return state0
 
   def update_fn(updates, state, params=None):
     target = like if like is not None else params
@@ -334,9 +320,6 @@ def unrotate_hadamard(*, key: jax.Array,
       raise ValueError(
           'unrotate_hadamard needs the target pytree: pass like=... to the '
           'factory or params to update().')
-    step_key = jax.random.fold_in(state.key, state.count)
-    out = unrotate_tree(updates, target, key=step_key)
-    return out, UnrotateHadamardState(optax.safe_increment(state.count),
-                                      state.key)
+    return unrotate_tree(updates, target, key=state.step_key()), state.advance()
 
   return optax.GradientTransformation(init_fn, update_fn)

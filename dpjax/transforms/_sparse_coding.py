@@ -33,27 +33,40 @@ def sparse_message_bits(num_coordinates: int, num_kept: int,
   return num_kept * value_bits + (positions if send_indices else 0)
 
 
-def rs_bits_per_step(final_rate: float, epochs: int, steps_per_epoch: int,
-                     num_coordinates: int, refresh_per_epoch: int = 1,
-                     value_bits: int = 32) -> np.ndarray:
-  """Bits each step of an RS run sends (positions only at a mask refresh).
+def rs_dpsgd_bits(schedule: _sparsifying.SparsityMaskSchedule,
+                  num_coordinates: int, value_bits: int = 32) -> np.ndarray:
+  """Bits each step of an ``rs_dpsgd`` run sends, over the whole schedule.
+
+  A step sends its kept values; the positions go only at a mask refresh.
 
   Example:
-    >>> rs_bits_per_step(0.5, 2, 2, 8).tolist()  # epoch 1 keeps 4 of 8
+    >>> sched = dpjax.transforms.SparsityMaskSchedule.cooling(
+    ...     0.5, 2, 2, jnp.zeros(8))
+    >>> rs_dpsgd_bits(sched, 8).tolist()  # epoch 1 keeps 4 of 8
     [256, 256, 136, 128]
   """
-  schedule = _sparsifying.SparsityMaskSchedule(
-      _sparsifying.sparsity_schedule(final_rate, epochs, num_coordinates), steps_per_epoch,
-      refresh_per_epoch)
-  steps = np.arange(epochs * steps_per_epoch)
+  _validate.positive_int(num_coordinates=num_coordinates)
+  num_zeros = np.asarray(schedule.num_zeros)
+  spe, refresh_per_epoch = schedule.steps_per_epoch, schedule.refresh_per_epoch
   bits = []
-  for t in steps:
-    kept = num_coordinates - int(schedule.num_zeros[t // steps_per_epoch])
-    refresh = t == 0 or (t * refresh_per_epoch // steps_per_epoch !=
-                         (t - 1) * refresh_per_epoch // steps_per_epoch)
+  for t in range(len(num_zeros) * spe):
+    kept = num_coordinates - int(num_zeros[t // spe])
+    refresh = t == 0 or (t * refresh_per_epoch // spe !=
+                         (t - 1) * refresh_per_epoch // spe)
     bits.append(sparse_message_bits(num_coordinates, kept, value_bits,
                                     send_indices=refresh))
   return np.asarray(bits, np.int64)
+
+
+def dpsgd_bits(like: Any, value_bits: int = 32) -> int:
+  """Bits of one dense DP-SGD update of parameters shaped like ``like``.
+
+  Example:
+    >>> dpsgd_bits({'w': jnp.zeros((3, 2)), 'b': jnp.zeros(2)})
+    256
+  """
+  d = sum(int(np.prod(np.shape(x))) for x in jax.tree.leaves(like))
+  return sparse_message_bits(d, d, value_bits)
 
 
 class SparseMessage(NamedTuple):

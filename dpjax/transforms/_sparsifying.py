@@ -135,23 +135,23 @@ class SparsifyRandomState(NamedTuple):
   mask: Any
 
 
-def sparsify_random(final_rate: float, epochs: int, steps_per_epoch: int, *,
-                    key: jax.Array, refresh_per_epoch: int = 1,
+def sparsify_random(schedule: SparsityMaskSchedule, *, key: jax.Array,
                     per_example: bool = True) -> optax.GradientTransformation:
   """Zeroes a random coordinate subset, the same for every example of a step.
 
   Args:
-    final_rate: r*, the fraction of coordinates zeroed in the last epoch.
-    epochs: E, for gradual cooling r(e) = r* e / (E - 1).
-    steps_per_epoch: steps in one epoch (N / expected batch size).
+    schedule: when masks are redrawn and how many coordinates they zero,
+      e.g. ``SparsityMaskSchedule.cooling(final_rate, epochs,
+      steps_per_epoch, params)``. Its ``num_zeros`` may be traced (a sweep
+      over rates vmaps over schedules); its step counts are static.
     key: PRNG key of the masks (required). Use the same key for the instance
       before clipping and the one after the noise.
-    refresh_per_epoch: mask draws per epoch (1: per-epoch randomization).
     per_example: True if the updates carry a leading batch axis (place it
       before the clipping aggregator); False for an aggregate.
 
   Returns:
-    An optax transformation; ``init`` needs the params (the mask's shape).
+    An optax transformation with ``SparsifyRandomState``; ``init`` needs the
+    params (the mask's shape).
 
   Privacy:
     The mask is independent of the data (a function of ``key`` and the step),
@@ -163,32 +163,29 @@ def sparsify_random(final_rate: float, epochs: int, steps_per_epoch: int, *,
     Sparsified Gradients", Alg. 1 and Sec. 4.1-4.2.
 
   Example:
-    >>> tx = sparsify_random(0.5, 1, 10, key=jax.random.key(0),
-    ...                      per_example=False)
+    >>> sched = SparsityMaskSchedule.cooling(0.5, 1, 10, jnp.zeros(4))
+    >>> tx = sparsify_random(sched, key=jax.random.key(0), per_example=False)
     >>> out, _ = tx.update(jnp.ones(4), tx.init(jnp.zeros(4)))
     >>> int(out.sum())
     2
   """
-  _validate_rate(final_rate)
-  _validate.positive_int(epochs=epochs)
+  if not isinstance(schedule, SparsityMaskSchedule):
+    raise ValueError('Expected schedule to be a SparsityMaskSchedule, got '
+                     f'{type(schedule).__name__}.')
   key = _validate.key(key)
-  schedule = lambda params: SparsityMaskSchedule.cooling(
-      final_rate, epochs, steps_per_epoch, params, refresh_per_epoch)
-  schedule(jnp.zeros(1))  # validates the schedule's arguments now
 
   def init_fn(params):
     count = jnp.zeros([], jnp.int32)
     return SparsifyRandomState(count, key,
-                               sparsity_mask(key, count, params,
-                                             schedule(params)))
+                               sparsity_mask(key, count, params, schedule))
 
   def update_fn(updates, state, params=None):
     del params
-    sched = schedule(state.mask)
     count = state.count
-    fresh = (count > 0) & (sched.period(count) != sched.period(count - 1))
+    fresh = (count > 0) & (schedule.period(count) !=
+                           schedule.period(count - 1))
     mask = jax.lax.cond(
-        fresh, lambda: sparsity_mask(state.key, count, state.mask, sched),
+        fresh, lambda: sparsity_mask(state.key, count, state.mask, schedule),
         lambda: state.mask)
     updates = jax.tree.map(
         lambda g, m: g * (m[None] if per_example else m).astype(g.dtype),
@@ -227,8 +224,8 @@ class RankedSparsifiedPrivatizerState(NamedTuple):
 
 
 def ranked_sparsified_privatizer(
-    l2_norm_clip: Any, noise_multiplier: float, final_rate: float,
-    epochs: int, steps_per_epoch: int, *,
+    l2_norm_clip: Any, noise_multiplier: float,
+    schedule: SparsityMaskSchedule, *,
     key: jax.Array) -> optax.GradientTransformationExtraArgs:
   """DP-SGD with ranked sparsification (Zhu & Blaschko, Alg. 4): an aggregator.
 
@@ -242,8 +239,10 @@ def ranked_sparsified_privatizer(
   Args:
     l2_norm_clip: C (scalar or per-layer bounds).
     noise_multiplier: sigma; noise stddev sigma * ``clipped_norm_bound(C)``.
-    final_rate, epochs, steps_per_epoch: gradual cooling as in
-      ``sparsify_random``.
+    schedule: how many coordinates each epoch zeroes, e.g.
+      ``SparsityMaskSchedule.cooling(final_rate, epochs, steps_per_epoch,
+      params)``; the mask changes at each epoch start (``refresh_per_epoch``
+      is not used).
     key: PRNG key of the noise (required); step t uses ``fold_in(key, t)``.
 
   Returns:
@@ -260,8 +259,10 @@ def ranked_sparsified_privatizer(
   """
   _clipping.validate_l2_norm_clip(l2_norm_clip)
   _validate.non_negative(noise_multiplier=noise_multiplier)
-  _validate_rate(final_rate)
-  _validate.positive_int(epochs=epochs, steps_per_epoch=steps_per_epoch)
+  if not isinstance(schedule, SparsityMaskSchedule):
+    raise ValueError('Expected schedule to be a SparsityMaskSchedule, got '
+                     f'{type(schedule).__name__}.')
+  steps_per_epoch = schedule.steps_per_epoch
   key = _validate.key(key)
   stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
 
@@ -273,8 +274,6 @@ def ranked_sparsified_privatizer(
 
   def update_fn(updates, state, params=None, *, mask=None, **extra_args):
     del params, extra_args
-    schedule = SparsityMaskSchedule.cooling(final_rate, epochs,
-                                            steps_per_epoch, state.mask)
     count = state.count
     new_epoch = (count > 0) & (count % steps_per_epoch == 0)
     m = jax.lax.cond(new_epoch,

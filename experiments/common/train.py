@@ -194,17 +194,40 @@ def _compiled(kind: str, model: nn.Module, data: Dataset, static: tuple,
   return hit[2]
 
 
+def _transform(config: TrainConfig, keys, schedule, hp):
+  """The run's update rule, built from dpjax's aliases with traced ``hp``.
+
+  The chain receives the (clipped, for DP-SGD and clipped_sgd) gradient sum
+  of the batch (``per_example=False``): noise sigma * C (none without a
+  noise multiplier), the sparsity mask when RS is on, division by the
+  expected batch size and (momentum) SGD.
+  """
+  momentum = config.momentum or None
+  if config.noise_multiplier is None and not config.clips:  # non-private
+    return optax.chain(dpjax.normalize(hp['batch']),
+                       optax.sgd(hp['lr'], momentum=momentum))
+  sigma = hp.get('sigma', 0.0)  # clipped_sgd: clipping without noise
+  if schedule is None:
+    return dpjax.dpsgd(hp['lr'], hp['clip'], sigma, hp['batch'],
+                       key=keys['noise'], momentum=momentum,
+                       per_example=False)
+  return dpjax.rs_dpsgd(hp['lr'], hp['clip'], sigma, hp['batch'],
+                        schedule._replace(num_zeros=hp['num_zeros']),
+                        key=keys['noise'], mask_key=hp['mask_key'],
+                        momentum=momentum, per_example=False)
+
+
 def _make_step(model, config: TrainConfig, data: Dataset, params):
   """``(init_state, step)``: the optimizer state and the jitted step.
 
   The step draws the batch, takes the (clipped) gradient sum of the masked
-  coordinates, adds the noise, masks it with the SAME mask (one value used
-  twice), divides by the expected batch size and takes an SGD step.
+  coordinates (``dpjax.clipped_grad_sum``, vmap or ghost) and applies the
+  run's ``dpjax`` chain (``_transform``): noise, the same mask again,
+  normalization and SGD. Hyperparameters are traced arguments, so every run
+  of a sweep with the same static settings shares one compilation.
   """
   keys = _keys(config)
   schedule = _mask_schedule(config, params, len(data.x_train))
-  sgd = lambda lr: optax.sgd(lr, momentum=config.momentum or None)
-  noise = lambda stddev: dpjax.add_gaussian_noise(stddev, key=keys['noise'])
   static = (config.clips, config.noise_multiplier is not None,
             config.clipping, config.expected_batch_size, config.momentum,
             None if schedule is None else
@@ -217,14 +240,12 @@ def _make_step(model, config: TrainConfig, data: Dataset, params):
     batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
     plain_sum = jax.grad(
         lambda p, ex, mask: jnp.sum(jnp.where(mask, batch_loss(p, ex), 0.0)))
-    normalize = dpjax.normalize(config.expected_batch_size)
 
     @jax.jit
     def step(params, opt_state, t, hp):
-      noise_state, optimizer_state = opt_state
       batch = sampler.sample(jax.random.fold_in(hp['batch_key'], t))
       examples = (x[batch.indices], y[batch.indices])
-      m = None if 'num_zeros' not in hp else dpjax.transforms.sparsity_mask(
+      m = None if schedule is None else dpjax.transforms.sparsity_mask(
           hp['mask_key'], t, params,
           schedule._replace(num_zeros=hp['num_zeros']))
       if config.clips:
@@ -233,26 +254,22 @@ def _make_step(model, config: TrainConfig, data: Dataset, params):
                 params, examples, batch.mask, coordinate_mask=m).grad_sum
       else:
         grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
-      if 'stddev' in hp:
-        grad_sum, noise_state = noise(hp['stddev']).update(grad_sum,
-                                                           noise_state)
-      updates, optimizer_state = optax.chain(normalize, sgd(hp['lr'])).update(
-          _apply_mask(grad_sum, m), optimizer_state, params)
-      return (optax.apply_updates(params, updates),
-              (noise_state, optimizer_state))
+      tx = _transform(config, {'noise': hp['noise_key']}, schedule, hp)
+      updates, opt_state = tx.update(grad_sum, opt_state, params)
+      return optax.apply_updates(params, updates), opt_state
 
     return step
 
   step = _compiled('step', model, data, static, build)
-  hp = {'batch_key': keys['batch'], 'lr': jnp.float32(config.learning_rate),
-        'clip': jnp.float32(config.l2_norm_clip)}
+  hp = {'batch_key': keys['batch'], 'noise_key': keys['noise'],
+        'lr': jnp.float32(config.learning_rate),
+        'clip': jnp.float32(config.l2_norm_clip),
+        'batch': jnp.float32(config.expected_batch_size)}
   if config.noise_multiplier is not None:
-    hp['stddev'] = jnp.float32(config.noise_multiplier * config.l2_norm_clip)
+    hp['sigma'] = jnp.float32(config.noise_multiplier)
   if schedule is not None:
     hp.update(mask_key=keys['mask'], num_zeros=jnp.asarray(schedule.num_zeros))
-  init_state = (noise(0.0).init(params) if config.noise_multiplier is not None
-                else optax.EmptyState(),
-                optax.chain(dpjax.normalize(1), sgd(1.0)).init(params))
+  init_state = _transform(config, keys, schedule, hp).init(params)
   return init_state, functools.partial(step, hp=hp)
 
 

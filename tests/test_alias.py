@@ -1,0 +1,195 @@
+"""Ready-made chains: traced hyperparameters, and each mechanism's companions.
+
+Every privatizing transform has a public companion building its DpEvent (and
+bits) from the same hyperparameters; these tests check that the event states
+the epsilon the docstring claims and that it matches what the transform ran.
+"""
+
+import math
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from scipy import stats
+
+import dpjax
+from dpjax import accounting
+from dpjax import transforms
+
+KEY = jax.random.key(0)
+D = 4000
+
+
+def _noise_of_one_step(sigma, clip=1.0, key=KEY, dim=D):
+  """dpsgd's update for zero gradients and lr = batch = 1: -noise."""
+  tx = dpjax.dpsgd(1.0, clip, sigma, 1.0, key=key)
+  params = jnp.zeros(dim)
+  out, _ = tx.update(jnp.zeros((2, dim)), tx.init(params), params)
+  return -out
+
+
+def test_inject_hyperparams_dpsgd_matches_the_plain_chain_under_jit():
+  params = jnp.zeros(D)
+  grads = jax.random.normal(jax.random.key(1), (8, D))
+  args = dict(learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=1.1,
+              expected_batch_size=16.0, key=KEY, momentum=0.9)
+  injected = optax.inject_hyperparams(dpjax.dpsgd)(**args)
+  plain = dpjax.dpsgd(**args)
+  s_inj, s_plain = injected.init(params), plain.init(params)
+  step_inj, step_plain = jax.jit(injected.update), jax.jit(plain.update)
+  for _ in range(3):
+    a, s_inj = step_inj(grads, s_inj, params)
+    b, s_plain = step_plain(grads, s_plain, params)
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+  # A changed hyperparameter in the state takes effect without retracing.
+  s_inj.hyperparams['noise_multiplier'] = jnp.zeros_like(
+      s_inj.hyperparams['noise_multiplier'])
+  quiet, _ = step_inj(jnp.zeros((8, D)), s_inj, params)
+  assert step_inj._cache_size() == 1
+  assert float(jnp.abs(quiet).max()) < 1.0  # momentum only, no fresh noise
+
+
+def test_vmap_over_noise_multipliers_is_one_compiled_step():
+  sigmas = jnp.array([0.5, 1.0, 2.0, 4.0])
+  step = jax.jit(jax.vmap(_noise_of_one_step))
+  noise = step(sigmas)
+  assert step._cache_size() == 1
+  std = np.asarray(noise).std(axis=1)
+  np.testing.assert_allclose(std / np.asarray(sigmas), 1.0, rtol=0.05)
+  # A wrong scale is rejected by the same check.
+  assert not np.allclose(std / (1.2 * np.asarray(sigmas)), 1.0, rtol=0.05)
+  # Each row is the unvmapped step with that sigma.
+  np.testing.assert_allclose(noise[2], _noise_of_one_step(2.0), rtol=1e-6)
+
+
+def test_traced_clip_norm_scales_the_noise():
+  noise = jax.jit(jax.vmap(lambda c: _noise_of_one_step(1.0, c)))(
+      jnp.array([0.5, 3.0]))
+  np.testing.assert_allclose(np.asarray(noise).std(axis=1), [0.5, 3.0],
+                             rtol=0.05)
+
+
+def test_rs_dpsgd_vmaps_over_sparsity_schedules():
+  params = jnp.zeros(100)
+  base = transforms.SparsityMaskSchedule.cooling(0.0, 1, 10, params)
+
+  def zeros_after_one_step(num_zeros):
+    sched = base._replace(num_zeros=num_zeros)
+    tx = dpjax.rs_dpsgd(1.0, 1.0, 1.0, 1.0, sched, key=KEY,
+                        mask_key=jax.random.key(1))
+    out, _ = tx.update(jnp.ones((2, 100)), tx.init(params), params)
+    return jnp.sum(out == 0)
+
+  counts = jax.jit(jax.vmap(zeros_after_one_step))(
+      jnp.array([[0], [30], [90]], jnp.int32))
+  np.testing.assert_array_equal(counts, [0, 30, 90])
+
+
+def test_key_step_state_is_shared_by_the_randomized_transforms():
+  for tx in (dpjax.add_gaussian_noise(1.0, key=KEY),
+             dpjax.add_laplace_noise(1.0, key=KEY),
+             dpjax.quantize_stochastic(
+                 transforms.low_precision_quantizer(0.25, 8), key=KEY),
+             dpjax.rotate_hadamard(key=KEY),
+             dpjax.laplace_privatizer(1.0, 1.0, key=KEY)):
+    state = tx.init(jnp.zeros(4))
+    assert isinstance(state, transforms.KeyStepState)
+    _, state = tx.update(jnp.zeros(4), state)
+    assert int(state.count) == 1
+
+
+# ----------------------------------------------------------- companions
+
+
+def _gaussian_delta(eps, sigma):
+  """Exact delta(eps) of the Gaussian mechanism, sensitivity 1 (Balle & Wang
+  2018, Thm. 8)."""
+  return (stats.norm.cdf(-eps * sigma + 1 / (2 * sigma)) -
+          math.exp(eps) * stats.norm.cdf(-eps * sigma - 1 / (2 * sigma)))
+
+
+@pytest.mark.parametrize('stddev, sens', [(2.0, 1.0), (3.0, 0.5)])
+def test_gaussian_noise_event_is_the_gaussian_mechanism(stddev, sens):
+  event = transforms.add_gaussian_noise_event(stddev, sens)
+  eps = accounting.epsilon(event, 1e-5, accountant='pld')
+  assert _gaussian_delta(eps, stddev / sens) == pytest.approx(1e-5, rel=0.02)
+
+
+def test_dpsgd_noise_matches_the_noise_multiplier_its_event_states():
+  """The event of dpsgd(sigma, C) is GaussianDpEvent(sigma) per step on
+  sensitivity C: the noise the chain adds has stddev sigma * C."""
+  sigma, clip = 1.3, 0.7
+  noise = _noise_of_one_step(sigma, clip, dim=40000)
+  assert stats.kstest(np.asarray(noise) / (sigma * clip), 'norm').pvalue > 1e-3
+  assert stats.kstest(np.asarray(noise) / (1.1 * sigma * clip),
+                      'norm').pvalue < 1e-6
+  event = accounting.dpsgd_event(sigma, 1.0, 1)
+  assert accounting.epsilon(event, 1e-5, 'pld') == pytest.approx(
+      accounting.epsilon(transforms.add_gaussian_noise_event(sigma * clip, clip),
+                         1e-5, 'pld'), rel=1e-6)
+
+
+def test_laplace_companions_state_epsilon():
+  assert accounting.basic_composition(
+      transforms.add_laplace_noise_event(4.0, 2.0)) == (0.5, 0.0)
+  assert accounting.basic_composition(
+      transforms.laplace_privatizer_event(0.25, 8)) == (2.0, 0.0)
+  assert accounting.epsilon(transforms.laplace_privatizer_event(1.0), 1e-9,
+                            'pld') == pytest.approx(1.0, abs=1e-3)
+
+
+def test_laplace_privatizer_noise_scale_matches_its_event():
+  """laplace_privatizer(eps, xi) adds Laplace(2 xi n / eps): L1 sensitivity
+  2 xi n over scale gives the eps its event states."""
+  eps, xi, n = 2.0, 0.5, 20000
+  tx = dpjax.laplace_privatizer(eps, xi, key=KEY)
+  out, _ = tx.update(jnp.zeros(n), tx.init(None))
+  scale = 2 * xi * n / eps
+  assert stats.kstest(np.asarray(out) / scale, 'laplace').pvalue > 1e-3
+  assert stats.kstest(np.asarray(out) / (0.9 * scale), 'laplace').pvalue < 1e-6
+  event = transforms.add_laplace_noise_event(scale, 2 * xi * n)
+  assert accounting.basic_composition(event) == accounting.basic_composition(
+      transforms.laplace_privatizer_event(eps))
+
+
+def test_discrete_gaussian_companion_is_rho_zcdp():
+  event = transforms.add_discrete_gaussian_noise_event(4.0, 2.0)
+  assert event == dp_accounting.ZCDpEvent(2.0**2 / (2 * 4.0**2))
+
+
+@pytest.mark.parametrize('calibration', ['certified', 'paper'])
+def test_compressive_event_holds_what_the_privatizer_ran(calibration):
+  kappa, p, eps, n, steps = 2, 8, 0.5, 16, 5
+  key = jax.random.key(3)
+  tx = dpjax.compressive_privatizer(kappa, p, eps, 1.0, key=key,
+                                    noise_calibration=calibration)
+  state, ran = tx.init(None), []
+  for _ in range(steps):
+    _, state = tx.update(jnp.ones(n), state)
+    ran.append(float(state.epsilon))
+  stated = transforms.compressive_privatizer_epsilons(
+      kappa, p, eps, key=key, dimension=n, steps=steps,
+      noise_calibration=calibration)
+  np.testing.assert_allclose(stated, ran, rtol=1e-5)
+  event = transforms.compressive_privatizer_event(
+      kappa, p, eps, key=key, dimension=n, steps=steps,
+      noise_calibration=calibration)
+  total, _ = accounting.basic_composition(event)
+  assert total == pytest.approx(sum(ran), rel=1e-5)
+  if calibration == 'certified':
+    assert total == pytest.approx(eps * steps)
+  else:  # the paper's calibration does not deliver the requested epsilon
+    assert not np.allclose(ran, eps, rtol=1e-3)
+
+
+def test_bits_companions():
+  params = {'w': jnp.zeros((10, 5)), 'b': jnp.zeros(5)}
+  assert transforms.dpsgd_bits(params) == 55 * 32
+  sched = transforms.SparsityMaskSchedule.cooling(0.5, 2, 3, params)
+  bits = transforms.rs_dpsgd_bits(sched, 55)
+  assert bits[0] == 55 * 32 and bits[3] < 55 * 32
+  assert transforms.compressive_privatizer_bits(20) == 640
+  assert transforms.laplace_privatizer_bits(55) == 55 * 32
