@@ -65,6 +65,7 @@ from dpjax.transforms._sparsifying import sparsity_schedule
 from dpjax.transforms._sparsifying import SparsityMaskSchedule
 from dpjax.transforms._sparsifying import SparsifyRandomState
 from dpjax.transforms._state import KeyStepState
+from dpjax.transforms._state import keyed_transformation
 
 __all__ = [
     'add_discrete_gaussian_noise',
@@ -91,6 +92,7 @@ __all__ = [
     'GridQuantizer',
     'inverse_randomized_hadamard',
     'k_level_quantizer',
+    'keyed_transformation',
     'KeyStepState',
     'laplace_privatizer',
     'laplace_privatizer_bits',

@@ -15,25 +15,19 @@ from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise as noise_lib
 from dpjax.noise import _samplers as _noise_samplers
-from dpjax.transforms._state import KeyStepState
+from dpjax.transforms._state import keyed_transformation
 
 
 
 
 def _add_noise(sampler: Callable[..., jax.Array], key: jax.Array,
                **params: Any) -> optax.GradientTransformation:
-  state0 = KeyStepState.create(key)
-
-  def init_fn(params_tree):
+  def step(updates, step_key, params_tree):
     del params_tree
-    return state0
+    noise = noise_lib.tree_noise(sampler, step_key, updates, **params)
+    return jax.tree.map(jnp.add, updates, noise)
 
-  def update_fn(updates, state, params_tree=None):
-    del params_tree
-    noise = noise_lib.tree_noise(sampler, state.step_key(), updates, **params)
-    return jax.tree.map(jnp.add, updates, noise), state.advance()
-
-  return optax.GradientTransformation(init_fn, update_fn)
+  return keyed_transformation(key, step)
 
 
 def add_gaussian_noise(stddev: float, *,

@@ -135,7 +135,8 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     Zhu & Blaschko, Alg. 1-3.
 
   Example:
-    >>> sched = SparsityMaskSchedule.cooling(0.5, 1, 10, jnp.zeros(4))
+    >>> sched = dpjax.transforms.SparsityMaskSchedule.cooling(
+    ...     0.5, 1, 10, jnp.zeros(4))
     >>> tx = rs_dpsgd(0.1, 1.0, 1.0, 8, sched, key=jax.random.key(0),
     ...               mask_key=jax.random.key(1))
     >>> out, _ = tx.update(jnp.ones((2, 4)), tx.init(jnp.zeros(4)),

@@ -47,7 +47,7 @@ from dpjax import accounting
 from dpjax import noise as noise_lib
 from dpjax.recovery import _cosamp
 from dpjax.recovery import _sensing
-from dpjax.transforms._state import KeyStepState
+from dpjax.transforms._state import keyed_transformation
 
 
 CALIBRATIONS = ('certified', 'paper')
@@ -333,21 +333,14 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
     (3,)
   """
   _validate.positive(epsilon=epsilon, linf_clip=linf_clip)
-  state0 = KeyStepState.create(key)
-
-  def init_fn(params):
-    del params
-    return state0
-
-  def update_fn(updates, state, params=None):
+  def step(updates, step_key, params):
     del params
     flat, unflatten = flatten_util.ravel_pytree(updates)
     scale = 2 * linf_clip * flat.shape[0] / epsilon
-    noise = noise_lib.laplace(state.step_key(), flat.shape, scale, flat.dtype)
-    clipped = jnp.clip(flat, -linf_clip, linf_clip)
-    return unflatten(clipped + noise), state.advance()
+    noise = noise_lib.laplace(step_key, flat.shape, scale, flat.dtype)
+    return unflatten(jnp.clip(flat, -linf_clip, linf_clip) + noise)
 
-  return optax.GradientTransformation(init_fn, update_fn)
+  return keyed_transformation(key, step)
 
 
 def laplace_privatizer_event(epsilon: float,

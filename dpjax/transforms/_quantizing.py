@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax
 
 from dpjax import _validate
-from dpjax.transforms._state import KeyStepState
+from dpjax.transforms._state import keyed_transformation
 
 
 def stochastic_round(x: jax.typing.ArrayLike, *, key: jax.Array,
@@ -232,20 +232,15 @@ def quantize_stochastic(quantizer: GridQuantizer, *,
   if not isinstance(quantizer, GridQuantizer):
     raise ValueError(
         f'Expected quantizer to be a GridQuantizer, got {quantizer!r}.')
-  state0 = KeyStepState.create(key)
 
-  def init_fn(params):
-    del params
-    return state0
-
-  def update_fn(updates, state, params=None):
+  def step(updates, step_key, params):
     del params
     leaves, treedef = jax.tree.flatten(updates)
-    keys = jax.random.split(state.step_key(), max(1, len(leaves)))
+    keys = jax.random.split(step_key, max(1, len(leaves)))
     out = []
     for k, g in zip(keys, leaves):
       dtype = g.dtype if jnp.issubdtype(g.dtype, jnp.floating) else jnp.float32
       out.append(quantizer.dequantize(quantizer.quantize(g, key=k), dtype))
-    return jax.tree.unflatten(treedef, out), state.advance()
+    return jax.tree.unflatten(treedef, out)
 
-  return optax.GradientTransformation(init_fn, update_fn)
+  return keyed_transformation(key, step)

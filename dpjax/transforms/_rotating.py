@@ -20,7 +20,7 @@ import numpy as np
 import optax
 
 from dpjax import _validate
-from dpjax.transforms._state import KeyStepState
+from dpjax.transforms._state import keyed_transformation
 
 
 PyTree = Any
@@ -270,17 +270,8 @@ def rotate_hadamard(*, key: jax.Array) -> optax.GradientTransformation:
     >>> y.shape
     (8,)
   """
-  state0 = KeyStepState.create(key)
-
-  def init_fn(params):
-    del params
-    return state0
-
-  def update_fn(updates, state, params=None):
-    del params
-    return rotate_tree(updates, key=state.step_key()), state.advance()
-
-  return optax.GradientTransformation(init_fn, update_fn)
+  return keyed_transformation(
+      key, lambda updates, step_key, params: rotate_tree(updates, key=step_key))
 
 
 def unrotate_hadamard(*, key: jax.Array,
@@ -308,18 +299,12 @@ def unrotate_hadamard(*, key: jax.Array,
     >>> bool(jnp.allclose(out['w'], g['w'], atol=1e-5))
     True
   """
-  state0 = KeyStepState.create(key)
-
-  def init_fn(params):
-    del params
-    return state0
-
-  def update_fn(updates, state, params=None):
+  def step(updates, step_key, params):
     target = like if like is not None else params
     if target is None:
       raise ValueError(
           'unrotate_hadamard needs the target pytree: pass like=... to the '
           'factory or params to update().')
-    return unrotate_tree(updates, target, key=state.step_key()), state.advance()
+    return unrotate_tree(updates, target, key=step_key)
 
-  return optax.GradientTransformation(init_fn, update_fn)
+  return keyed_transformation(key, step)

@@ -10,7 +10,7 @@ Example:
   (0, 1)
 """
 
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,3 +41,34 @@ class KeyStepState(NamedTuple):
   def advance(self) -> 'KeyStepState':
     """The state after this step."""
     return KeyStepState(optax.safe_increment(self.count), self.key)
+
+
+def keyed_transformation(
+    key: jax.Array,
+    step: Callable[[Any, jax.Array, Any], Any]) -> optax.GradientTransformation:
+  """A transform whose step t maps ``updates`` with ``fold_in(key, t)``.
+
+  Args:
+    key: the base PRNG key (required).
+    step: ``step(updates, step_key, params) -> updates``.
+
+  Returns:
+    An optax transformation with ``KeyStepState``.
+
+  Example:
+    >>> tx = keyed_transformation(jax.random.key(0),
+    ...                           lambda u, k, p: u + jax.random.normal(k))
+    >>> _, state = tx.update(jnp.zeros(2), tx.init(None))
+    >>> int(state.count)
+    1
+  """
+  state0 = KeyStepState.create(key)
+
+  def init_fn(params):
+    del params
+    return state0
+
+  def update_fn(updates, state, params=None):
+    return step(updates, state.step_key(), params), state.advance()
+
+  return optax.GradientTransformation(init_fn, update_fn)
