@@ -20,11 +20,11 @@ import time
 
 from absl import logging as absl_logging
 
-from dpjax import _validate
 from experiments import registry
 from experiments.common import checkpoint
 from experiments.common import data as data_lib
 from experiments.common import report as report_lib
+from experiments.common import validation
 
 DEFAULT_OUT = 'results'
 
@@ -70,14 +70,14 @@ def _names(name: str) -> list[str]:
 
 
 def _validate_run_args(args) -> None:
-  _validate.non_negative_int(seed=args.seed)
+  validation.non_negative_int(seed=args.seed)
   if args.dataset is not None and not data_lib.is_known(args.dataset):
     raise ValueError(f'unknown dataset {args.dataset!r}; known: '
                      f'{", ".join(data_lib.DATASETS)} or csv:PATH')
   for eps in args.epsilons or []:
-    _validate.positive(epsilon=eps)
+    validation.positive(epsilon=eps)
   if args.delta is not None:
-    _validate.open_unit(delta=args.delta)
+    validation.open_unit(delta=args.delta)
 
 
 def run_experiments(names, mode, out, progress=True, **overrides) -> None:

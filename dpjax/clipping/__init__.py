@@ -7,16 +7,16 @@ Example:
   (2,)
 """
 
+from dpjax.clipping._ghost import ghost_grads
+from dpjax.clipping._ghost import ghost_plan
+from dpjax.clipping._ghost import GhostGrads
 from dpjax.clipping._per_example import clip_and_sum
 from dpjax.clipping._per_example import clipped_grad_sum
 from dpjax.clipping._per_example import clipped_norm_bound
 from dpjax.clipping._per_example import ClippedGradSum
 from dpjax.clipping._per_example import count_nonfinite
-from dpjax.clipping._per_example import per_example_grads
 from dpjax.clipping._per_example import METHODS
-from dpjax.clipping._ghost import ghost_plan
-from dpjax.clipping._ghost import ghost_grads
-from dpjax.clipping._ghost import GhostGrads
+from dpjax.clipping._per_example import per_example_grads
 
 __all__ = [
     'clip_and_sum',

@@ -16,9 +16,9 @@ Two rules keep the sum's sensitivity honest:
   That count depends on the data and is not privatized.
 
 ``clipped_grad_sum(..., method='ghost')`` gives the same clipped sum without
-materializing per-example gradients (``dpjax/_ghost.py``); both methods share
-the clipping rule (``_clip_factored``), so padding, per-layer bounds and the
-non-finite rule behave identically.
+materializing per-example gradients (``ghost_grads``, ``_ghost.py``); both
+methods share the clipping rule (``_clip_factored``), so padding, per-layer
+bounds and the non-finite rule behave identically.
 """
 
 from typing import Any, Callable, NamedTuple
@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax.clipping import _ghost
+from dpjax.clipping import _ghost_plan
 from dpjax import _validate
 
 PyTree = Any
@@ -224,7 +225,7 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
     method: ``'vmap'`` materializes per-example gradients with ``jax.vmap``;
       ``'ghost'`` computes the same result from layer inputs and output
       gradients without per-example gradients (ghost norms + book-keeping,
-      ``dpjax/_ghost.py``): one forward and one backward pass.
+      ``dpjax.clipping.ghost_grads``): one forward and one backward pass.
     fallback: ghost only. Parameters the ghost path cannot factor (used
       twice, e.g. tied weights, or by an unsupported op) get exact
       per-example gradients (``'per_example'``, default) or raise a
@@ -264,8 +265,9 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
   validate_l2_norm_clip(l2_norm_clip)
   if method not in METHODS:
     raise ValueError(f'Expected method={method!r} in {METHODS}.')
-  if fallback not in _ghost.FALLBACKS:
-    raise ValueError(f'Expected fallback={fallback!r} in {_ghost.FALLBACKS}.')
+  if fallback not in _ghost_plan.FALLBACKS:
+    raise ValueError(
+        f'Expected fallback={fallback!r} in {_ghost_plan.FALLBACKS}.')
   grads_fn = per_example_grads(loss_fn)
 
   def vmap_fn(params, batch, mask=None, coordinate_mask=None):

@@ -7,12 +7,12 @@ Example:
   True
 """
 
-from dpjax.sampling._samplers import DEFAULT_OVERFLOW_PROBABILITY
-from dpjax.sampling._samplers import FixedSizeSampler
-from dpjax.sampling._samplers import PaddedBatch
-from dpjax.sampling._samplers import poisson_batch_cap
-from dpjax.sampling._samplers import PoissonSampler
-from dpjax.sampling._samplers import ShuffleSampler
+from dpjax.sampling._poisson import DEFAULT_OVERFLOW_PROBABILITY
+from dpjax.sampling._poisson import PaddedBatch
+from dpjax.sampling._poisson import poisson_batch_cap
+from dpjax.sampling._poisson import PoissonSampler
+from dpjax.sampling._uniform import FixedSizeSampler
+from dpjax.sampling._uniform import ShuffleSampler
 
 __all__ = [
     'DEFAULT_OVERFLOW_PROBABILITY',

@@ -1,21 +1,16 @@
-"""Batch samplers with fixed shapes, each naming the DpEvent its use justifies.
+"""Poisson sampling into fixed-shape padded batches, with its DpEvent.
 
-* ``PoissonSampler``: each example joins a step's batch independently with
-  probability q (Abadi et al. 2016). The batch is returned as a fixed-size
-  index array of length ``max_batch_size`` plus a mask. If more than
-  ``max_batch_size`` examples are drawn, a uniformly random subset of that
-  size is kept; this truncation is part of the accounted mechanism
-  (``TruncatedSubsampledGaussianDpEvent``, exact under PLD; RDP adds the
-  overflow probability to delta, see ``dpjax.accounting.epsilon``). The
-  default cap makes overflow probability at most 1e-12 per step.
-* ``FixedSizeSampler``: a uniform subset of exactly ``batch_size`` examples
-  each step, independently across steps (``SampledWithoutReplacementDpEvent``,
-  replace-one neighbours).
-* ``ShuffleSampler``: one random permutation per epoch, cut into batches.
-  No amplification is claimed: the event is one Gaussian mechanism per epoch
-  under replace-one (each example is in exactly one batch).
-
-All draws come from an explicit key; ``sample``/``epoch`` are jittable.
+This module holds ``PoissonSampler``: each example joins a step's batch
+independently with probability q (Abadi et al. 2016, "Deep Learning with
+Differential Privacy"). The batch is returned as a fixed-size index array of
+length ``max_batch_size`` plus a mask (``PaddedBatch``, the batch type every
+sampler returns). If more than ``max_batch_size`` examples are drawn, a
+uniformly random subset of that size is kept; this truncation is part of the
+accounted mechanism (``TruncatedSubsampledGaussianDpEvent``, exact under PLD;
+RDP adds the overflow probability to delta, see ``dpjax.accounting.epsilon``).
+The default cap (``poisson_batch_cap``) makes the overflow probability at most
+``DEFAULT_OVERFLOW_PROBABILITY`` = 1e-12 per step. All draws come from an
+explicit key; ``sample`` is jittable.
 """
 
 import dataclasses
@@ -154,89 +149,3 @@ class PoissonSampler:
         sampling_probability=float(self.sampling_rate),
         truncated_batch_size=self.max_batch_size,
         noise_multiplier=float(noise_multiplier))
-
-
-@dataclasses.dataclass(frozen=True)
-class FixedSizeSampler:
-  """Uniform subsets of exactly ``batch_size`` examples, fresh each step.
-
-  Example:
-    >>> FixedSizeSampler(100, 10).sample(jax.random.key(0)).indices.shape
-    (10,)
-  """
-  num_examples: int
-  batch_size: int
-
-  def __post_init__(self):
-    _validate.positive_int(num_examples=self.num_examples,
-                           batch_size=self.batch_size)
-    if self.batch_size > self.num_examples:
-      raise ValueError(f'Expected batch_size={self.batch_size} <= '
-                       f'num_examples={self.num_examples}.')
-
-  @property
-  def expected_batch_size(self) -> float:
-    return float(self.batch_size)
-
-  def sample(self, key: jax.Array) -> PaddedBatch:
-    idx = jax.random.choice(key, self.num_examples, (self.batch_size,),
-                            replace=False).astype(jnp.int32)
-    return PaddedBatch(idx, jnp.ones((self.batch_size,), bool),
-                       jnp.int32(self.batch_size))
-
-  def dp_event(self, noise_multiplier: float) -> dp_accounting.DpEvent:
-    """One step's event (replace-one neighbours).
-
-    dp_accounting's sampled-without-replacement Gaussian takes the noise
-    multiplier relative to the replace-one sensitivity, which for a clipped
-    sum is 2C; with noise stddev sigma C the event carries sigma / 2.
-    """
-    _validate.non_negative(noise_multiplier=noise_multiplier)
-    return dp_accounting.SampledWithoutReplacementDpEvent(
-        self.num_examples, self.batch_size,
-        dp_accounting.GaussianDpEvent(noise_multiplier / 2))
-
-
-@dataclasses.dataclass(frozen=True)
-class ShuffleSampler:
-  """Shuffle once per epoch and partition into batches (last one padded).
-
-  Example:
-    >>> b = ShuffleSampler(10, 4).epoch(jax.random.key(0))
-    >>> b.indices.shape, int(b.mask.sum())
-    ((3, 4), 10)
-  """
-  num_examples: int
-  batch_size: int
-
-  def __post_init__(self):
-    _validate.positive_int(num_examples=self.num_examples,
-                           batch_size=self.batch_size)
-
-  @property
-  def expected_batch_size(self) -> float:
-    return float(self.batch_size)
-
-  @property
-  def steps_per_epoch(self) -> int:
-    return -(-self.num_examples // self.batch_size)
-
-  def epoch(self, key: jax.Array) -> PaddedBatch:
-    """All batches of one epoch: indices and mask of shape [steps, batch]."""
-    total = self.steps_per_epoch * self.batch_size
-    perm = jax.random.permutation(key, self.num_examples).astype(jnp.int32)
-    indices = jnp.zeros((total,), jnp.int32).at[:self.num_examples].set(perm)
-    mask = jnp.arange(total) < self.num_examples
-    shape = (self.steps_per_epoch, self.batch_size)
-    return PaddedBatch(indices.reshape(shape), mask.reshape(shape),
-                       jnp.int32(self.num_examples))
-
-  def dp_event(self, noise_multiplier: float) -> dp_accounting.DpEvent:
-    """One EPOCH's event (record it once per epoch begun), replace-one.
-
-    Each example lands in exactly one batch, whose clipped sum moves by at
-    most 2C when it is replaced; the other steps are post-processing. No
-    shuffling amplification is claimed.
-    """
-    _validate.non_negative(noise_multiplier=noise_multiplier)
-    return dp_accounting.GaussianDpEvent(noise_multiplier / 2)

@@ -1,0 +1,120 @@
+"""The ``Dataset`` type, and the seeded splitting, subsetting and scaling.
+
+This module holds what every loader shares: ``Dataset`` (a train/test split as
+numpy arrays that names the data that actually ran), ``subset`` (the seeded
+``max_train`` / ``max_test`` subsets) and ``split_and_standardize`` (the
+seeded, stratified train/test split of an offline set, with features and
+regression targets standardized by train-split statistics).
+"""
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+from sklearn import model_selection
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Dataset:
+  """A train/test split as numpy arrays, naming the data that actually ran.
+
+  Attributes:
+    name: the dataset that was loaded (differs from ``requested`` after a
+      fallback).
+    requested: the dataset the caller asked for.
+    x_train: float32 ``[N, ...]`` inputs (NHWC images in [0, 1], or
+      standardized features).
+    y_train: int32 ``[N]`` labels, or float32 ``[N]`` regression targets.
+    x_test: float32 ``[M, ...]`` inputs, same transform as ``x_train``.
+    y_test: labels or targets ``[M]``.
+    num_classes: number of classes; None for regression.
+    source: where the data came from: 'tfds', 'sklearn' or 'generated'.
+    note: empty, or the plain-English fallback message.
+    extras: extra facts about the data (e.g. ``feature_mean``/``feature_std``
+      of the train split, the labelling vector ``w`` of ``sphere_logistic``).
+  """
+  name: str
+  requested: str
+  x_train: np.ndarray
+  y_train: np.ndarray
+  x_test: np.ndarray
+  y_test: np.ndarray
+  num_classes: int | None
+  source: str
+  note: str = ''
+  extras: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def input_shape(self) -> tuple[int, ...]:
+    """Shape of one example, e.g. ``(28, 28, 1)`` or ``(4,)``."""
+    return tuple(self.x_train.shape[1:])
+
+  @property
+  def task(self) -> str:
+    """'classification' or 'regression'."""
+    return 'regression' if self.num_classes is None else 'classification'
+
+  @property
+  def fell_back(self) -> bool:
+    """Whether a different dataset ran than the one requested."""
+    return self.name != self.requested
+
+  def describe(self) -> str:
+    """One line naming the data that ran, for logs and reports."""
+    classes = ('regression' if self.num_classes is None
+               else f'{self.num_classes} classes')
+    line = (f'{self.name} ({self.source}; {len(self.x_train)} train / '
+            f'{len(self.x_test)} test; input {self.input_shape}; {classes})')
+    if self.fell_back:
+      line += f' [{self.note or "requested " + self.requested}]'
+    return line
+
+  def __repr__(self) -> str:
+    return f'Dataset({self.describe()})'
+
+
+def subset(n: int, limit: int | None, label: str,
+           rng: np.random.Generator) -> np.ndarray:
+  """All indices, or a sorted random subset of size ``limit``."""
+  if limit is None:
+    return np.arange(n)
+  if not isinstance(limit, int) or limit <= 0:
+    raise ValueError(f'Expected {label}={limit} to be an integer > 0.')
+  if limit >= n:
+    return np.arange(n)
+  return np.sort(rng.choice(n, size=limit, replace=False))
+
+
+def split_and_standardize(name: str, x: np.ndarray, y: np.ndarray,
+                          num_classes: int | None, tabular: bool, source: str,
+                          seed: int, test_fraction: float,
+                          max_train: int | None, max_test: int | None,
+                          standardize_targets: bool,
+                          extras: dict[str, Any]) -> Dataset:
+  """Seeded train/test split, subsets, train-statistics standardization."""
+  x_train, x_test, y_train, y_test = model_selection.train_test_split(
+      x, y, test_size=test_fraction, random_state=seed, shuffle=True,
+      stratify=y if num_classes is not None else None)
+  rng = np.random.default_rng(seed)
+  keep = subset(len(x_train), max_train, 'max_train', rng)
+  x_train, y_train = x_train[keep], y_train[keep]
+  keep = subset(len(x_test), max_test, 'max_test', rng)
+  x_test, y_test = x_test[keep], y_test[keep]
+  extras = dict(extras)
+  if tabular:
+    mean, std = x_train.mean(axis=0), x_train.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
+    extras.update(feature_mean=mean.astype(np.float32),
+                  feature_std=std.astype(np.float32))
+  if num_classes is None and standardize_targets:
+    mean, std = float(y_train.mean()), float(y_train.std())
+    y_train, y_test = (y_train - mean) / std, (y_test - mean) / std
+    extras.update(target_mean=mean, target_std=std)
+  y_dtype = np.int32 if num_classes is not None else np.float32
+  return Dataset(name=name, requested=name,
+                 x_train=x_train.astype(np.float32),
+                 y_train=y_train.astype(y_dtype),
+                 x_test=x_test.astype(np.float32),
+                 y_test=y_test.astype(y_dtype),
+                 num_classes=num_classes, source=source, extras=extras)

@@ -1,0 +1,151 @@
+"""``load``: every dataset by name, with the honest tfds fallback.
+
+This module holds the entry point of the package: ``DATASETS`` (the named
+sets), ``is_known``, ``load`` (which checks the options a set accepts and
+dispatches to the tfds, scikit-learn, generated or CSV loader, replacing an
+unprepared tfds set by its fallback and saying so) and
+``DatasetUnavailableError`` (raised instead when fallback is off).
+"""
+
+import dataclasses
+import inspect
+import logging
+from typing import Any
+
+import numpy as np
+from sklearn import datasets as sk_datasets
+
+from experiments.common.data import _csv
+from experiments.common.data import _generated
+from experiments.common.data import _sklearn
+from experiments.common.data import _tfds
+from experiments.common.data._dataset import Dataset
+from experiments.common.data._dataset import split_and_standardize
+
+DATASETS = (_tfds.TFDS_DATASETS + _sklearn.SKLEARN_DATASETS +
+            _generated.GENERATED_DATASETS)
+
+
+def is_known(name: str) -> bool:
+  """Whether ``load`` takes this name: one of ``DATASETS`` or ``csv:PATH``."""
+  return name in DATASETS or (name.startswith(_csv.CSV_PREFIX) and
+                              len(name) > len(_csv.CSV_PREFIX))
+
+
+_COMMON_OPTIONS = ('max_train', 'max_test')
+_SPLIT_OPTIONS = ('test_fraction',)
+
+# The package's logger (experiments.common.data), as users configure it.
+_log = logging.getLogger(__package__)
+
+
+class DatasetUnavailableError(ValueError):
+  """A tfds dataset is not prepared locally and fallback was not allowed."""
+
+
+def load(name: str, *, seed: int = 0, data_dir: str | None = None,
+         fallback: bool = True, **options: Any) -> Dataset:
+  """Loads a dataset by name, falling back to bundled data if needed.
+
+  Args:
+    name: one of ``DATASETS``, or ``csv:PATH`` (``load_csv``).
+    seed: seeds the train/test split of offline sets, generated data and
+      ``max_train``/``max_test`` subsampling.
+    data_dir: tfds data directory; default ``$TFDS_DATA_DIR`` or the tfds
+      default. Ignored by offline sets.
+    fallback: if True, an unprepared tfds set is replaced by its fallback
+      (``FALLBACKS``) and the returned ``note`` says so; if False, raise.
+    **options: ``max_train``, ``max_test`` (all sets); ``test_fraction``
+      (sklearn sets and ``synthetic``); ``standardize_targets`` (``diabetes``);
+      ``make_classification`` arguments (``synthetic``); ``n_samples``,
+      ``dim``, ``intrinsic_dim``, ``n_test``, ``signal``, ``labelling``
+      (``sphere_logistic``); ``n_samples``, ``n_features``, ``n_factors``,
+      ``noise``, ``standardize_targets`` (``synthetic_regression``);
+      ``target``, ``n_samples``, ``drop``, ``test_fraction``,
+      ``standardize_targets`` (``csv:PATH``).
+
+  Returns:
+    A ``Dataset``.
+
+  Raises:
+    ValueError: unknown name or option, or an invalid option value.
+    DatasetUnavailableError: the tfds set is not prepared and ``fallback`` is
+      False.
+  """
+  if not is_known(name):
+    raise ValueError(
+        f'Unknown dataset {name!r}; known datasets: {", ".join(DATASETS)} '
+        f'(or {_csv.CSV_PREFIX}PATH).')
+  if name.startswith(_csv.CSV_PREFIX):
+    unknown = sorted(set(options) - set(_csv.CSV_OPTIONS))
+    if unknown:
+      raise ValueError(f'Unknown option(s) {", ".join(unknown)} for a CSV '
+                       f'dataset; allowed: {", ".join(_csv.CSV_OPTIONS)}.')
+    return _csv.load_csv(name[len(_csv.CSV_PREFIX):], seed=seed, **options)
+  _check_options(name, options)
+  if name in _tfds.TFDS_DATASETS:
+    directory = _tfds.tfds_data_dir(data_dir)
+    try:
+      return _tfds.load_tfds(name, directory, seed, **options)
+    except _tfds.TfdsUnavailable as e:
+      substitute = _tfds.FALLBACKS[name]
+      message = (f'{name} is not available (no prepared tfds data in '
+                 f'{directory}); ran {substitute} instead')
+      if not fallback:
+        raise DatasetUnavailableError(
+            f'{name} is not available (no prepared tfds data in {directory}); '
+            f'fallback=False, so {substitute} was not run instead'
+        ) from e.__cause__
+      _log.warning(message)
+      _log.debug('tfds error for %s: %s', name, e.reason)
+      ds = load(substitute, seed=seed, **options)
+      return dataclasses.replace(ds, requested=name, note=message)
+  if name == 'sphere_logistic':
+    return _generated.load_sphere_logistic(seed, **options)
+  return _load_split(name, seed, **options)
+
+
+def _check_options(name: str, options: dict[str, Any]) -> None:
+  if name in _tfds.TFDS_DATASETS:
+    allowed = _COMMON_OPTIONS
+  elif name == 'sphere_logistic':
+    allowed = _COMMON_OPTIONS + _generated.SPHERE_OPTIONS
+  elif name == 'synthetic':
+    allowed = _COMMON_OPTIONS + _SPLIT_OPTIONS + tuple(
+        p for p in inspect.signature(sk_datasets.make_classification).parameters
+        if p not in ('random_state', 'return_X_y'))
+  elif name == 'diabetes':
+    allowed = _COMMON_OPTIONS + _SPLIT_OPTIONS + ('standardize_targets',)
+  elif name == 'synthetic_regression':
+    allowed = (_COMMON_OPTIONS + _SPLIT_OPTIONS + _generated.REGRESSION_OPTIONS
+               + ('standardize_targets',))
+  else:
+    allowed = _COMMON_OPTIONS + _SPLIT_OPTIONS
+  unknown = sorted(set(options) - set(allowed))
+  if unknown:
+    raise ValueError(f'Unknown option(s) {", ".join(unknown)} for dataset '
+                     f'{name!r}; allowed: {", ".join(allowed)}.')
+
+
+def _load_split(name: str, seed: int, test_fraction: float = 0.2,
+                max_train: int | None = None, max_test: int | None = None,
+                standardize_targets: bool = True, **kwargs: Any) -> Dataset:
+  """Loads an offline set, splits it by seed and standardizes features."""
+  if not 0 < test_fraction < 1:
+    raise ValueError(f'Expected test_fraction={test_fraction} in (0, 1).')
+  extras = {}
+  if name == 'synthetic':
+    x, y, num_classes, tabular = _generated.synthetic_classification(
+        seed, **kwargs)
+    source = 'generated'
+  elif name == 'synthetic_regression':
+    x, y, w = _generated.make_regression_problem(
+        rng=np.random.default_rng(seed), **kwargs)
+    num_classes, tabular, source = None, True, 'generated'
+    extras['w'] = w
+  else:
+    x, y, num_classes, tabular = _sklearn.LOADERS[name]()
+    source = 'sklearn'
+  return split_and_standardize(
+      name, x, y, num_classes, tabular, source, seed, test_fraction,
+      max_train, max_test, standardize_targets, extras)
