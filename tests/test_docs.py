@@ -40,3 +40,13 @@ def test_readme_example_runs_as_written():
   assert blocks, 'README.md has no python example'
   for block in blocks:
     exec(compile(block, str(README), 'exec'), {})  # pylint: disable=exec-used
+
+
+def test_experiments_import_public_dpjax_names_only():
+  """Experiments use dpjax's public API (DESIGN.md, Conventions 11)."""
+  root = README.parent / 'experiments'
+  private = re.compile(r'^\s*(from dpjax(\.\w+)* import _|import dpjax(\.\w+)*\._'
+                       r'|from dpjax(\.\w+)*\._)|dpjax(\.[a-z]\w*)*\._\w', re.M)
+  offenders = [str(p.relative_to(root.parent)) for p in root.rglob('*.py')
+               if private.search(p.read_text())]
+  assert not offenders, offenders

@@ -29,7 +29,7 @@ import optax
 import tqdm
 
 import dpjax
-from dpjax import _validate
+from experiments.common import validation
 from dpjax import accounting
 from experiments.common import checkpoint as checkpoint_lib
 from experiments.common.data import Dataset
@@ -64,18 +64,18 @@ class TrainConfig:
   seed: int = 0
 
   def __post_init__(self):
-    _validate.positive_int(steps=self.steps,
+    validation.positive_int(steps=self.steps,
                            expected_batch_size=self.expected_batch_size,
                            eval_every=self.eval_every,
                            sparsify_refresh_per_epoch=(
                                self.sparsify_refresh_per_epoch))
-    _validate.non_negative_int(checkpoint_every=self.checkpoint_every,
+    validation.non_negative_int(checkpoint_every=self.checkpoint_every,
                                seed=self.seed)
-    _validate.positive(learning_rate=self.learning_rate,
+    validation.positive(learning_rate=self.learning_rate,
                        l2_norm_clip=self.l2_norm_clip)
-    _validate.non_negative(momentum=self.momentum)
+    validation.non_negative(momentum=self.momentum)
     if self.noise_multiplier is not None:
-      _validate.non_negative(noise_multiplier=self.noise_multiplier)
+      validation.non_negative(noise_multiplier=self.noise_multiplier)
     if self.ablation not in (None,) + ABLATIONS:
       raise ValueError(f'Expected ablation={self.ablation!r} in {ABLATIONS}.')
     if (self.ablation == 'noisy_sgd') != (
@@ -311,7 +311,7 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
     Gaussian mechanism (``sampler.dp_event(sigma)``, add/remove-one, L2
     sensitivity C); the ledger holds one such event per executed step.
   """
-  _validate.open_unit(delta=delta)
+  validation.open_unit(delta=delta)
   start = time.time()
   sampler = make_sampler(config, len(data.x_train))
   evaluate = _compiled('evaluate', model, data, (),
