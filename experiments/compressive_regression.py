@@ -204,7 +204,7 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
       else:
         sensitivity = 2 * xi * d / (n if method == 'laplace_mean' else 1)
         update = clipped_mean_grad(theta) + noise_lib.laplace(
-            step_key, (d,), sensitivity / eps, x.dtype)
+            step_key, (d,), scale=sensitivity / eps, dtype=x.dtype)
         realized = eps
       rate = learning_rate / jnp.sqrt(k.astype(x.dtype))
       theta = theta - rate * update

@@ -12,7 +12,6 @@ import optax
 
 from dpjax import _validate
 from dpjax import noise as noise_lib
-from dpjax.noise import _samplers as _noise_samplers
 
 
 class AddGaussianNoiseState(NamedTuple):
@@ -141,5 +140,4 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
   """
   noise_lib.discrete_gaussian_sigma_squared(sigma, eta)  # validates
   return _add_noise(AddDiscreteGaussianNoiseState,
-                    _noise_samplers._discrete_gaussian_leaf,  # pylint: disable=protected-access
-                    key, sigma=sigma, eta=eta)
+                    noise_lib.discrete_gaussian_grid, key, sigma=sigma, eta=eta)

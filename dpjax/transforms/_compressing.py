@@ -129,8 +129,8 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, kappa: int,
   else:
     scale = jnp.asarray(math.sqrt(num_measurements) / epsilon, v.dtype)
   x = jnp.clip(_cosamp.keep_top_k(v, kappa), -xi, xi) / (2 * xi * kappa)
-  y = psi @ x + noise_lib.laplace(noise_key, (num_measurements,), 1.0,
-                                  v.dtype) * scale
+  y = psi @ x + noise_lib.laplace(noise_key, (num_measurements,), scale=1.0,
+                                  dtype=v.dtype) * scale
   x_star = _cosamp.cosamp(psi, y, kappa, **cosamp_options)
   return CompressiveRelease(2 * xi * kappa * x_star, sensitivity / scale,
                             scale, psi)
@@ -255,7 +255,7 @@ def laplace_privatizer(epsilon: float, xi: float, *,
     flat, unflatten = flatten_util.ravel_pytree(updates)
     scale = 2 * xi * flat.shape[0] / epsilon
     noise = noise_lib.laplace(jax.random.fold_in(state.key, state.count),
-                              flat.shape, scale, flat.dtype)
+                              flat.shape, scale=scale, dtype=flat.dtype)
     return unflatten(jnp.clip(flat, -xi, xi) + noise), LaplacePrivatizerState(
         optax.safe_increment(state.count), state.key)
 
