@@ -4,7 +4,7 @@ Rows, all measured in one run, medians over timed repeats after warmup calls
 (compilation excluded and reported separately), each call followed by
 ``jax.block_until_ready``:
 
-* discrete Gaussian: ``dpjax.noise.discrete_gaussian(key, sigma, (N,))``
+* discrete Gaussian: ``dpjax.noise.discrete_gaussian(key, (N,), sigma=sigma)``
   (jitted, N = 10^6 by default) against an exact reference written here in
   plain Python with ``fractions.Fraction`` and ints, following Canonne, Kamath
   and Steinke (2020) Alg. 1-3 literally (Bernoulli(exp(-gamma)) by the
@@ -97,7 +97,8 @@ def _timed(fn):
 
 def bench_discrete_gaussian(sigma, draws, oracle_draws, repeats, warmup):
   """(dpjax samples/s, reference samples/s, compile s) for one sigma."""
-  sample = jax.jit(lambda k: dpjax.noise.discrete_gaussian(k, sigma, (draws,)))
+  sample = jax.jit(
+      lambda k: dpjax.noise.discrete_gaussian(k, (draws,), sigma=sigma))
   compile_s = _timed(lambda: sample(jax.random.key(0)))
   for i in range(warmup):
     sample(jax.random.key(i + 1)).block_until_ready()

@@ -271,7 +271,8 @@ def _validate_sampling(cfg, rows, key) -> list[dict[str, Any]]:
     d, n_trials, s, p = row['dim'], row['num_trials'], row['scale'], cfg['p']
     vectors = max(2, cfg['samples'] // d)
     start = time.time()
-    z = noise.binomial(jax.random.fold_in(key, i), n_trials, p, (vectors, d))
+    z = noise.binomial(jax.random.fold_in(key, i), (vectors, d),
+                       trials=n_trials, p=p)
     z = np.asarray(z, np.float64)
     sample_seconds = time.time() - start
     pp = float(noise.binomial_p(p))

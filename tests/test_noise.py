@@ -7,15 +7,18 @@ import pytest
 from scipy import stats
 
 from dpjax import noise
+from dpjax.noise import _discrete
+from dpjax.noise import _exact
 
 N = 20_000
 
 
-@pytest.mark.parametrize('sampler,dist', [(noise.gaussian, 'norm'),
-                                           (noise.laplace, 'laplace')])
+@pytest.mark.parametrize('sampler,param,dist', [
+    (noise.gaussian, 'stddev', 'norm'), (noise.laplace, 'scale', 'laplace')])
 @pytest.mark.parametrize('scale', [0.5, 3.0])
-def test_ks_accepts_the_true_scale_and_rejects_wrong_ones(sampler, dist, scale):
-  x = np.asarray(sampler(jax.random.key(1), (N,), scale))
+def test_ks_accepts_the_true_scale_and_rejects_wrong_ones(sampler, param, dist,
+                                                          scale):
+  x = np.asarray(sampler(jax.random.key(1), (N,), **{param: scale}))
   assert stats.kstest(x, dist, args=(0, scale)).pvalue > 1e-3
   for wrong in (2 / 3 * scale, 3 / 2 * scale):
     assert stats.kstest(x, dist, args=(0, wrong)).pvalue < 1e-6
@@ -23,16 +26,18 @@ def test_ks_accepts_the_true_scale_and_rejects_wrong_ones(sampler, dist, scale):
 
 def test_samplers_are_pure_functions_of_the_key():
   k = jax.random.key(3)
-  np.testing.assert_array_equal(noise.gaussian(k, (5,), 1.0),
-                                noise.gaussian(k, (5,), 1.0))
-  assert not np.array_equal(noise.gaussian(k, (5,), 1.0),
-                            noise.gaussian(jax.random.key(4), (5,), 1.0))
+  np.testing.assert_array_equal(noise.gaussian(k, (5,), stddev=1.0),
+                                noise.gaussian(k, (5,), stddev=1.0))
+  assert not np.array_equal(
+      noise.gaussian(k, (5,), stddev=1.0),
+      noise.gaussian(jax.random.key(4), (5,), stddev=1.0))
 
 
 def test_zero_scale_gives_zeros():
-  np.testing.assert_array_equal(noise.gaussian(jax.random.key(0), (4,), 0.0),
+  key = jax.random.key(0)
+  np.testing.assert_array_equal(noise.gaussian(key, (4,), stddev=0.0),
                                 jnp.zeros(4))
-  np.testing.assert_array_equal(noise.laplace(jax.random.key(0), (4,), 0.0),
+  np.testing.assert_array_equal(noise.laplace(key, (4,), scale=0.0),
                                 jnp.zeros(4))
 
 
@@ -41,6 +46,30 @@ def test_tree_noise_draws_independent_leaves_of_matching_shape():
   out = noise.tree_noise(noise.gaussian, jax.random.key(0), tree, stddev=1.0)
   assert out['a'].shape == (3, 2) and out['a'].dtype == jnp.float32
   assert not np.array_equal(out['a'], out['b'])
+
+
+def test_tree_noise_draws_every_sampler_with_keyword_parameters():
+  tree = {'f': jnp.zeros((3,), jnp.bfloat16), 'i': jnp.zeros((4,), jnp.int16)}
+  key = jax.random.key(2)
+  keys = jax.random.split(key, 2)  # one subkey a leaf, in flattening order
+  out = noise.tree_noise(noise.discrete_gaussian, key, tree, sigma=2.0)
+  assert out['f'].dtype == jnp.bfloat16 and out['i'].dtype == jnp.int16
+  np.testing.assert_array_equal(
+      out['i'], noise.discrete_gaussian(keys[1], (4,), sigma=2.0,
+                                        dtype=jnp.int16))
+  out = noise.tree_noise(noise.binomial, key, tree, trials=8, p=0.5)
+  np.testing.assert_array_equal(
+      out['i'],
+      noise.binomial(keys[1], (4,), trials=8, p=0.5).astype(jnp.int16))
+  # The grid sampler serves float leaves (eta * k) and integer leaves (k).
+  out = noise.tree_noise(noise.discrete_gaussian_grid, key,
+                         {'f': jnp.zeros(5), 'i': jnp.zeros(5, jnp.int32)},
+                         sigma=3.0, eta=1.0)
+  np.testing.assert_array_equal(
+      out['f'], noise.discrete_gaussian(keys[0], (5,), sigma=3.0,
+                                        dtype=jnp.float32))
+  np.testing.assert_array_equal(
+      out['i'], noise.discrete_gaussian(keys[1], (5,), sigma=3.0))
 
 
 def test_negative_scales_raise_naming_the_value():
@@ -95,7 +124,8 @@ def _gaussian_pmf(sigma2, radius):
 @pytest.mark.parametrize('sigma', [0.5, 3.0, 50.0, 1000.0])
 def test_discrete_gaussian_chi_square_accepts_true_sigma_rejects_5pct_off(
     sigma):
-  x = np.asarray(noise.discrete_gaussian(jax.random.key(7), sigma, (DRAWS,)))
+  x = np.asarray(
+      noise.discrete_gaussian(jax.random.key(7), (DRAWS,), sigma=sigma))
   assert x.dtype == np.int32
   s2 = float(noise.discrete_gaussian_sigma_squared(sigma))
   radius = int(40 * sigma + 10)
@@ -116,7 +146,7 @@ def test_discrete_gaussian_chi_square_accepts_true_sigma_rejects_5pct_off(
 @pytest.mark.parametrize('scale', [0.7, 300.0])
 def test_discrete_laplace_chi_square_and_variance(scale):
   n = DRAWS // 2
-  x = np.asarray(noise.discrete_laplace(jax.random.key(8), scale, (n,)))
+  x = np.asarray(noise.discrete_laplace(jax.random.key(8), (n,), scale=scale))
   b = float(noise.discrete_laplace_scale(scale))
   radius = int(60 * scale + 20)
   support, pmf = _pmf(lambda v: -np.abs(v) / b, radius)
@@ -144,7 +174,7 @@ def test_effective_parameters_are_conservative_and_tight():
       noise.discrete_gaussian_sigma_squared(2.0))
   # The int32 range cap keeps at least 1000 sigma' of support.
   for sigma in [2.0**-10, 0.5, 3.0, 1e4, 2.0**15, 2.0**21]:
-    p = noise._gaussian_params(fractions.Fraction(sigma))
+    p = _discrete._gaussian_params(fractions.Fraction(sigma))
     z_max = (p.v_max + 1) * 2**p.tau - 1
     assert z_max < 2**31
     assert z_max >= 1000 * sigma
@@ -154,38 +184,41 @@ def test_discrete_samplers_are_deterministic_with_and_without_jit():
   # Same sigma and size as the chi-square test above: the eager program is
   # already compiled there.
   key = jax.random.key(11)
-  eager = noise.discrete_gaussian(key, 3.0, (DRAWS,))
-  jitted = jax.jit(lambda k: noise.discrete_gaussian(k, 3.0, (DRAWS,)))(key)
+  eager = noise.discrete_gaussian(key, (DRAWS,), sigma=3.0)
+  jitted = jax.jit(
+      lambda k: noise.discrete_gaussian(k, (DRAWS,), sigma=3.0))(key)
   np.testing.assert_array_equal(eager, jitted)
-  np.testing.assert_array_equal(eager, noise.discrete_gaussian(key, 3.0,
-                                                               (DRAWS,)))
+  np.testing.assert_array_equal(
+      eager, noise.discrete_gaussian(key, (DRAWS,), sigma=3.0))
   assert eager.dtype == jnp.int32
   assert not np.array_equal(
-      eager, noise.discrete_gaussian(jax.random.key(12), 3.0, (DRAWS,)))
+      eager, noise.discrete_gaussian(jax.random.key(12), (DRAWS,), sigma=3.0))
 
 
 def test_discrete_samplers_handle_zero_scale_scalars_and_empty_shapes():
   key = jax.random.key(0)
-  np.testing.assert_array_equal(noise.discrete_gaussian(key, 0.0, (3,)),
+  np.testing.assert_array_equal(noise.discrete_gaussian(key, (3,), sigma=0.0),
                                 np.zeros(3, np.int32))
-  np.testing.assert_array_equal(noise.discrete_laplace(key, 0, (3,)),
+  np.testing.assert_array_equal(noise.discrete_laplace(key, (3,), scale=0),
                                 np.zeros(3, np.int32))
-  assert noise.discrete_gaussian(key, 2.0).shape == ()
-  assert noise.discrete_gaussian(key, 2.0, (0, 4)).shape == (0, 4)
-  assert noise.binomial(key, 10, 0.5, (2, 0)).shape == (2, 0)
-  np.testing.assert_array_equal(noise.binomial(key, 10, 1.0, (2,)), [10, 10])
-  np.testing.assert_array_equal(noise.binomial(key, 10, 0.0, (2,)), [0, 0])
+  assert noise.discrete_gaussian(key, sigma=2.0).shape == ()
+  assert noise.discrete_gaussian(key, (0, 4), sigma=2.0).shape == (0, 4)
+  assert noise.binomial(key, (2, 0), trials=10, p=0.5).shape == (2, 0)
+  np.testing.assert_array_equal(noise.binomial(key, (2,), trials=10, p=1.0),
+                                [10, 10])
+  np.testing.assert_array_equal(noise.binomial(key, (2,), trials=10, p=0.0),
+                                [0, 0])
 
 
 def test_grid_samplers_live_on_eta_z_with_the_right_scale():
   eta = 0.25  # lattice scale 0.75 / 0.25 = 3, as in the chi-square test
-  x = np.asarray(noise.discrete_gaussian_grid(jax.random.key(3), 0.75, eta,
-                                              (DRAWS,)))
+  x = np.asarray(noise.discrete_gaussian_grid(jax.random.key(3), (DRAWS,),
+                                              sigma=0.75, eta=eta))
   assert x.dtype == np.float32
   np.testing.assert_array_equal(x / eta, np.round(x / eta))
   assert abs(x.var() / 0.75**2 - 1) < 0.01
-  y = np.asarray(noise.discrete_laplace_grid(jax.random.key(3), 150.0, 0.5,
-                                             (DRAWS // 2,)))  # lattice 300
+  y = np.asarray(noise.discrete_laplace_grid(
+      jax.random.key(3), (DRAWS // 2,), scale=150.0, eta=0.5))  # lattice 300
   np.testing.assert_array_equal(y / 0.5, np.round(y / 0.5))
   assert abs(y.var() / (2 * 150.0**2) - 1) < 0.02
 
@@ -194,7 +227,7 @@ def test_grid_samplers_live_on_eta_z_with_the_right_scale():
                                        (1000, 0.3, 50_000),
                                        (2**20, 0.5, 4_000)])
 def test_binomial_mean_variance_and_chi_square(n, p, draws):
-  x = np.asarray(noise.binomial(jax.random.key(5), n, p, (draws,)))
+  x = np.asarray(noise.binomial(jax.random.key(5), (draws,), trials=n, p=p))
   assert x.dtype == np.int32 and x.min() >= 0 and x.max() <= n
   q = float(noise.binomial_p(p))
   mean, var = n * q, n * q * (1 - q)
@@ -222,27 +255,32 @@ def test_binomial_p_is_exact_for_dyadic_p():
 def test_discrete_samplers_reject_bad_arguments_naming_the_value():
   key = jax.random.key(0)
   with pytest.raises(ValueError, match='sigma=-1.0'):
-    noise.discrete_gaussian(key, -1.0, (2,))
+    noise.discrete_gaussian(key, (2,), sigma=-1.0)
   with pytest.raises(ValueError, match='sigma=10000000.0'):
-    noise.discrete_gaussian(key, 1e7, (2,))
+    noise.discrete_gaussian(key, (2,), sigma=1e7)
   with pytest.raises(ValueError, match='sigma=1e-05'):
-    noise.discrete_gaussian(key, 1e-5, (2,))
+    noise.discrete_gaussian(key, (2,), sigma=1e-5)
   with pytest.raises(ValueError, match='sigma=nan'):
-    noise.discrete_gaussian(key, float('nan'), (2,))
+    noise.discrete_gaussian(key, (2,), sigma=float('nan'))
   with pytest.raises(ValueError, match='scale=-2'):
-    noise.discrete_laplace(key, -2, (2,))
+    noise.discrete_laplace(key, (2,), scale=-2)
   with pytest.raises(ValueError, match='eta=0'):
-    noise.discrete_gaussian_grid(key, 1.0, 0, (2,))
+    noise.discrete_gaussian_grid(key, (2,), sigma=1.0, eta=0)
   with pytest.raises(ValueError, match='traced'):
-    jax.jit(lambda s: noise.discrete_gaussian(key, s, (2,)))(1.0)
-  with pytest.raises(ValueError, match='n=-3'):
-    noise.binomial(key, -3, 0.5, (2,))
-  with pytest.raises(ValueError, match='n=2.5'):
-    noise.binomial(key, 2.5, 0.5, (2,))
+    jax.jit(lambda s: noise.discrete_gaussian(key, (2,), sigma=s))(1.0)
+  with pytest.raises(ValueError, match='trials=-3'):
+    noise.binomial(key, (2,), trials=-3, p=0.5)
+  with pytest.raises(ValueError, match='trials=2.5'):
+    noise.binomial(key, (2,), trials=2.5, p=0.5)
   with pytest.raises(ValueError, match='p=1.5'):
-    noise.binomial(key, 10, 1.5, (2,))
+    noise.binomial(key, (2,), trials=10, p=1.5)
   with pytest.raises(ValueError, match='key'):
-    noise.discrete_gaussian(None, 1.0, (2,))
+    noise.discrete_gaussian(None, (2,), sigma=1.0)
+  with pytest.raises(ValueError, match='eta=1 for an integer dtype'):
+    noise.discrete_gaussian_grid(key, (2,), sigma=1.0, eta=0.5,
+                                 dtype=jnp.int32)
+  with pytest.raises(ValueError, match='dtype=bool'):
+    noise.discrete_laplace(key, (2,), scale=1.0, dtype=bool)
 
 
 # --- the exactness of the building blocks, checked exactly ---------------------
@@ -250,7 +288,7 @@ def test_discrete_samplers_reject_bad_arguments_naming_the_value():
 
 def test_bernoulli_exp_minus_one_inversion_is_exactly_exp_minus_one():
   """P(success) implied by the word tables and the resolution rules is e^-1."""
-  fl = [None, None] + noise._FLOORS  # fl[m] = floor(2^32 / m!)
+  fl = [None, None] + _exact._FLOORS  # fl[m] = floor(2^32 / m!)
   total = fractions.Fraction(0)
   # Unambiguous words: count c = #{m in 2..12 : w < fl[m]}, m* = 1 + c.
   for c in range(12):
@@ -271,17 +309,17 @@ def test_bernoulli_exp_minus_one_inversion_is_exactly_exp_minus_one():
     tail += p_ge - mpmath.mpf(2**32) / mpmath.factorial(m + 1)
   prob = (mpmath.mpf(total.numerator) / total.denominator + tail) / 2**32
   assert abs(prob - mpmath.exp(-1)) < mpmath.mpf(10)**-45
-  assert noise._TAIL_NUM / noise._TAIL_DEN == pytest.approx(
+  assert _exact._TAIL_NUM / _exact._TAIL_DEN == pytest.approx(
       2**32 / math.factorial(13), rel=1e-15)
 
 
 def test_bernoulli_exp_minus_one_flags_exactly_the_ambiguous_words():
-  fl = noise._FLOORS
+  fl = _exact._FLOORS
   words = np.array([0, 1, 7, 8, fl[0] - 1, fl[0], 2**32 - 1] +
                    [f for f in fl[1:]] + [f + 1 for f in fl[1:]] +
                    [f - 1 for f in fl[1:]], np.uint32)
   value, kind, m = (np.asarray(a) for a in jax.jit(
-      noise._bern_exp_minus_one)(jnp.asarray(words)))
+      _exact._bern_exp_minus_one)(jnp.asarray(words)))
   for w, v, k, mm in zip(words.tolist(), value, kind, m):
     count = sum(w < f for f in fl)
     assert v == (count % 2 == 1)
@@ -298,7 +336,8 @@ def test_bernoulli_exp_minus_one_flags_exactly_the_ambiguous_words():
                                            (0.7, True), (300.0, True)])
 def test_exponent_is_exact_integer_arithmetic(sigma, laplace):
   s = fractions.Fraction(sigma)
-  p = noise._laplace_params(s) if laplace else noise._gaussian_params(s)
+  params = _discrete._laplace_params if laplace else _discrete._gaussian_params
+  p = params(s)
   rng = np.random.default_rng(0)
   t = 2**p.tau
   v = np.concatenate([[0, 0, p.v_max, p.v_max, 1],
@@ -306,7 +345,7 @@ def test_exponent_is_exact_integer_arithmetic(sigma, laplace):
   u = np.concatenate([[0, t - 1, 0, t - 1, t // 2],
                       rng.integers(0, t, 200)])
   whole, fhi, flo = (np.asarray(a) for a in jax.jit(
-      noise._exponent, static_argnums=0)(
+      _exact._exponent, static_argnums=0)(
           p, jnp.asarray(v, jnp.int32), jnp.asarray(u, jnp.int32)))
   for i in range(len(v)):
     z = int(v[i]) * t + int(u[i])
@@ -318,13 +357,13 @@ def test_exponent_is_exact_integer_arithmetic(sigma, laplace):
     assert (int(fhi[i]) << 32) + int(flo[i]) == frac64.numerator
 
 
-_resolve = jax.jit(noise._resolve, static_argnums=0)
-_step = jax.jit(noise._step, static_argnums=0)
-_exponent = jax.jit(noise._exponent, static_argnums=0)
+_resolve = jax.jit(_exact._resolve, static_argnums=0)
+_step = jax.jit(_exact._step, static_argnums=0)
+_exponent = jax.jit(_exact._exponent, static_argnums=0)
 
 
 def _lanes_like(n, **fields):
-  lanes = noise._fresh_lanes(n)
+  lanes = _exact._fresh_lanes(n)
   return lanes._replace(**{k: jnp.full((n,), v, getattr(lanes, k).dtype)
                            for k, v in fields.items()})
 
@@ -332,9 +371,9 @@ def _lanes_like(n, **fields):
 @pytest.mark.parametrize('m', [3, 7, 12])
 def test_pending_cell_resolution_has_the_exact_conditional_probability(m):
   n = 200_000
-  lanes = _lanes_like(n, phase=noise._GEO, pend=1, pm=m)
+  lanes = _lanes_like(n, phase=_exact._GEO, pend=1, pm=m)
   w = jax.random.bits(jax.random.key(m), (2, n), jnp.uint32)
-  flags, _ = _resolve(noise._gaussian_params(fractions.Fraction(3)),
+  flags, _ = _resolve(_discrete._gaussian_params(fractions.Fraction(3)),
                       lanes, w[0], w[1])
   flags = np.asarray(flags)
   known = (flags & 1) == 1
@@ -349,10 +388,10 @@ def test_pending_cell_resolution_has_the_exact_conditional_probability(m):
 
 def test_tail_and_tied_comparisons_resolve_with_exact_probabilities():
   n = 200_000
-  p = noise._gaussian_params(fractions.Fraction(3))
+  p = _discrete._gaussian_params(fractions.Fraction(3))
   w = jax.random.bits(jax.random.key(1), (2, n), jnp.uint32)
   # Tail, first step: m* >= 13 w.p. 2^32 / 13! (else m* = 12, resolved).
-  flags, pm = _resolve(p, _lanes_like(n, phase=noise._GEO, pend=2, pm=12),
+  flags, pm = _resolve(p, _lanes_like(n, phase=_exact._GEO, pend=2, pm=12),
                        w[0], w[1])
   flags, pm = np.asarray(flags), np.asarray(pm)
   q = 2**32 / math.factorial(13)
@@ -364,7 +403,7 @@ def test_tail_and_tied_comparisons_resolve_with_exact_probabilities():
   assert ((flags[resolved] & 2) == 2).all()  # m* = 12 is even: success
   # Tied Bernoulli(frac / K): success w.p. ((fhi mod K) 2^32 + flo) / (K 2^32).
   kk, v, u = 3, 1, 2
-  lanes = _lanes_like(n, phase=noise._EFRAC, tie=True, kk=kk, v=v, u=u)
+  lanes = _lanes_like(n, phase=_exact._EFRAC, tie=True, kk=kk, v=v, u=u)
   flags, _ = _resolve(p, lanes, w[0], w[1])
   flags = np.asarray(flags)
   _, fhi, flo = _exponent(p, jnp.asarray([v]), jnp.asarray([u]))
@@ -376,19 +415,19 @@ def test_tail_and_tied_comparisons_resolve_with_exact_probabilities():
 
 
 def test_step_routes_ambiguous_words_to_the_resolution_states():
-  p = noise._gaussian_params(fractions.Fraction(3))
-  fl = noise._FLOORS
-  lanes = _lanes_like(3, phase=noise._GEO, v=1)
+  p = _discrete._gaussian_params(fractions.Fraction(3))
+  fl = _exact._FLOORS
+  lanes = _lanes_like(3, phase=_exact._GEO, v=1)
   w0 = jnp.asarray([fl[5], 0, fl[0] + 5], jnp.uint32)  # m = 7, tail, plain
   w1 = jnp.asarray([fl[0] + 5] * 3, jnp.uint32)  # a failure (m* = 1)
   out = _step(p, lanes, w0, w1)
   np.testing.assert_array_equal(out.pend, [1, 2, 0])
   np.testing.assert_array_equal(out.pm, [7, 12, 0])
-  np.testing.assert_array_equal(out.phase, [noise._GEO, noise._GEO,
-                                            noise._START])
+  np.testing.assert_array_equal(out.phase, [_exact._GEO, _exact._GEO,
+                                            _exact._START])
   np.testing.assert_array_equal(out.v, [1, 1, 1])
   # EFRAC: a word equal to floor(fhi / K) ties; the lane waits for resolution.
-  lanes = _lanes_like(1, phase=noise._EFRAC, kk=2, v=0, u=1)
+  lanes = _lanes_like(1, phase=_exact._EFRAC, kk=2, v=0, u=1)
   _, fhi, _ = _exponent(p, lanes.v, lanes.u)
   out = _step(p, lanes, fhi // np.uint32(2), jnp.zeros(1, jnp.uint32))
   assert bool(out.tie[0]) and int(out.kk[0]) == 2

@@ -427,7 +427,8 @@ def _encode(config: CpsgdConfig, key: jax.Array, x: jax.Array,
   quant_key, binomial_key = jax.random.split(key)
   codes = config.quantizer.quantize(_prepare(config, x, rotation_key),
                                     key=quant_key)
-  t = noise.binomial(binomial_key, config.num_trials, config.p, codes.shape)
+  t = noise.binomial(binomial_key, codes.shape, trials=config.num_trials,
+                     p=config.p)
   return codes + t
 
 
@@ -721,8 +722,8 @@ def _gaussian_mean(key: jax.Array, xs: jax.Array, clip_norm: jax.Array,
   n, d = xs.shape
 
   def client(i, x):
-    z = noise.gaussian(jax.random.fold_in(key, i), (d,), noise_stddev,
-                       xs.dtype)
+    z = noise.gaussian(jax.random.fold_in(key, i), (d,), stddev=noise_stddev,
+                       dtype=xs.dtype)
     return _clip(x, clip_norm) + z
 
   ys = jax.vmap(client)(jnp.arange(n, dtype=jnp.uint32), xs)

@@ -14,7 +14,6 @@ import optax
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise as noise_lib
-from dpjax.noise import _samplers as _noise_samplers
 from dpjax.transforms._state import keyed_transformation
 
 
@@ -120,8 +119,8 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
     (True, 1)
   """
   noise_lib.discrete_gaussian_sigma_squared(sigma, eta)  # validates
-  return _add_noise(_noise_samplers._discrete_gaussian_leaf,  # pylint: disable=protected-access
-                    key, sigma=sigma, eta=eta)
+  return _add_noise(noise_lib.discrete_gaussian_grid, key, sigma=sigma,
+                    eta=eta)
 
 
 def add_gaussian_noise_event(stddev: float, l2_sensitivity: float = 1.0

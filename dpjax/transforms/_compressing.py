@@ -138,8 +138,8 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
     scale = jnp.asarray(math.sqrt(num_measurements) / epsilon, v.dtype)
   xi = linf_clip
   x = jnp.clip(_cosamp.keep_top_k(v, kappa), -xi, xi) / (2 * xi * kappa)
-  y = psi @ x + noise_lib.laplace(noise_key, (num_measurements,), 1.0,
-                                  v.dtype) * scale
+  y = psi @ x + noise_lib.laplace(noise_key, (num_measurements,), scale=1.0,
+                                  dtype=v.dtype) * scale
   x_star = _cosamp.cosamp(psi, y, kappa, **cosamp_options)
   return CompressiveRelease(2 * xi * kappa * x_star, sensitivity / scale,
                             scale, psi)
@@ -333,11 +333,13 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
     (3,)
   """
   _validate.positive(epsilon=epsilon, linf_clip=linf_clip)
+
   def step(updates, step_key, params):
     del params
     flat, unflatten = flatten_util.ravel_pytree(updates)
     scale = 2 * linf_clip * flat.shape[0] / epsilon
-    noise = noise_lib.laplace(step_key, flat.shape, scale, flat.dtype)
+    noise = noise_lib.laplace(step_key, flat.shape, scale=scale,
+                              dtype=flat.dtype)
     return unflatten(jnp.clip(flat, -linf_clip, linf_clip) + noise)
 
   return keyed_transformation(key, step)
