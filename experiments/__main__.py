@@ -8,7 +8,7 @@
 
 A run writes ``DIR/NAME/results.json`` (every number with its epsilon, delta,
 dataset, seed and the exact configuration), ``DIR/NAME/report.md`` with tables
-and PNG plots, and ``DIR/report.md`` gathering all experiments in DIR. Training
+and PNG plots, and ``DIR/REPORT.md`` gathering all experiments in DIR. Training
 runs checkpoint under ``DIR/NAME/checkpoints``; rerunning the same command
 resumes them. Bad input prints one line and exits with status 2.
 """
@@ -112,9 +112,12 @@ def write_report(out: str) -> str:
     rel = os.path.relpath(d, out)
     sections.append(section.replace('](', f']({rel}/') if rel != '.'
                     else section)
-  path = os.path.join(out, report_lib.REPORT_FILE)
-  with open(path, 'w') as f:
-    f.write('# dpjax reproductions\n\n' + '\n'.join(sections))
+  if dirs == [out]:  # one experiment's directory: its report.md is the report
+    path = os.path.join(out, report_lib.REPORT_FILE)
+  else:
+    path = os.path.join(out, report_lib.COMBINED_REPORT_FILE)
+    with open(path, 'w') as f:
+      f.write('# dpjax reproductions\n\n' + '\n'.join(sections))
   print(f'wrote {path}', file=sys.stderr)
   print('\n'.join(sections))
   return path

@@ -70,15 +70,15 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
   assert {(r['model'], r['target_epsilon']) for r in results['summary']} == {
       ('mlp', None), ('mlp', 8.0), ('digits_cnn', None), ('digits_cnn', 8.0)}
   assert os.path.getsize(os.path.join(exp_dir, 'accuracy_vs_epsilon.png')) > 0
-  with open(os.path.join(out, 'report.md')) as f:
+  with open(os.path.join(out, 'REPORT.md')) as f:
     combined = f.read()
   assert '| mlp | 8 |' in combined
   assert 'dpsgd_baseline/accuracy_vs_epsilon.png' in combined
 
   # `report DIR` redoes the report from results.json alone.
-  os.remove(os.path.join(out, 'report.md'))
+  os.remove(os.path.join(out, 'REPORT.md'))
   assert cli.main(['report', out]) == 0
-  assert os.path.exists(os.path.join(out, 'report.md'))
+  assert os.path.exists(os.path.join(out, 'REPORT.md'))
 
   # Rerunning the same command resumes every finished run from its checkpoint.
   cli.run_experiments(['dpsgd_baseline'], 'quick', out, progress=False,

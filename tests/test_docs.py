@@ -35,11 +35,49 @@ def test_docstring_examples(name):
   assert result.failed == 0
 
 
-def test_readme_example_runs_as_written():
-  blocks = re.findall(r'```python\n(.*?)```', README.read_text(), re.S)
-  assert blocks, 'README.md has no python example'
-  for block in blocks:
-    exec(compile(block, str(README), 'exec'), {})  # pylint: disable=exec-used
+DOCS = (README, README.parent / 'BUILD_NOTES.md')
+
+
+def _blocks(language):
+  return [(doc.name, block) for doc in DOCS
+          for block in re.findall(rf'```{language}\n(.*?)```', doc.read_text(),
+                                  re.S)]
+
+
+def test_readme_quickstart_is_short():
+  (_, first), *_ = _blocks('python')
+  assert len(first.strip().splitlines()) <= 25
+
+
+@pytest.mark.parametrize('doc, block', _blocks('python'))
+def test_python_blocks_run_as_written(doc, block):
+  exec(compile(block, doc, 'exec'), {})  # pylint: disable=exec-used
+
+
+def _check_command(line, makefile):
+  """A documented shell command names a real make target or parses as a CLI
+  call with valid arguments (without running it)."""
+  words = line.split()
+  if words[0] == 'make':
+    assert re.search(rf'^{words[1]}:', makefile, re.M), line
+  elif words[:3] == ['python', '-m', 'experiments']:
+    from experiments import __main__ as cli  # pylint: disable=import-outside-toplevel
+    args = cli._parser().parse_args(words[3:])  # pylint: disable=protected-access
+    if args.command == 'run':
+      cli._names(args.name)  # pylint: disable=protected-access
+      cli._validate_run_args(args)  # pylint: disable=protected-access
+  else:
+    raise AssertionError(f'undocumented command form: {line!r}')
+
+
+@pytest.mark.parametrize('doc, block', _blocks('sh'))
+def test_shell_blocks_name_real_targets_and_valid_arguments(doc, block):
+  del doc
+  makefile = (README.parent / 'Makefile').read_text()
+  for line in block.splitlines():
+    line = line.split('#')[0].strip()
+    if line:
+      _check_command(line, makefile)
 
 
 def test_experiments_import_public_dpjax_names_only():

@@ -2,7 +2,7 @@
 
 A run of experiment NAME writes ``OUT/NAME/results.json``; the report step
 renders ``OUT/NAME/report.md`` and its PNG plots from that file alone (so
-``python -m experiments report OUT`` can redo them), then ``OUT/report.md``
+``python -m experiments report OUT`` can redo them), then ``OUT/REPORT.md``
 gathers every experiment's report.
 """
 
@@ -19,7 +19,8 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 RESULTS_FILE = 'results.json'
-REPORT_FILE = 'report.md'
+REPORT_FILE = 'report.md'  # one experiment's section
+COMBINED_REPORT_FILE = 'REPORT.md'  # all experiments of a results directory
 
 
 def fmt(value: Any, digits: int = 4) -> str:
