@@ -34,11 +34,16 @@ from dpjax.distributed._cpsgd import gaussian_distributed_mean
 from dpjax.distributed._cpsgd import message_length
 from dpjax.distributed._cpsgd import rotated_x_max
 from dpjax.distributed._cpsgd import server_decode
+from dpjax.distributed._harness import client_keys
+from dpjax.distributed._harness import client_sum
+from dpjax.distributed._harness import shared_key
 
 __all__ = [
     'bits_per_client',
     'bits_per_coordinate',
     'client_encode',
+    'client_keys',
+    'client_sum',
     'cpsgd',
     'cpsgd_expected_mse',
     'cpsgd_keys',
@@ -53,4 +58,5 @@ __all__ = [
     'message_length',
     'rotated_x_max',
     'server_decode',
+    'shared_key',
 ]

@@ -42,6 +42,7 @@ import numpy as np
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise
+from dpjax.distributed import _harness
 from dpjax.transforms._quantizing import GridQuantizer
 from dpjax.transforms._quantizing import k_level_quantizer
 from dpjax.transforms._rotating import inverse_randomized_hadamard
@@ -520,15 +521,7 @@ def cpsgd_keys(key: jax.Array,
   """
   key = _validate.key(key)
   num_clients = _check_int('num_clients', num_clients, 1)
-  return _keys(key, num_clients)
-
-
-@functools.partial(jax.jit, static_argnums=1)
-def _keys(key: jax.Array, num_clients: int) -> tuple[jax.Array, jax.Array]:
-  rotation_key, client_root = jax.random.split(key)
-  ids = jnp.arange(num_clients, dtype=jnp.uint32)
-  return rotation_key, jax.vmap(lambda i: jax.random.fold_in(client_root, i))(
-      ids)
+  return _harness._round_keys(key, num_clients)
 
 
 def _check_sum_fits(config: CpsgdConfig, num_clients: int) -> None:
@@ -538,9 +531,11 @@ def _check_sum_fits(config: CpsgdConfig, num_clients: int) -> None:
         f'{num_clients * config.max_message} < 2^31 (int32 sum).')
 
 
-def _encode_all(config: CpsgdConfig, keys: jax.Array, xs: jax.Array,
-                rotation_key: jax.Array | None) -> jax.Array:
-  return jax.vmap(lambda k, x: _encode(config, k, x, rotation_key))(keys, xs)
+@functools.cache
+def _encoder(config: CpsgdConfig) -> _harness.Encoder:
+  """One client's encoder for the harness (cached: one function per config,
+  so the harness's jit cache is reused)."""
+  return lambda key, x, rotation_key: _encode(config, key, x, rotation_key)
 
 
 def distributed_mean(config: CpsgdConfig, key: jax.Array,
@@ -588,9 +583,9 @@ def distributed_mean(config: CpsgdConfig, key: jax.Array,
 def _distributed_mean(config: CpsgdConfig, key: jax.Array,
                       xs: jax.Array) -> jax.Array:
   n, d = xs.shape
-  rotation_key, keys = _keys(key, n)
+  rotation_key, keys = _harness._round_keys(key, n)
   rkey = rotation_key if config.rotate else None
-  summed = jnp.sum(_encode_all(config, keys, xs, rkey), axis=0)
+  summed = _harness.client_sum(_encoder(config), keys, xs, rkey)
   return _decode(config, rkey, summed, n, d)
 
 
@@ -634,17 +629,8 @@ def distributed_mean_sharded(config: CpsgdConfig, key: jax.Array,
   _check_config(config)
   key = _validate.key(key)
   xs = _as_float_vector(xs, 'xs', 2)
-  if not isinstance(mesh, jax.sharding.Mesh):
-    raise ValueError(f'Expected mesh to be a jax.sharding.Mesh, got '
-                     f'{type(mesh).__name__}.')
-  if axis_name not in mesh.shape:
-    raise ValueError(f'Expected axis_name={axis_name!r} to be one of the mesh '
-                     f'axes {tuple(mesh.axis_names)}.')
   n = xs.shape[0]
-  if n % mesh.shape[axis_name]:
-    raise ValueError(f'Expected the number of clients n={n} to be divisible '
-                     f'by the size {mesh.shape[axis_name]} of mesh axis '
-                     f'{axis_name!r}.')
+  _harness._check_mesh(mesh, axis_name, n)
   _check_sum_fits(config, n)
   return _distributed_mean_sharded(config, key, xs, mesh, axis_name)
 
@@ -654,20 +640,10 @@ def _distributed_mean_sharded(config: CpsgdConfig, key: jax.Array,
                               xs: jax.Array, mesh: jax.sharding.Mesh,
                               axis_name: str) -> jax.Array:
   n, d = xs.shape
-  rotation_key, keys = _keys(key, n)
+  rotation_key, keys = _harness._round_keys(key, n)
   rkey = rotation_key if config.rotate else None
-  spec = jax.sharding.PartitionSpec
-
-  def local_sum(local_keys, local_xs, rk):
-    summed = jnp.sum(_encode_all(config, local_keys, local_xs, rk), axis=0)
-    return jax.lax.psum(summed, axis_name)
-
-  # check_vma=False: the Binomial sampler's fori_loop carry is not annotated
-  # as varying over the mesh axis; the psum makes the output replicated.
-  summed = jax.shard_map(
-      local_sum, mesh=mesh,
-      in_specs=(spec(axis_name), spec(axis_name), spec()),
-      out_specs=spec(), check_vma=False)(keys, xs, rkey)
+  summed = _harness.client_sum(_encoder(config), keys, xs, rkey, mesh=mesh,
+                               axis_name=axis_name)
   return _decode(config, rkey, summed, n, d)
 
 
@@ -718,15 +694,17 @@ def gaussian_distributed_mean(key: jax.Array, xs: jax.typing.ArrayLike,
 @jax.jit
 def _gaussian_mean(key: jax.Array, xs: jax.Array, clip_norm: jax.Array,
                    noise_stddev: jax.Array) -> jax.Array:
-  n, d = xs.shape
+  n = xs.shape[0]
+  summed = _harness.client_sum(_gaussian_client, _harness._indexed_keys(key, n),
+                               xs, (clip_norm, noise_stddev))
+  return summed / jnp.asarray(n, xs.dtype)
 
-  def client(i, x):
-    z = noise.gaussian(jax.random.fold_in(key, i), (d,), noise_stddev,
-                       xs.dtype)
-    return _clip(x, clip_norm) + z
 
-  ys = jax.vmap(client)(jnp.arange(n, dtype=jnp.uint32), xs)
-  return jnp.sum(ys, axis=0) / jnp.asarray(n, xs.dtype)
+def _gaussian_client(key: jax.Array, x: jax.Array,
+                     shared: tuple[jax.Array, jax.Array]) -> jax.Array:
+  clip_norm, noise_stddev = shared
+  z = noise.gaussian(key, x.shape, noise_stddev, x.dtype)
+  return _clip(x, clip_norm) + z
 
 
 # --- Error analysis ----------------------------------------------------------
