@@ -208,3 +208,27 @@ def _sharded_sum(encode: Encoder, keys: jax.Array, xs: PyTree, shared: PyTree,
       local_sum, mesh=mesh,
       in_specs=(spec(axis_name), spec(axis_name), spec()),
       out_specs=spec(), check_vma=False)(keys, xs, shared)
+
+
+# --- Client inputs (shared by the protocols) ---------------------------------
+
+
+def _as_float_vector(x: jax.typing.ArrayLike, name: str,
+                     ndim: int) -> jax.Array:
+  """A client vector [d] (ndim=1) or client vectors [n, d] (ndim=2), float."""
+  x = jnp.asarray(x)
+  if x.ndim != ndim or x.shape[-1] < 1 or (ndim == 2 and x.shape[0] < 1):
+    want = '[d]' if ndim == 1 else '[n, d]'
+    raise ValueError(f'Expected {name} of shape {want} with n, d >= 1, got '
+                     f'shape {x.shape}.')
+  if not jnp.issubdtype(x.dtype, jnp.floating):
+    x = x.astype(jnp.float32)
+  return x
+
+
+def _clip(x: jax.Array, l2_norm_clip: jax.typing.ArrayLike) -> jax.Array:
+  """x * min(1, D / ||x||); a non-finite vector becomes zero."""
+  norm = jnp.sqrt(jnp.sum(jnp.square(x)))
+  scale = jnp.minimum(jnp.asarray(1, x.dtype),
+                      jnp.asarray(l2_norm_clip, x.dtype) / norm)
+  return jnp.where(jnp.isfinite(norm), x * scale, jnp.zeros_like(x))
