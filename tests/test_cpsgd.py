@@ -5,13 +5,16 @@ import functools
 import math
 
 import chex
+import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 
 from dpjax import accounting
 from dpjax import distributed as dist
+from dpjax import noise
 from dpjax import transforms as _rotation
 
 RUNS = 2000
@@ -472,3 +475,56 @@ def test_replacing_one_client_moves_the_sum_within_the_sensitivities(rotate):
       worst, (l1, l2, linf))
   assert worst[2] > 0.5 * linf  # the adversarial pairs get close to it
 
+
+# --- Privacy events from the protocols' hyperparameters -----------------------
+
+
+def test_cpsgd_round_event_is_theorem1_on_the_summed_messages():
+  # The docstring's example: D = 1, k = 16, m = 2000, d = 10, n = 100.
+  event = dist.cpsgd_round_event(_config(1.0, 16, 2000), 10, 100, 1e-5)
+  s, root_d = 2 / 15, math.sqrt(10)
+  want = accounting.binomial_epsilon(
+      100 * 2000, 0.5, s, 1e-5, 10,
+      l1_sensitivity=min(2 * 10, 2 * root_d + 2 * s * 10),
+      l2_sensitivity=min(2 * root_d, 2 + 2 * s * root_d),
+      linf_sensitivity=2.0)
+  assert isinstance(event, accounting.EpsilonDeltaDpEvent)
+  assert event.epsilon == pytest.approx(want, rel=1e-12)
+  assert (round(event.epsilon, 3), event.delta) == (0.515, 1e-5)
+  # Rotated: Theorem 1 on the d' = 16 padded coordinates, with X_max and the
+  # p the Binomial sampler actually uses.
+  rot = _config(1.0, 16, 2000, p=0.3, linf_clip=0.5, rotate=True)
+  sens = accounting.cpsgd_sensitivities(16, 16, linf_clip=0.5,
+                                        l2_norm_clip=1.0)
+  want = accounting.binomial_epsilon(
+      100 * 2000, float(noise.binomial_p(0.3)), 1 / 15, 1e-5, 16, *sens)
+  assert dist.cpsgd_round_event(rot, 10, 100, 1e-5).epsilon == (
+      pytest.approx(want, rel=1e-12))
+  # n m p (1 - p) = 50 is below Theorem 1's condition: no event.
+  with pytest.raises(ValueError, match='Theorem 1 needs'):
+    dist.cpsgd_round_event(_config(1.0, 16, 2), 10, 100, 1e-5)
+  with pytest.raises(ValueError, match='num_clients=0'):
+    dist.cpsgd_round_event(_config(1.0, 16, 2000), 10, 0, 1e-5)
+
+
+def test_gaussian_round_event_is_the_gaussian_mechanism_on_the_sum():
+  # The docstring's example: D = 1, sigma = 1, n = 100: the sum has noise
+  # stddev sqrt(n) sigma = 10 and replace-one sensitivity 2 D = 2.
+  event = dist.gaussian_protocol_round_event(1.0, 1.0, 100)
+  assert event == dp_accounting.GaussianDpEvent(5.0)
+  assert event == accounting.gaussian_protocol_event(10.0, 2.0)
+  eps = accounting.epsilon(event, 1e-5, 'pld')
+  assert round(eps, 3) == 0.726
+  # The exact privacy profile of the Gaussian mechanism (Balle & Wang 2018,
+  # Thm. 8) at that epsilon is the target delta.
+  z = 5.0
+  profile = (stats.norm.cdf(1 / (2 * z) - eps * z)
+             - math.exp(eps) * stats.norm.cdf(-1 / (2 * z) - eps * z))
+  assert profile == pytest.approx(1e-5, rel=1e-3)
+  assert eps < accounting.gaussian_protocol_epsilon(10.0, 2.0, 1e-5)
+  with pytest.raises(ValueError, match='stddev=0.0'):
+    dist.gaussian_protocol_round_event(1.0, 0.0, 100)
+  with pytest.raises(ValueError, match='l2_norm_clip=-1.0'):
+    dist.gaussian_protocol_round_event(-1.0, 1.0, 100)
+  with pytest.raises(ValueError, match='num_clients=0'):
+    dist.gaussian_protocol_round_event(1.0, 1.0, 0)

@@ -12,9 +12,10 @@ levels and adds Bin(m, p) noise, sending integers in {0, ..., k - 1 + m}
 integer sum into an unbiased mean estimate. ``distributed_mean`` vmaps the
 protocol; ``distributed_mean_sharded`` shards it over a mesh axis. The
 Gaussian protocol (real-valued noise, 32 bits per coordinate) is the
-baseline. Each protocol has a bit count per client and round (``cpsgd_bits``,
-``gaussian_protocol_bits``); cpSGD's event companion is
-``cpsgd_round_event``.
+baseline. Each protocol has an event companion (``cpsgd_round_event``,
+``gaussian_protocol_round_event``) and a bit count per client and round
+(``cpsgd_bits``, ``gaussian_protocol_bits``) built from the same
+hyperparameters.
 
 Example:
   >>> cfg = dpjax.distributed.CpsgdConfig(l2_norm_clip=1.0, levels=16,
@@ -37,6 +38,7 @@ from dpjax.distributed._cpsgd_error import cpsgd_expected_mse
 from dpjax.distributed._cpsgd_error import cpsgd_mse_bound
 from dpjax.distributed._gaussian import gaussian_distributed_mean
 from dpjax.distributed._gaussian import gaussian_protocol_bits
+from dpjax.distributed._gaussian import gaussian_protocol_round_event
 from dpjax.distributed._harness import client_keys
 from dpjax.distributed._harness import client_sum
 from dpjax.distributed._harness import shared_key
@@ -55,6 +57,7 @@ __all__ = [
     'distributed_mean_sharded',
     'gaussian_distributed_mean',
     'gaussian_protocol_bits',
+    'gaussian_protocol_round_event',
     'rotated_linf_clip',
     'server_decode',
     'shared_key',
