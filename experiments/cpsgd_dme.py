@@ -8,7 +8,7 @@ and sends log2(k + m) bits per coordinate; the server sees only the sum
 
 * ``none``: no rotation, X_max = D (never clamps: unbiased, Thm. 3).
 * ``rotate``: randomized Hadamard rotation with X_max =
-  ``rotated_x_max(D, d, n, delta)`` (no clamping w.p. >= 1 - delta, Thm. 4).
+  ``rotated_linf_clip(D, d, n, delta)`` (no clamping w.p. >= 1 - delta, Thm. 4).
 * ``clamp``: no rotation but the rotated X_max, to show why the rotation is
   needed: fine for spread vectors, but spiky coordinates are clamped
   (biased). Run at ``clamp_levels`` only (None: every k).
@@ -160,10 +160,11 @@ def _clipped_mean(xs: np.ndarray, clip_norm: float) -> np.ndarray:
 
 def _protocol(cfg, variant, levels, num_trials) -> distributed.CpsgdConfig:
   n, d, delta = cfg['num_clients'], cfg['dimension'], cfg['delta']
-  small = distributed.rotated_x_max(cfg['clip_norm'], d, n, delta)
-  x_max = cfg['clip_norm'] if variant == 'none' else small
-  return distributed.cpsgd(cfg['clip_norm'], levels, num_trials, cfg['p'],
-                           x_max=x_max, rotate=variant == 'rotate')
+  small = distributed.rotated_linf_clip(cfg['clip_norm'], d, n, delta)
+  return distributed.CpsgdConfig(
+      l2_norm_clip=cfg['clip_norm'], levels=levels, trials=num_trials,
+      p=cfg['p'], linf_clip=cfg['clip_norm'] if variant == 'none' else small,
+      rotate=variant == 'rotate')
 
 
 def round_epsilon(cfg, protocol) -> float | None:
@@ -238,13 +239,13 @@ def _clamping(protocol, xs: np.ndarray, rotation_key) -> tuple[float, float]:
   """
   n, d = xs.shape
   norms = np.linalg.norm(xs.astype(np.float64), axis=1, keepdims=True)
-  x = xs * np.minimum(1.0, protocol.clip_norm / np.maximum(norms, 1e-300))
+  x = xs * np.minimum(1.0, protocol.l2_norm_clip / np.maximum(norms, 1e-300))
   if protocol.rotate:
-    dp = distributed.message_length(protocol, d)
+    dp = protocol.message_length(d)
     x = np.pad(x, ((0, 0), (0, dp - d)))
     x = np.asarray(dpjax.transforms.randomized_hadamard(jnp.asarray(x, jnp.float32),
                                              key=rotation_key), np.float64)
-  clamped = np.clip(x, -protocol.x_max, protocol.x_max)
+  clamped = np.clip(x, -protocol.linf_clip, protocol.linf_clip)
   bias = clamped.mean(0) - x.mean(0)
   if protocol.rotate:
     bias = np.asarray(dpjax.transforms.inverse_randomized_hadamard(
@@ -267,7 +268,7 @@ def _point(cfg, index, protocol, inputs, means) -> list[dict[str, Any]]:
         seconds.append(time.time() - start)
       errs.append(float(np.sum((est - means[name]) ** 2)))
       if protocol.rotate:  # depends on the round's rotation key
-        rkey = distributed.cpsgd_keys(key, n)[0]
+        rkey = distributed.shared_key(key)
         expected.append(distributed.cpsgd_expected_mse(protocol, xs_j,
                                                        rotation_key=rkey))
         clamps.append(_clamping(protocol, xs, rkey))
@@ -285,8 +286,8 @@ def _point(cfg, index, protocol, inputs, means) -> list[dict[str, Any]]:
                     seconds_per_round=float(np.mean(seconds)) if seconds
                     else None,
                     bound=distributed.cpsgd_mse_bound(
-                        d, n, protocol.levels, protocol.num_trials,
-                        protocol.binomial_p, protocol.x_max)))
+                        d, n, protocol.levels, protocol.trials,
+                        protocol.binomial_p, protocol.linf_clip)))
   return out
 
 
@@ -313,8 +314,9 @@ def _gaussian_rows(cfg, inputs, means) -> list[dict[str, Any]]:
           sem=sem, expected=expected, z=(float(errs.mean()) - expected) / sem,
           expected_classical=None if classical is None else
           d * classical**2 / n**2,
-          bits_per_coordinate=distributed.FLOAT32_BITS,
-          bits_per_client=distributed.gaussian_bits_per_client(d)))
+          # float32 coordinates: one coordinate costs what a d = 1 client does
+          bits_per_coordinate=distributed.gaussian_protocol_bits(1),
+          bits_per_client=distributed.gaussian_protocol_bits(d)))
   return rows
 
 
@@ -343,13 +345,13 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         common = dict(
             variant=variant, levels=levels, num_trials=m,
             target_epsilon=min(targets) if targets else None,
-            x_max=protocol.x_max, epsilon=eps,
+            x_max=protocol.linf_clip, epsilon=eps,
             epsilon_note=CONDITION_FAILS if eps is None else None,
             bits_per_coordinate=distributed.bits_per_coordinate(levels, m),
             bits_fixed=distributed.bits_per_coordinate(levels, m,
                                                        fixed_width=True),
-            bits_per_client=distributed.bits_per_client(protocol, d),
-            bits_per_client_fixed=distributed.bits_per_client(
+            bits_per_client=distributed.cpsgd_bits(protocol, d),
+            bits_per_client_fixed=distributed.cpsgd_bits(
                 protocol, d, fixed_width=True))
         index = len(rows) // len(inputs)
         for point in _point(cfg, index, protocol, inputs, means):
@@ -368,8 +370,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
                         clip_norm=cfg['clip_norm'],
                         mean_norm_sq={k: float(np.sum(v**2))
                                       for k, v in means.items()}),
-              rotated_x_max=distributed.rotated_x_max(cfg['clip_norm'], d, n,
-                                                      cfg['delta']),
+              rotated_x_max=distributed.rotated_linf_clip(
+                  cfg['clip_norm'], d, n, cfg['delta']),
               rows=rows, gaussian=gaussian, verdicts=verdicts(rows, gaussian),
               wall_seconds=round(time.time() - start, 1))
 

@@ -58,6 +58,7 @@ import numpy as np
 
 from dpjax import accounting
 from dpjax import distributed as dist
+from dpjax import transforms
 from experiments.common import data as data_lib
 from experiments.common import models
 from experiments.common import report as report_lib
@@ -77,7 +78,7 @@ DEFAULTS = dict(seed=0, delta=1e-5, num_clients=100, clients_per_round=None,
                 clip_norm=0.25, learning_rate=0.5, momentum=0.9, p=0.5,
                 model='logistic', evals=20)
 REGRESSION = ('diabetes', 'synthetic_regression')
-GAUSSIAN_BITS = dist.FLOAT32_BITS
+GAUSSIAN_BITS = dist.gaussian_protocol_bits(1)  # float32: bits per coordinate
 CLOSE = 0.02  # "close to the Gaussian baseline": within 2 points or 2 SEM
 
 
@@ -219,17 +220,19 @@ def _privacy(cfg, dimension, n):
   combos += [(k, m, False) for k, m in cfg['unrotated']]
   out = []
   for k, m, rotate in combos:
-    protocol = dist.cpsgd(clip, k, m, cfg['p'], rotate=rotate,
-                          dimension=dimension, num_clients=n, delta=delta_r)
-    row = dict(levels=k, trials=m, rotate=rotate, x_max=protocol.x_max,
+    linf_clip = (dist.rotated_linf_clip(clip, dimension, n, delta_r)
+                 if rotate else clip)
+    protocol = dist.CpsgdConfig(l2_norm_clip=clip, levels=k, trials=m,
+                                p=cfg['p'], linf_clip=linf_clip, rotate=rotate)
+    row = dict(levels=k, trials=m, rotate=rotate, x_max=protocol.linf_clip,
                spacing=protocol.spacing,
-               message_length=dist.message_length(protocol, dimension),
+               message_length=protocol.message_length(dimension),
                bits_per_coordinate=dist.bits_per_coordinate(k, m),
                bits_fixed=dist.bits_per_coordinate(k, m, fixed_width=True),
-               bits_per_client=dist.bits_per_client(protocol, dimension),
+               bits_per_client=dist.cpsgd_bits(protocol, dimension),
                delta_round=delta_r, protocol=protocol)
     _, l2, _ = accounting.cpsgd_sensitivities(
-        row['message_length'], k, protocol.x_max, clip)
+        row['message_length'], k, protocol.linf_clip, clip)
     row['l2_sensitivity'] = l2  # Theorem 1's Delta_2 (Gaussian: 2 D)
     try:
       event = dist.cpsgd_round_event(protocol, dimension, n, delta_r)
@@ -421,7 +424,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
     else:
       base.update(bits_per_coordinate=GAUSSIAN_BITS, bits_fixed=GAUSSIAN_BITS,
                   message_length=d,
-                  bits_per_client=dist.gaussian_bits_per_client(d))
+                  bits_per_client=dist.gaussian_protocol_bits(d))
     if gaussian:
       base.update(epsilon_round=pr['gauss_epsilon_round'],
                   epsilon_total=pr['gauss_epsilon_total'],
@@ -454,8 +457,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
     row.pop('protocol')
   return dict(experiment=NAME, config=cfg, dataset=report_lib.dataset_info(ds),
               seeds=seeds, model=cfg['model'], dimension=d,
-              padded_dimension=dist.message_length(
-                  dist.cpsgd(1.0, 2, 1, x_max=1.0, rotate=True), d),
+              padded_dimension=transforms.next_power_of_two(d),  # rotated
               clients_per_round=n, delta_round=round_delta(cfg),
               privacy=privacy, runs=runs, summary=summary, curves=curves_out,
               verdicts=verdicts(summary, cfg['clip_norm']),

@@ -13,7 +13,7 @@ import dpjax
 from dpjax import accounting
 
 NR = dp_accounting.NeighboringRelation
-BASE = dict(num_trials=2000, p=0.5, scale=1.0, delta=1e-6, dimension=1,
+BASE = dict(trials=2000, p=0.5, scale=1.0, delta=1e-6, dimension=1,
             l1_sensitivity=1.0, l2_sensitivity=1.0, linf_sensitivity=1.0)
 
 
@@ -28,7 +28,7 @@ def test_published_test_vector():
 
 
 @pytest.mark.parametrize('name,value', [
-    ('num_trials', 0), ('num_trials', -5), ('num_trials', 2000.0),
+    ('trials', 0), ('trials', -5), ('trials', 2000.0),
     ('p', 0.0), ('p', 1.0), ('p', 1.5), ('scale', 0.0), ('scale', -1.0),
     ('delta', 0.0), ('delta', 1.0), ('dimension', 0), ('dimension', 1.5),
     ('l1_sensitivity', -1.0), ('l2_sensitivity', -0.1),
@@ -42,8 +42,8 @@ def test_bad_input_raises_naming_the_value(name, value):
 
 
 @pytest.mark.parametrize('changes', [
-    dict(num_trials=1400),                # 350 < 23 ln(1e7) = 370.7
-    dict(num_trials=2000, p=0.1),         # 180 < 370.7
+    dict(trials=1400),                    # 350 < 23 ln(1e7) = 370.7
+    dict(trials=2000, p=0.1),             # 180 < 370.7
     dict(dimension=10**4),                # 500 < 23 ln(1e11) = 582.4
     dict(linf_sensitivity=251.0),         # 500 < 2 * 251 / 1
     dict(linf_sensitivity=2.6, scale=0.01),  # 500 < 2 * 2.6 / 0.01 = 520
@@ -55,18 +55,18 @@ def test_theorem_condition_raises(changes):
 
 def test_condition_boundary():
   n = math.ceil(4 * 23 * math.log(10 / 1e-6))  # p = 1/2: N / 4 >= 370.7
-  assert math.isfinite(_eps(num_trials=n))
-  with pytest.raises(ValueError, match=f'num_trials={n - 1}'):
-    _eps(num_trials=n - 1)
+  assert math.isfinite(_eps(trials=n))
+  with pytest.raises(ValueError, match=f'trials={n - 1}'):
+    _eps(trials=n - 1)
 
 
-def test_monotone_in_num_trials_and_delta():
-  eps_n = [_eps(num_trials=n) for n in (2000, 4000, 10**4, 10**5, 10**7)]
+def test_monotone_in_trials_and_delta():
+  eps_n = [_eps(trials=n) for n in (2000, 4000, 10**4, 10**5, 10**7)]
   assert all(a > b for a, b in zip(eps_n, eps_n[1:]))
-  eps_d = [_eps(num_trials=10**5, delta=d)
+  eps_d = [_eps(trials=10**5, delta=d)
            for d in (1e-2, 1e-4, 1e-6, 1e-8, 1e-10)]
   assert all(a < b for a, b in zip(eps_d, eps_d[1:]))
-  eps_s = [_eps(num_trials=10**5, l2_sensitivity=x, l1_sensitivity=x,
+  eps_s = [_eps(trials=10**5, l2_sensitivity=x, l1_sensitivity=x,
                 linf_sensitivity=x) for x in (1.0, 2.0, 4.0)]
   assert all(a < b for a, b in zip(eps_s, eps_s[1:]))
 
@@ -178,8 +178,8 @@ def test_cpsgd_sensitivities_hand_values():
 
 @pytest.mark.parametrize('args,match', [
     ((0, 3, 1.0, 1.0), 'dimension=0'), ((4, 1, 1.0, 1.0), 'levels=1'),
-    ((4, 3.0, 1.0, 1.0), 'levels=3.0'), ((4, 3, 0.0, 1.0), 'x_max=0.0'),
-    ((4, 3, 1.0, -1.0), 'clip_norm=-1.0'),
+    ((4, 3.0, 1.0, 1.0), 'levels=3.0'), ((4, 3, 0.0, 1.0), 'linf_clip=0.0'),
+    ((4, 3, 1.0, -1.0), 'l2_norm_clip=-1.0'),
 ])
 def test_cpsgd_sensitivities_validates(args, match):
   with pytest.raises(ValueError, match=match):
@@ -192,16 +192,17 @@ def _clipped(rng, n, d, norm):
   return x * norm * rng.uniform(0, 1, (n, 1)) ** (1 / d)
 
 
-@pytest.mark.parametrize('d,k,x_max,clip', [
+@pytest.mark.parametrize('d,k,linf_clip,clip', [
     (16, 3, 1.0, 0.3),    # coarse grid: the s (k-1) branches
     (16, 65, 1.0, 1.0),   # fine grid: the clip-norm branches
     (4, 5, 0.5, 2.0),     # X_max < D: clamping
     (64, 9, 0.4, 1.0),
 ])
-def test_cpsgd_sensitivities_hold_for_random_quantizations(d, k, x_max, clip):
+def test_cpsgd_sensitivities_hold_for_random_quantizations(d, k, linf_clip,
+                                                           clip):
   rng = np.random.default_rng(d * k)
-  l1, l2, linf = accounting.cpsgd_sensitivities(d, k, x_max, clip)
-  quantizer = dpjax.transforms.k_level_quantizer(x_max, k)
+  l1, l2, linf = accounting.cpsgd_sensitivities(d, k, linf_clip, clip)
+  quantizer = dpjax.transforms.k_level_quantizer(linf_clip, k)
   n = 2000
   x, y = _clipped(rng, n, d, clip), _clipped(rng, n, d, clip)
   # Adversarial pairs: antipodal, on the sphere, and spread out or spiky.
@@ -242,7 +243,7 @@ def test_gaussian_protocol():
   assert composed < 10 * classical
   with pytest.raises(ValueError, match='epsilon=.* > 1'):
     accounting.gaussian_protocol_epsilon(1.0, 1.0, 1e-5)
-  with pytest.raises(ValueError, match='noise_stddev=0.0'):
+  with pytest.raises(ValueError, match='stddev=0.0'):
     accounting.gaussian_protocol_epsilon(0.0, 1.0, 1e-5)
   with pytest.raises(ValueError, match='delta=1.5'):
     accounting.gaussian_protocol_epsilon(10.0, 1.0, 1.5)

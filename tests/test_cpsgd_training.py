@@ -95,9 +95,13 @@ def test_tiny_run_and_report(tmp_path):
   assert 'Gaussian @ cpSGD k=2 m=32 no rot' not in by
   assert small['message_length'] == d  # no rotation: no padding
   big = by['cpSGD k=2 m=512']
-  protocol = dist.cpsgd(cfg['clip_norm'], 2, 512, rotate=True, dimension=d,
-                        num_clients=10, delta=exp.round_delta(cfg))
-  event = dist.cpsgd_round_event(protocol, d, 10, exp.round_delta(cfg))
+  delta_r = exp.round_delta(cfg)
+  protocol = dist.CpsgdConfig(
+      l2_norm_clip=cfg['clip_norm'], levels=2, trials=512, rotate=True,
+      linf_clip=dist.rotated_linf_clip(cfg['clip_norm'], d, 10, delta_r))
+  assert big['x_max'] == protocol.linf_clip
+  assert big['bits_per_client'] == dist.cpsgd_bits(protocol, d)
+  event = dist.cpsgd_round_event(protocol, d, 10, delta_r)
   assert big['epsilon_round'] == pytest.approx(event.epsilon)
   assert big['bits_per_coordinate'] == pytest.approx(math.log2(514))
   assert big['bits_fixed'] == 10 and big['message_length'] == 1024

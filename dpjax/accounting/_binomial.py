@@ -15,7 +15,7 @@ from dpjax import _validate
 from dpjax.accounting import _events
 
 
-def binomial_epsilon(num_trials: int, p: float, scale: float, delta: float,
+def binomial_epsilon(trials: int, p: float, scale: float, delta: float,
                      dimension: int, l1_sensitivity: float,
                      l2_sensitivity: float, linf_sensitivity: float) -> float:
   """Epsilon of one release of the Binomial mechanism (cpSGD Theorem 1).
@@ -31,7 +31,7 @@ def binomial_epsilon(num_trials: int, p: float, scale: float, delta: float,
   b_p = (2/3)(p^2 + (1-p)^2) + 1 - 2p, d_p = (4/3)(p^2 + (1-p)^2).
 
   Args:
-    num_trials: N (> 0). In cpSGD, n clients with m trials each give N = n m.
+    trials: N (> 0). In cpSGD, n clients with m trials each give N = n m.
     p: success probability in (0, 1).
     scale: lattice spacing s (> 0); for cpSGD the quantizer's spacing
       2 X_max / (k - 1).
@@ -65,7 +65,7 @@ def binomial_epsilon(num_trials: int, p: float, scale: float, delta: float,
     >>> round(binomial_epsilon(2000, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0), 6)
     0.637513
   """
-  _validate.positive_int(num_trials=num_trials, dimension=dimension)
+  _validate.positive_int(trials=trials, dimension=dimension)
   _validate.open_unit(p=p, delta=delta)
   _validate.positive(scale=scale)
   _validate.non_negative(l1_sensitivity=l1_sensitivity,
@@ -73,14 +73,14 @@ def binomial_epsilon(num_trials: int, p: float, scale: float, delta: float,
                          linf_sensitivity=linf_sensitivity)
   p, s, delta = float(p), float(scale), float(delta)
   q = 1 - p
-  v = num_trials * p * q
+  v = trials * p * q
   need = max(23 * math.log(10 * dimension / delta),
              2 * float(linf_sensitivity) / s)
   if v < need:
     raise ValueError(
-        f'Theorem 1 needs num_trials * p * (1 - p) >= max(23 ln(10 d / delta),'
-        f' 2 linf_sensitivity / scale) = {need:.6g}; got num_trials='
-        f'{num_trials}, p={p} (N p (1-p) = {v:.6g}), dimension={dimension}, '
+        f'Theorem 1 needs trials * p * (1 - p) >= max(23 ln(10 d / delta),'
+        f' 2 linf_sensitivity / scale) = {need:.6g}; got trials='
+        f'{trials}, p={p} (N p (1-p) = {v:.6g}), dimension={dimension}, '
         f'delta={delta}, linf_sensitivity={linf_sensitivity}, scale={scale}.')
   c_p = math.sqrt(2) * (3 * p**3 + 3 * q**3 + 2 * p**2 + 2 * q**2)
   b_p = 2 / 3 * (p**2 + q**2) + 1 - 2 * p
@@ -95,7 +95,7 @@ def binomial_epsilon(num_trials: int, p: float, scale: float, delta: float,
              + dinf * d_p * math.log(20 * dimension / delta) * ln10) / (s * v))
 
 
-def binomial_event(num_trials: int, p: float, scale: float, delta: float,
+def binomial_event(trials: int, p: float, scale: float, delta: float,
                    dimension: int, l1_sensitivity: float, l2_sensitivity: float,
                    linf_sensitivity: float) -> _events.EpsilonDeltaDpEvent:
   """One round of the Binomial mechanism as an (epsilon, delta) event.
@@ -123,7 +123,7 @@ def binomial_event(num_trials: int, p: float, scale: float, delta: float,
     >>> round(ev.epsilon, 6), ev.delta
     (0.637513, 1e-06)
   """
-  eps = binomial_epsilon(num_trials, p, scale, delta, dimension,
+  eps = binomial_epsilon(trials, p, scale, delta, dimension,
                          l1_sensitivity, l2_sensitivity, linf_sensitivity)
   return _events.EpsilonDeltaDpEvent(eps, float(delta))
 
@@ -171,11 +171,12 @@ def advanced_composition(epsilon: float, delta: float, rounds: int,
   return eps_adv, min(1.0, k * float(delta) + float(delta_slack))
 
 
-def cpsgd_sensitivities(dimension: int, levels: int, x_max: float,
-                        clip_norm: float) -> tuple[float, float, float]:
+def cpsgd_sensitivities(dimension: int, levels: int, linf_clip: float,
+                        l2_norm_clip: float) -> tuple[float, float, float]:
   """Replace-one (L1, L2, L_inf) sensitivities of cpSGD's quantized sum.
 
-  With s = 2 X_max / (k - 1) and D the clip norm:
+  With X_max = ``linf_clip`` (the quantizer's per-coordinate clamp),
+  s = 2 X_max / (k - 1) and D = ``l2_norm_clip``:
   Delta_inf = 2 X_max; Delta_2 = min(s (k-1) sqrt(d), 2 D + 2 s sqrt(d));
   Delta_1 = min(s (k-1) d, 2 sqrt(d) D + 2 s d). All are in real units; the
   difference of two quantized vectors lies in s Z^d, so pass ``scale=s`` with
@@ -198,8 +199,8 @@ def cpsgd_sensitivities(dimension: int, levels: int, x_max: float,
   Args:
     dimension: d (> 0).
     levels: k (>= 2).
-    x_max: quantizer range X_max (> 0).
-    clip_norm: L2 clip norm D (>= 0).
+    linf_clip: X_max (> 0), the quantizer's range [-X_max, X_max].
+    l2_norm_clip: D (>= 0), the clients' L2 clip norm.
 
   Returns:
     (l1, l2, linf).
@@ -209,14 +210,15 @@ def cpsgd_sensitivities(dimension: int, levels: int, x_max: float,
     recover; these are the [DERIVED] bounds of REFERENCES.md section 4).
 
   Example:
-    >>> cpsgd_sensitivities(dimension=4, levels=9, x_max=1.0, clip_norm=0.5)
+    >>> cpsgd_sensitivities(dimension=4, levels=9, linf_clip=1.0,
+    ...                     l2_norm_clip=0.5)
     (4.0, 2.0, 2.0)
   """
   _validate.positive_int(dimension=dimension)
   _validate.integer_at_least(2, levels=levels)
-  _validate.positive(x_max=x_max)
-  _validate.non_negative(clip_norm=clip_norm)
-  d, span, big_d = dimension, 2 * float(x_max), float(clip_norm)
+  _validate.positive(linf_clip=linf_clip)
+  _validate.non_negative(l2_norm_clip=l2_norm_clip)
+  d, span, big_d = dimension, 2 * float(linf_clip), float(l2_norm_clip)
   s = span / (levels - 1)
   root_d = math.sqrt(d)
   l2 = min(span * root_d, 2 * big_d + 2 * s * root_d)
@@ -224,7 +226,7 @@ def cpsgd_sensitivities(dimension: int, levels: int, x_max: float,
   return l1, l2, span
 
 
-def gaussian_protocol_epsilon(noise_stddev: float, l2_sensitivity: float,
+def gaussian_protocol_epsilon(stddev: float, l2_sensitivity: float,
                               delta: float) -> float:
   """Classical Gaussian-mechanism epsilon: Delta_2 sqrt(2 ln(1.25/delta)) / sigma.
 
@@ -235,7 +237,7 @@ def gaussian_protocol_epsilon(noise_stddev: float, l2_sensitivity: float,
   smaller than this bound.
 
   Args:
-    noise_stddev: sigma (> 0), stddev of the noise on the released sum.
+    stddev: sigma (> 0), stddev of the noise on the released sum.
     l2_sensitivity: Delta_2 (>= 0), in the same units.
     delta: in (0, 1).
 
@@ -258,32 +260,32 @@ def gaussian_protocol_epsilon(noise_stddev: float, l2_sensitivity: float,
     >>> round(gaussian_protocol_epsilon(10.0, 1.0, 1e-5), 4)
     0.4845
   """
-  _validate.positive(noise_stddev=noise_stddev)
+  _validate.positive(stddev=stddev)
   _validate.non_negative(l2_sensitivity=l2_sensitivity)
   _validate.open_unit(delta=delta)
   eps = (float(l2_sensitivity) * math.sqrt(2 * math.log(1.25 / float(delta)))
-         / float(noise_stddev))
+         / float(stddev))
   if eps > 1:
     raise ValueError(
         f'The classical Gaussian bound gives epsilon={eps:.6g} > 1 for '
-        f'noise_stddev={noise_stddev}, l2_sensitivity={l2_sensitivity}, '
+        f'stddev={stddev}, l2_sensitivity={l2_sensitivity}, '
         f'delta={delta}, where it is not proved; use epsilon('
         f'gaussian_protocol_event(...), delta) for the tight value.')
   return eps
 
 
-def gaussian_protocol_event(noise_stddev: float,
+def gaussian_protocol_event(stddev: float,
                             l2_sensitivity: float) -> dp_accounting.DpEvent:
   """The Gaussian baseline as a tight, composable dp_accounting event.
 
   Args:
-    noise_stddev: sigma (> 0), stddev of the noise on the released sum.
+    stddev: sigma (> 0), stddev of the noise on the released sum.
     l2_sensitivity: Delta_2 (> 0), in the same units: the largest L2
       distance between the sums on neighbouring datasets (replace-one for
       cpSGD, e.g. from ``cpsgd_sensitivities``).
 
   Returns:
-    ``dp_accounting.GaussianDpEvent(noise_stddev / l2_sensitivity)``. Its
+    ``dp_accounting.GaussianDpEvent(stddev / l2_sensitivity)``. Its
     PLD epsilon is tight and below ``gaussian_protocol_epsilon``. Account it
     with the default ``neighboring_relation`` (ADD_OR_REMOVE_ONE), which for
     an unsampled Gaussian means "neighbouring sums at L2 distance <=
@@ -302,6 +304,6 @@ def gaussian_protocol_event(noise_stddev: float,
     >>> gaussian_protocol_event(10.0, 2.0)
     GaussianDpEvent(noise_multiplier=5.0)
   """
-  _validate.positive(noise_stddev=noise_stddev, l2_sensitivity=l2_sensitivity)
+  _validate.positive(stddev=stddev, l2_sensitivity=l2_sensitivity)
   return dp_accounting.GaussianDpEvent(
-      float(noise_stddev) / float(l2_sensitivity))
+      float(stddev) / float(l2_sensitivity))

@@ -1,56 +1,64 @@
-"""Protocols over many clients: cpSGD distributed mean estimation.
+"""Protocols over many clients, on one client harness.
 
-cpSGD (Agarwal et al., NeurIPS 2018): each client clips its vector, optionally
-applies a shared randomized Hadamard rotation, quantizes it to k levels and
-adds Bin(m, p) noise, sending integers in {0, ..., k - 1 + m}
-(log2(k + m) bits per coordinate); the server decodes the exact integer sum
-into an unbiased mean estimate. ``distributed_mean`` vmaps the protocol over a
-leading client axis; ``distributed_mean_sharded`` runs it over a device mesh
-with ``jax.shard_map`` and gives bit-identical results from the same key. The
-Gaussian baseline (real-valued noise, 32 bits per coordinate) runs in the same
-harness.
+The harness (``shared_key``, ``client_keys``, ``client_sum``) derives every
+client's key from the round key and the client's index, maps a per-client
+encoder over the leading client axis and sums the messages exactly: vmapped
+on one device, or with ``jax.shard_map`` over a mesh axis, bit-identically.
+
+cpSGD (Agarwal et al., NeurIPS 2018): each client clips its vector,
+optionally applies a shared randomized Hadamard rotation, quantizes it to k
+levels and adds Bin(m, p) noise, sending integers in {0, ..., k - 1 + m}
+(``bits_per_coordinate``: log2(k + m) bits); the server decodes the exact
+integer sum into an unbiased mean estimate. ``distributed_mean`` vmaps the
+protocol; ``distributed_mean_sharded`` shards it over a mesh axis. The
+Gaussian protocol (real-valued noise, 32 bits per coordinate) is the
+baseline. Each protocol has an event companion (``cpsgd_round_event``,
+``gaussian_protocol_round_event``) and a bit count per client and round
+(``cpsgd_bits``, ``gaussian_protocol_bits``) built from the same
+hyperparameters.
 
 Example:
-  >>> cfg = dpjax.distributed.cpsgd(clip_norm=1.0, levels=16, num_trials=32)
+  >>> cfg = dpjax.distributed.CpsgdConfig(l2_norm_clip=1.0, levels=16,
+  ...                                     trials=32)
   >>> xs = jnp.ones((4, 3)) / 2
   >>> dpjax.distributed.distributed_mean(cfg, jax.random.key(0), xs).shape
   (3,)
 """
 
-from dpjax.distributed._cpsgd import bits_per_client
-from dpjax.distributed._cpsgd import bits_per_coordinate
 from dpjax.distributed._cpsgd import client_encode
-from dpjax.distributed._cpsgd import cpsgd
-from dpjax.distributed._cpsgd import cpsgd_expected_mse
-from dpjax.distributed._cpsgd import cpsgd_keys
-from dpjax.distributed._cpsgd import cpsgd_mse_bound
 from dpjax.distributed._cpsgd import cpsgd_round_event
-from dpjax.distributed._cpsgd import CpsgdConfig
 from dpjax.distributed._cpsgd import distributed_mean
 from dpjax.distributed._cpsgd import distributed_mean_sharded
-from dpjax.distributed._cpsgd import FLOAT32_BITS
-from dpjax.distributed._cpsgd import gaussian_bits_per_client
-from dpjax.distributed._cpsgd import gaussian_distributed_mean
-from dpjax.distributed._cpsgd import message_length
-from dpjax.distributed._cpsgd import rotated_x_max
 from dpjax.distributed._cpsgd import server_decode
+from dpjax.distributed._cpsgd_config import bits_per_coordinate
+from dpjax.distributed._cpsgd_config import cpsgd_bits
+from dpjax.distributed._cpsgd_config import CpsgdConfig
+from dpjax.distributed._cpsgd_config import rotated_linf_clip
+from dpjax.distributed._cpsgd_error import cpsgd_expected_mse
+from dpjax.distributed._cpsgd_error import cpsgd_mse_bound
+from dpjax.distributed._gaussian import gaussian_distributed_mean
+from dpjax.distributed._gaussian import gaussian_protocol_bits
+from dpjax.distributed._gaussian import gaussian_protocol_round_event
+from dpjax.distributed._harness import client_keys
+from dpjax.distributed._harness import client_sum
+from dpjax.distributed._harness import shared_key
 
 __all__ = [
-    'bits_per_client',
     'bits_per_coordinate',
     'client_encode',
-    'cpsgd',
+    'client_keys',
+    'client_sum',
+    'cpsgd_bits',
     'cpsgd_expected_mse',
-    'cpsgd_keys',
     'cpsgd_mse_bound',
     'cpsgd_round_event',
     'CpsgdConfig',
     'distributed_mean',
     'distributed_mean_sharded',
-    'FLOAT32_BITS',
-    'gaussian_bits_per_client',
     'gaussian_distributed_mean',
-    'message_length',
-    'rotated_x_max',
+    'gaussian_protocol_bits',
+    'gaussian_protocol_round_event',
+    'rotated_linf_clip',
     'server_decode',
+    'shared_key',
 ]
