@@ -26,7 +26,8 @@ Example:
   ...                  noise_multiplier=1.1, expected_batch_size=32,
   ...                  key=jax.random.key(0))
   >>> per_example = jnp.ones((4, 3))   # four examples, three parameters
-  >>> updates, _ = tx.update(per_example, tx.init(jnp.zeros(3)), jnp.zeros(3))
+  >>> updates, _ = tx.update(per_example, tx.init(jnp.zeros(3)), jnp.zeros(3),
+  ...                        mask=jnp.ones(4, bool))  # False on padded rows
   >>> updates.shape
   (3,)
 """

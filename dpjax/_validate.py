@@ -81,3 +81,10 @@ def key(value: Any, name: str = 'key') -> jax.Array:
       f'Expected {name} to be a jax.random key, got an array of dtype '
       f'{value.dtype} and shape {value.shape}.'
   )
+
+
+def finite(**kwargs: Any) -> None:
+  """Checks that each concrete value is finite (not NaN or +-inf)."""
+  for name, value in kwargs.items():
+    if _concrete(value) and not np.isfinite(float(value)):
+      raise ValueError(f'Expected {name}={value} to be finite.')

@@ -21,13 +21,15 @@ from dpjax import transforms
 
 KEY = jax.random.key(0)
 D = 4000
+ALL8 = jnp.ones(8, bool)
 
 
 def _noise_of_one_step(sigma, clip=1.0, key=KEY, dim=D):
   """dpsgd's update for zero gradients and lr = batch = 1: -noise."""
   tx = dpjax.dpsgd(1.0, clip, sigma, 1.0, key=key)
   params = jnp.zeros(dim)
-  out, _ = tx.update(jnp.zeros((2, dim)), tx.init(params), params)
+  out, _ = tx.update(jnp.zeros((2, dim)), tx.init(params), params,
+                     mask=jnp.ones(2, bool))
   return -out
 
 
@@ -41,13 +43,13 @@ def test_inject_hyperparams_dpsgd_matches_the_plain_chain_under_jit():
   s_inj, s_plain = injected.init(params), plain.init(params)
   step_inj, step_plain = jax.jit(injected.update), jax.jit(plain.update)
   for _ in range(3):
-    a, s_inj = step_inj(grads, s_inj, params)
-    b, s_plain = step_plain(grads, s_plain, params)
+    a, s_inj = step_inj(grads, s_inj, params, mask=ALL8)
+    b, s_plain = step_plain(grads, s_plain, params, mask=ALL8)
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
   # A changed hyperparameter in the state takes effect without retracing.
   s_inj.hyperparams['noise_multiplier'] = jnp.zeros_like(
       s_inj.hyperparams['noise_multiplier'])
-  quiet, _ = step_inj(jnp.zeros((8, D)), s_inj, params)
+  quiet, _ = step_inj(jnp.zeros((8, D)), s_inj, params, mask=ALL8)
   assert step_inj._cache_size() == 1
   assert float(jnp.abs(quiet).max()) < 1.0  # momentum only, no fresh noise
 
@@ -80,7 +82,8 @@ def test_rs_dpsgd_vmaps_over_sparsity_schedules():
     sched = base._replace(num_zeros=num_zeros)
     tx = dpjax.rs_dpsgd(1.0, 1.0, 1.0, 1.0, sched, key=KEY,
                         mask_key=jax.random.key(1))
-    out, _ = tx.update(jnp.ones((2, 100)), tx.init(params), params)
+    out, _ = tx.update(jnp.ones((2, 100)), tx.init(params), params,
+                       mask=jnp.ones(2, bool))
     return jnp.sum(out == 0)
 
   counts = jax.jit(jax.vmap(zeros_after_one_step))(

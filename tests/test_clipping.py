@@ -28,6 +28,11 @@ def make_batch(key, batch=8, scale=1.0):
 PARAMS = {'w': jnp.linspace(-1.0, 1.0, D), 'b': jnp.array(0.3)}
 
 
+def ALL(batch):  # pylint: disable=invalid-name
+  """The mask of a batch without padding."""
+  return jnp.ones(jax.tree.leaves(batch)[0].shape[0], bool)
+
+
 def test_per_example_grads_match_a_python_loop():
   batch = make_batch(jax.random.key(0))
   grads = dpjax.per_example_grads(linear_loss)(PARAMS, batch)
@@ -44,7 +49,7 @@ def test_clipped_sum_matches_reference_formula():
                          np.asarray(grads['b'])[:, None]], axis=1)
   norms = np.linalg.norm(flat, axis=1)
   clip = float(np.median(norms))  # half the examples clipped, half not
-  out = dpjax.clipped_grad_sum(linear_loss, clip)(PARAMS, batch)
+  out = dpjax.clipped_grad_sum(linear_loss, clip)(PARAMS, batch, ALL(batch))
   expected = (flat * np.minimum(1.0, clip / norms)[:, None]).sum(0)
   np.testing.assert_allclose(out.norms, norms, rtol=1e-5)
   np.testing.assert_allclose(out.grad_sum['w'], expected[:D], rtol=1e-5)
@@ -53,7 +58,7 @@ def test_clipped_sum_matches_reference_formula():
 
 def test_huge_clip_gives_the_plain_gradient_sum():
   batch = make_batch(jax.random.key(2))
-  out = dpjax.clipped_grad_sum(linear_loss, 1e9)(PARAMS, batch)
+  out = dpjax.clipped_grad_sum(linear_loss, 1e9)(PARAMS, batch, ALL(batch))
   mean_loss = lambda p: jnp.sum(jax.vmap(linear_loss, (None, 0))(p, batch))
   chex.assert_trees_all_close(out.grad_sum, jax.grad(mean_loss)(PARAMS),
                               rtol=1e-5)
@@ -79,9 +84,9 @@ def _diff_norm(a, b):
 def test_replace_one_moves_the_sum_by_at_most_2c_and_nearly_attains_it(clip):
   batch = make_batch(jax.random.key(3), scale=5.0)
   fn = jax.jit(dpjax.clipped_grad_sum(linear_loss, clip))
-  base = fn(PARAMS, batch).grad_sum
-  index = int(jnp.argmax(fn(PARAMS, batch).norms))  # a clipped example
-  moved = fn(PARAMS, _adversarial_neighbour(batch, index, clip)).grad_sum
+  base = fn(PARAMS, batch, ALL(batch)).grad_sum
+  index = int(jnp.argmax(fn(PARAMS, batch, ALL(batch)).norms))  # a clipped example
+  moved = fn(PARAMS, _adversarial_neighbour(batch, index, clip), ALL(batch)).grad_sum
   dist = _diff_norm(base, moved)
   assert dist <= 2 * clip * (1 + 1e-5)
   assert dist >= 1.9 * clip  # the bound is tight, so the test can fail
@@ -90,7 +95,7 @@ def test_replace_one_moves_the_sum_by_at_most_2c_and_nearly_attains_it(clip):
 def test_add_remove_one_moves_the_sum_by_at_most_c_via_the_mask():
   batch = make_batch(jax.random.key(4), scale=10.0)
   fn = dpjax.clipped_grad_sum(linear_loss, 0.5)
-  full = fn(PARAMS, batch).grad_sum
+  full = fn(PARAMS, batch, ALL(batch)).grad_sum
   for i in range(batch['y'].shape[0]):
     mask = jnp.arange(batch['y'].shape[0]) != i
     assert _diff_norm(full, fn(PARAMS, batch, mask).grad_sum) <= 0.5 * (1 + 1e-5)
@@ -105,8 +110,8 @@ def test_sensitivity_bound_holds_for_random_neighbours(seed, scale, index):
   other = make_batch(k2, scale=scale * 10)
   neighbour = jax.tree.map(lambda a, b: a.at[index].set(b[index]), batch, other)
   fn = _jitted_clip_sum
-  assert _diff_norm(fn(PARAMS, batch).grad_sum,
-                    fn(PARAMS, neighbour).grad_sum) <= 2 * 1.0 * (1 + 1e-5)
+  assert _diff_norm(fn(PARAMS, batch, ALL(batch)).grad_sum,
+                    fn(PARAMS, neighbour, ALL(neighbour)).grad_sum) <= 2 * 1.0 * (1 + 1e-5)
 
 
 _jitted_clip_sum = jax.jit(dpjax.clipped_grad_sum(linear_loss, 1.0))
@@ -116,21 +121,21 @@ def test_per_layer_clipping_bounds_each_group_and_the_total():
   clip = {'w': 0.3, 'b': 0.4}
   assert dpjax.clipping.clipped_norm_bound(clip) == pytest.approx(0.5)
   batch = make_batch(jax.random.key(5), batch=1, scale=50.0)
-  out = dpjax.clipped_grad_sum(linear_loss, clip)(PARAMS, batch)
+  out = dpjax.clipped_grad_sum(linear_loss, clip)(PARAMS, batch, ALL(batch))
   assert set(out.norms) == {'w', 'b'}
   assert float(jnp.linalg.norm(out.grad_sum['w'])) == pytest.approx(0.3, 1e-5)
   assert float(jnp.abs(out.grad_sum['b'])) == pytest.approx(0.4, 1e-5)
   # Adversarial replace-one stays within 2 * sqrt(0.3^2 + 0.4^2).
   batch = make_batch(jax.random.key(6), scale=5.0)
   fn = dpjax.clipped_grad_sum(linear_loss, clip)
-  moved = fn(PARAMS, _adversarial_neighbour(batch, 0, 1.0)).grad_sum
-  assert _diff_norm(fn(PARAMS, batch).grad_sum, moved) <= 2 * 0.5 * (1 + 1e-5)
+  moved = fn(PARAMS, _adversarial_neighbour(batch, 0, 1.0), ALL(batch)).grad_sum
+  assert _diff_norm(fn(PARAMS, batch, ALL(batch)).grad_sum, moved) <= 2 * 0.5 * (1 + 1e-5)
 
 
 def test_padded_rows_contribute_exactly_nothing():
   batch = make_batch(jax.random.key(7), batch=6)
   fn = dpjax.clipped_grad_sum(linear_loss, 1.0)
-  real = fn(PARAMS, batch).grad_sum
+  real = fn(PARAMS, batch, ALL(batch)).grad_sum
   garbage = make_batch(jax.random.key(8), batch=4, scale=1e3)
   garbage['x'] = garbage['x'].at[0].set(jnp.nan)
   padded = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), batch, garbage)
@@ -145,14 +150,14 @@ def test_nonfinite_examples_are_dropped_and_counted():
   fn = dpjax.clipped_grad_sum(linear_loss, 1.0)
   bad = jax.tree.map(lambda v: v, batch)
   bad['x'] = bad['x'].at[2].set(jnp.inf)
-  out = fn(PARAMS, bad)
+  out = fn(PARAMS, bad, ALL(bad))
   keep = jnp.arange(6) != 2
   chex.assert_tree_all_finite(out.grad_sum)
   chex.assert_trees_all_close(out.grad_sum, fn(PARAMS, batch, keep).grad_sum,
                               rtol=1e-6)
   assert int(dpjax.clipping.count_nonfinite(out.norms)) == 1
   per_layer = dpjax.clipped_grad_sum(linear_loss, {'w': 1.0, 'b': 1.0})
-  out = per_layer(PARAMS, bad)
+  out = per_layer(PARAMS, bad, ALL(bad))
   chex.assert_tree_all_finite(out.grad_sum)
   assert int(dpjax.clipping.count_nonfinite(out.norms)) == 1
 
@@ -160,7 +165,7 @@ def test_nonfinite_examples_are_dropped_and_counted():
 def test_jit_and_eager_agree_bitwise():
   batch = make_batch(jax.random.key(10))
   fn = dpjax.clipped_grad_sum(linear_loss, 1.0)
-  eager, jitted = fn(PARAMS, batch), jax.jit(fn)(PARAMS, batch)
+  eager, jitted = fn(PARAMS, batch, ALL(batch)), jax.jit(fn)(PARAMS, batch, ALL(batch))
   chex.assert_trees_all_close(eager, jitted, rtol=1e-6)
 
 
@@ -179,11 +184,11 @@ def test_unknown_method_raises():
 def test_coordinate_mask_clips_and_sums_the_masked_gradients(method):
   batch = make_batch(jax.random.key(11), scale=3.0)
   cmask = {'w': jnp.array([1.0, 0.0, 1.0, 1.0, 0.0]), 'b': jnp.array(0.0)}
-  out = dpjax.clipped_grad_sum(linear_loss, 1.0, method)(PARAMS, batch,
-                                                          coordinate_mask=cmask)
+  out = dpjax.clipped_grad_sum(linear_loss, 1.0, method)(
+      PARAMS, batch, ALL(batch), coordinate_mask=cmask)
   grads = dpjax.per_example_grads(linear_loss)(PARAMS, batch)
   masked = jax.tree.map(lambda g, m: g * m, grads, cmask)
-  expected = dpjax.clipping.clip_and_sum(masked, 1.0)
+  expected = dpjax.clipping.clip_and_sum(masked, 1.0, ALL(masked))
   chex.assert_trees_all_close(out, expected, rtol=1e-5)
   np.testing.assert_array_equal(np.asarray(out.grad_sum['w'])[[1, 4]], 0.0)
   assert float(out.grad_sum['b']) == 0.0
@@ -193,7 +198,7 @@ def test_coordinate_mask_clips_and_sums_the_masked_gradients(method):
 def test_methods_agree_on_the_reference_formula(method):
   batch = make_batch(jax.random.key(12), scale=3.0)
   clip = {'w': 0.5, 'b': 0.2}
-  out = jax.jit(dpjax.clipped_grad_sum(linear_loss, clip, method))(PARAMS,
-                                                                   batch)
+  out = jax.jit(dpjax.clipped_grad_sum(linear_loss, clip, method))(
+      PARAMS, batch, ALL(batch))
   grads = dpjax.per_example_grads(linear_loss)(PARAMS, batch)
-  chex.assert_trees_all_close(out, dpjax.clipping.clip_and_sum(grads, clip), rtol=1e-5)
+  chex.assert_trees_all_close(out, dpjax.clipping.clip_and_sum(grads, clip, ALL(grads)), rtol=1e-5)

@@ -19,6 +19,23 @@ B = 8
 KEY = jax.random.key(0)
 
 
+
+def clipped_grad_sum(loss, clip, method='vmap', **kwargs):
+  """``dpjax.clipped_grad_sum`` with an all-true mask when none is given.
+
+  These tests are about norms and sums; the required mask is tested in
+  tests/test_hardening.py.
+  """
+  fn = dpjax.clipped_grad_sum(loss, clip, method, **kwargs)
+
+  def call(params, batch, mask=None, coordinate_mask=None):
+    if mask is None:
+      mask = jnp.ones(jax.tree.leaves(batch)[0].shape[0], bool)
+    return fn(params, batch, mask, coordinate_mask)
+
+  return call
+
+
 def assert_same(a, b, rtol=2e-5, atol=2e-6):
   chex.assert_trees_all_close(a, b, rtol=rtol, atol=atol)
 
@@ -30,8 +47,8 @@ def both(loss, clip, params, batch, mask=None, coordinate_mask=None,
   With ``also_unmasked``: (vmap, ghost) without ``coordinate_mask``, then
   (vmap, ghost) with it, still one compilation.
   """
-  exact = dpjax.clipped_grad_sum(loss, clip)
-  ghost = dpjax.clipped_grad_sum(loss, clip, method='ghost')
+  exact = clipped_grad_sum(loss, clip)
+  ghost = clipped_grad_sum(loss, clip, method='ghost')
 
   def run(params, batch, mask, cmask):
     out = (exact(params, batch, mask, cmask), ghost(params, batch, mask, cmask))
@@ -236,13 +253,13 @@ def test_coordinate_mask_gives_the_clipped_sum_of_masked_gradients():
   loss, params, batch = cnn_case()
   cmask = random_mask(params, 7)
   clip = median_clip(loss, params, batch)
-  ghost = dpjax.clipped_grad_sum(loss, clip, method='ghost')
+  ghost = clipped_grad_sum(loss, clip, method='ghost')
 
   @jax.jit
   def run(params, batch, cmask):  # the definition: clip and sum m * g_i
     grads = dpjax.per_example_grads(loss)(params, batch)
     return (ghost(params, batch, None, cmask), dpjax.clipping.clip_and_sum(
-        jax.tree.map(jnp.multiply, grads, cmask), clip))
+        jax.tree.map(jnp.multiply, grads, cmask), clip, jnp.ones(B, bool)))
 
   out, definition = run(params, batch, cmask)
   assert_same(out, definition)
@@ -250,7 +267,7 @@ def test_coordinate_mask_gives_the_clipped_sum_of_masked_gradients():
 
 def test_padded_rows_contribute_exactly_nothing():
   loss, params, (x, y) = mlp_case()
-  fn = jax.jit(dpjax.clipped_grad_sum(loss, 0.5, method='ghost'))
+  fn = jax.jit(clipped_grad_sum(loss, 0.5, method='ghost'))
   real = fn(params, (x, y))
   garbage = np.array(normal(1, (4, 7), 1e3))
   garbage[0], garbage[1] = np.nan, np.inf
@@ -259,7 +276,7 @@ def test_padded_rows_contribute_exactly_nothing():
   out = fn(params, padded, mask)
   assert_same(out.grad_sum, real.grad_sum)
   assert int(dpjax.clipping.count_nonfinite(out.norms, mask)) == 0
-  exact = jax.jit(dpjax.clipped_grad_sum(loss, 0.5))(params, padded, mask)
+  exact = jax.jit(clipped_grad_sum(loss, 0.5))(params, padded, mask)
   assert_same(out.grad_sum, exact.grad_sum)
 
 
@@ -270,8 +287,8 @@ def test_nonfinite_examples_are_dropped_like_vmap(name):
   x[2] = np.nan
   batch = (x, y)
   clip = 0.5 if name != 'cnn' else jax.tree.map(lambda _: 0.3, params)
-  exact = dpjax.clipped_grad_sum(loss, clip)
-  ghost = dpjax.clipped_grad_sum(loss, clip, 'ghost')
+  exact = clipped_grad_sum(loss, clip)
+  ghost = clipped_grad_sum(loss, clip, 'ghost')
   keep = np.arange(B) != 2
   exact, ghost, dropped = jax.jit(lambda p, b: (
       exact(p, b), ghost(p, b), ghost(p, b, keep)))(params, batch)
@@ -284,7 +301,7 @@ def test_nonfinite_examples_are_dropped_like_vmap(name):
 
 def test_huge_clip_gives_the_plain_gradient_sum():
   loss, params, batch = mlp_case()
-  ghost = dpjax.clipped_grad_sum(loss, 1e9, method='ghost')
+  ghost = clipped_grad_sum(loss, 1e9, method='ghost')
   total = lambda p: jnp.sum(jax.vmap(loss, (None, 0))(p, batch))  # noqa: E731
   out, plain = jax.jit(lambda p: (ghost(p, batch), jax.grad(total)(p)))(params)
   assert_same(out.grad_sum, plain)
@@ -296,7 +313,7 @@ def test_huge_clip_gives_the_plain_gradient_sum():
 def test_jitted_ghost_compiles_once_across_calls():
   loss, params, (x, y) = mlp_case()
   traces = []
-  ghost = dpjax.clipped_grad_sum(loss, 1.0, method='ghost')
+  ghost = clipped_grad_sum(loss, 1.0, method='ghost')
 
   def fn(params, batch, mask, cmask):
     traces.append(1)
@@ -341,7 +358,7 @@ def diff_norm(a, b):
 @pytest.mark.parametrize('clip', [0.1, 1.0, {'w': 0.3, 'b': 0.4}])
 def test_replace_one_moves_the_sum_by_at_most_2c_and_nearly_attains_it(clip):
   batch = {'x': normal(3, (B, D), 5.0), 'y': normal(4, (B,))}
-  fn = jax.jit(dpjax.clipped_grad_sum(linear_loss, clip, method='ghost'))
+  fn = jax.jit(clipped_grad_sum(linear_loss, clip, method='ghost'))
   base = fn(LINEAR, batch)
   index = int(jnp.argmax(jax.tree.leaves(base.norms)[-1]))
   moved = fn(LINEAR, adversarial_neighbour(batch, index))
@@ -368,7 +385,7 @@ def test_sensitivity_bound_holds_for_random_neighbours(seed, scale, index):
   assert diff_norm(a, b) <= 2 * 0.01 * (1 + 1e-5)
 
 
-_JITTED_SEQ_GHOST = jax.jit(dpjax.clipped_grad_sum(seq_case()[0], 0.01,
+_JITTED_SEQ_GHOST = jax.jit(clipped_grad_sum(seq_case()[0], 0.01,
                                                    method='ghost'))
 
 
@@ -465,24 +482,24 @@ def test_unsupported_uses_fall_back_to_exact_per_example_gradients(name):
   exact, ghost = both(loss, median_clip(loss, params, batch), params, batch)
   assert_same(ghost, exact)
   with pytest.raises(ValueError, match=path.replace('[', r'\[')):
-    dpjax.clipped_grad_sum(loss, 1.0, 'ghost', fallback='error')(params,
+    clipped_grad_sum(loss, 1.0, 'ghost', fallback='error')(params,
                                                                  batch)
 
 
 def test_tied_weights_would_be_misnormed_by_summing_per_use_norms():
   """The fallback matters: per-use ghost norms do not add up to the norm."""
   loss, params, x, _, _ = fallback_cases()['shared layer']
-  exact = dpjax.clipped_grad_sum(loss, 1.0)(params, x).norms
+  exact = clipped_grad_sum(loss, 1.0)(params, x).norms
 
   def two_copies(p, ex):  # the same function with the two uses untied
     return jnp.sum(jnp.tanh(jnp.tanh(ex @ p['w1']) @ p['w2']))
 
-  untied = dpjax.clipped_grad_sum(two_copies, {'w1': 1.0, 'w2': 1.0},
+  untied = clipped_grad_sum(two_copies, {'w1': 1.0, 'w2': 1.0},
                                   'ghost')({'w1': params['w'],
                                             'w2': params['w']}, x).norms
   summed = jnp.sqrt(untied['w1']**2 + untied['w2']**2)
   assert not np.allclose(summed, exact, rtol=1e-3)
-  ghost = dpjax.clipped_grad_sum(loss, 1.0, 'ghost')(params, x).norms
+  ghost = clipped_grad_sum(loss, 1.0, 'ghost')(params, x).norms
   np.testing.assert_allclose(ghost, exact, rtol=2e-5)
 
 
@@ -524,7 +541,7 @@ def test_ghost_dpsgd_step_with_the_existing_transforms():
   loss, params, batch = mlp_case()
   tx = optax.chain(dpjax.add_gaussian_noise(0.0, key=KEY),
                    dpjax.normalize(B), optax.sgd(0.1))
-  ghost = dpjax.clipped_grad_sum(loss, 1e9, method='ghost')
+  ghost = clipped_grad_sum(loss, 1e9, method='ghost')
 
   @jax.jit
   def step(params, state, batch):
@@ -544,11 +561,11 @@ def test_ghost_dpsgd_step_with_the_existing_transforms():
 def test_bad_arguments_raise():
   loss, params, batch = mlp_case()
   with pytest.raises(ValueError, match="fallback='nope'"):
-    dpjax.clipped_grad_sum(loss, 1.0, 'ghost', fallback='nope')
+    clipped_grad_sum(loss, 1.0, 'ghost', fallback='nope')
   with pytest.raises(ValueError, match='coordinate_mask'):
-    dpjax.clipped_grad_sum(loss, 1.0, 'ghost')(params, batch, None,
+    clipped_grad_sum(loss, 1.0, 'ghost')(params, batch, None,
                                                {'wrong': 1.0})
   with pytest.raises(ValueError, match='scalar'):
-    dpjax.clipped_grad_sum(lambda p, x: x @ p, 1.0, 'ghost')(
+    clipped_grad_sum(lambda p, x: x @ p, 1.0, 'ghost')(
         jnp.ones((2, 3)), jnp.ones((B, 2)))
 

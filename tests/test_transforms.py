@@ -31,6 +31,8 @@ def make_step(tx):
   grads_fn = dpjax.per_example_grads(loss)
 
   def step(params, state, data, mask):
+    if mask is None:  # a batch without padding
+      mask = jnp.ones(jax.tree.leaves(data)[0].shape[0], bool)
     updates, state = tx.update(grads_fn(params, data), state, params, mask=mask)
     return optax.apply_updates(params, updates), state
 
@@ -83,7 +85,8 @@ def test_dpsgd_noise_stddev_is_sigma_times_the_total_clip_bound():
   params = {'w': jnp.zeros((200, 100)), 'b': jnp.zeros(3000)}
   tx = dpjax.dpsgd(1.0, clip, sigma, expected_batch_size=1, key=KEY)
   per_example = jax.tree.map(lambda p: jnp.zeros((1,) + p.shape), params)
-  updates, _ = tx.update(per_example, tx.init(params), params)
+  updates, _ = tx.update(per_example, tx.init(params), params,
+                         mask=jnp.ones(1, bool))
   x = -np.concatenate([np.ravel(v) for v in jax.tree.leaves(updates)])
   assert stats.kstest(x, 'norm', args=(0, sigma * 1.0)).pvalue > 1e-3
   assert stats.kstest(x, 'norm', args=(0, sigma * 0.8)).pvalue < 1e-6

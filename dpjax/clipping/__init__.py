@@ -2,7 +2,8 @@
 
 Example:
   >>> loss = lambda w, x: jnp.sum(w * x)
-  >>> out = dpjax.clipping.clipped_grad_sum(loss, 1.0)(jnp.ones(2), jnp.ones((3, 2)))
+  >>> fn = dpjax.clipping.clipped_grad_sum(loss, 1.0)
+  >>> out = fn(jnp.ones(2), jnp.ones((3, 2)), jnp.ones(3, bool))  # mask: real rows
   >>> out.grad_sum.shape
   (2,)
 """

@@ -29,6 +29,7 @@ import numpy as np
 
 from dpjax.clipping import _ghost
 from dpjax.clipping import _ghost_plan
+from dpjax import _numerics
 from dpjax import _validate
 
 PyTree = Any
@@ -95,6 +96,7 @@ def validate_l2_norm_clip(l2_norm_clip: Any) -> None:
     raise ValueError(f'Expected l2_norm_clip={l2_norm_clip} to be non-empty.')
   for c in leaves:
     _validate.positive(l2_norm_clip=c)
+    _validate.finite(l2_norm_clip=c)
 
 
 def _leaf_sq_norm(x: jax.Array) -> jax.Array:
@@ -112,15 +114,69 @@ def _clip_weight(clip: Any, norm: jax.Array, valid: jax.Array) -> jax.Array:
   return jnp.where(valid, jnp.minimum(1.0, clip / norm), 0.0)
 
 
-def _keep(mask: jax.typing.ArrayLike | None, batch: int) -> jax.Array:
-  return (jnp.ones((batch,), bool) if mask is None
-          else jnp.asarray(mask, bool).reshape((batch,)))
+def _keep(mask: jax.typing.ArrayLike, batch: int) -> jax.Array:
+  """The row mask, checked: a boolean array of shape [B] (required)."""
+  if mask is None:
+    raise ValueError(
+        'Expected mask= (bool [B], False on padded rows): an aggregator '
+        'cannot tell padding from data without it. Pass batch.mask from the '
+        'sampler, or jnp.ones(B, bool) for a batch without padding.')
+  mask = jnp.asarray(mask)
+  if mask.dtype != jnp.bool_:
+    raise ValueError(f'Expected a boolean mask, got dtype {mask.dtype}.')
+  if mask.shape != (batch,):
+    raise ValueError(f'Expected mask of shape ({batch},) (one flag per row), '
+                     f'got {mask.shape}.')
+  return mask
+
+
+def check_per_example(grads: PyTree, params: PyTree | None = None) -> int:
+  """Checks a per-example gradient pytree; returns the batch size B.
+
+  Every leaf must be floating with one leading batch axis B shared by all
+  leaves, and (when ``params`` is given) shaped ``(B,) + param.shape``: a
+  gradient without its batch axis would be clipped coordinate by coordinate.
+  """
+  leaves = jax.tree.leaves(grads)
+  if not leaves:
+    raise ValueError('Expected per-example gradients, got an empty pytree.')
+  for path, g in jax.tree_util.tree_leaves_with_path(grads):
+    if not jnp.issubdtype(jnp.result_type(g), jnp.floating):
+      raise ValueError(f'Expected floating per-example gradients, got '
+                       f'{jnp.result_type(g)} at {jax.tree_util.keystr(path)}.')
+    if jnp.ndim(g) < 1:
+      raise ValueError('Expected a leading batch axis on every gradient leaf, '
+                       f'got a scalar at {jax.tree_util.keystr(path)}.')
+  batch = jnp.shape(leaves[0])[0]
+  if params is not None:
+    try:
+      pairs = jax.tree_util.tree_leaves_with_path(
+          jax.tree.map(lambda g, p: (jnp.shape(g), jnp.shape(p)), grads,
+                       params, is_leaf=lambda x: x is None),
+          is_leaf=lambda x: isinstance(x, tuple) and len(x) == 2 and
+          all(isinstance(s, tuple) for s in x))
+    except ValueError as e:
+      raise ValueError('Expected per-example gradients with the structure of '
+                       f'params: {e}') from None
+    for path, (g_shape, p_shape) in pairs:
+      if g_shape != (batch,) + tuple(p_shape):
+        raise ValueError(
+            f'Expected the per-example gradient at {jax.tree_util.keystr(path)}'
+            f' to have shape {(batch,) + tuple(p_shape)} (batch axis + '
+            f'parameter shape), got {g_shape}. Missing batch axis?')
+  for path, g in jax.tree_util.tree_leaves_with_path(grads):
+    if jnp.shape(g)[0] != batch:
+      raise ValueError(f'Expected batch size {batch} on every leaf, got '
+                       f'{jnp.shape(g)[0]} at {jax.tree_util.keystr(path)}.')
+  return batch
 
 
 def _clip_factored(sq_norms: list[jax.Array],
                    weighted_sums: Callable[[list[jax.Array], jax.Array], list],
                    l2_norm_clip: Any, treedef: Any,
-                   keep: jax.Array) -> ClippedGradSum:
+                   keep: jax.Array,
+                   safe_norms: list[jax.Array] | None = None
+                   ) -> ClippedGradSum:
   """The clipping rule on per-leaf squared norms; shared by vmap and ghost.
 
   Args:
@@ -130,6 +186,9 @@ def _clip_factored(sq_norms: list[jax.Array],
     l2_norm_clip: scalar or pytree prefix of ``treedef``'s tree.
     treedef: the parameter tree structure.
     keep: bool [B], False for padded rows.
+    safe_norms: optional overflow-safe per-leaf norms [B], used where the
+      sum of squared norms overflows float32 (finite gradients are then
+      clipped, not dropped).
   """
   clips, clip_def = jax.tree.flatten(l2_norm_clip)
   index_tree = jax.tree.unflatten(treedef, list(range(treedef.num_leaves)))
@@ -137,8 +196,15 @@ def _clip_factored(sq_norms: list[jax.Array],
   norms = []
   for group in groups:
     sq = [sq_norms[i] for i in group]
-    norms.append(jnp.sqrt(sum(sq[1:], sq[0])) if sq
-                 else jnp.zeros(keep.shape, jnp.float32))
+    if not sq:
+      norms.append(jnp.zeros(keep.shape, jnp.float32))
+      continue
+    total = sum(sq[1:], sq[0])
+    norm = jnp.sqrt(total)
+    if safe_norms is not None:
+      norm = jnp.where(jnp.isfinite(total), norm, _numerics.combine_norms(
+          [safe_norms[i] for i in group]))
+    norms.append(norm)
   # A non-finite norm in any group drops the whole example, so one example's
   # contribution stays inside the product of the group balls.
   valid = keep
@@ -154,7 +220,7 @@ def _clip_factored(sq_norms: list[jax.Array],
 
 
 def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
-                 mask: jax.typing.ArrayLike | None = None) -> ClippedGradSum:
+                 mask: jax.typing.ArrayLike) -> ClippedGradSum:
   """Clips per-example gradients (leading axis B) and sums them.
 
   Args:
@@ -162,25 +228,28 @@ def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
     l2_norm_clip: a positive scalar C (flat clipping) or a pytree of positive
       bounds that is a prefix of ``grads`` (per-layer clipping: each subtree
       is clipped to its own bound).
-    mask: optional bool [B]; False marks padded rows, which contribute zero.
+    mask: bool [B] (required); False marks padded rows, which contribute
+      zero. ``jnp.ones(B, bool)`` for a batch without padding.
 
   Returns:
     ``ClippedGradSum(grad_sum, norms)``.
 
   Example:
     >>> g = {'w': jnp.array([[3., 4.], [0.3, 0.4]])}
-    >>> out = clip_and_sum(g, 1.0)
+    >>> out = clip_and_sum(g, 1.0, jnp.ones(2, bool))
     >>> out.grad_sum['w'], out.norms
     (Array([0.90000004, 1.2       ], dtype=float32), Array([5. , 0.5], dtype=float32))
   """
   validate_l2_norm_clip(l2_norm_clip)
+  batch = check_per_example(grads)
   leaves, treedef = jax.tree.flatten(grads)
-  keep = _keep(mask, leaves[0].shape[0])
+  keep = _keep(mask, batch)
   return _clip_factored(
       [_leaf_sq_norm(g) for g in leaves],
       lambda weights, valid: [_weighted_sum(g, w, valid)
                               for g, w in zip(leaves, weights)],
-      l2_norm_clip, treedef, keep)
+      l2_norm_clip, treedef, keep,
+      [_numerics.l2_norm(g, tuple(range(1, g.ndim))) for g in leaves])
 
 
 def count_nonfinite(norms: PyTree,
@@ -206,11 +275,18 @@ def _coordinate_mask_leaves(coordinate_mask: PyTree, treedef: Any) -> list:
                      f'params ({treedef}).') from e
 
 
+def _batch_size(batch: PyTree) -> int:
+  leaves = jax.tree.leaves(batch)
+  if not leaves or jnp.ndim(leaves[0]) < 1:
+    raise ValueError('Expected a batch with a leading example axis.')
+  return jnp.shape(leaves[0])[0]
+
+
 def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
                      method: str = 'vmap', *,
                      fallback: str = 'per_example'
                      ) -> Callable[..., ClippedGradSum]:
-  """Returns ``fn(params, batch, mask=None, coordinate_mask=None)``.
+  """Returns ``fn(params, batch, mask, coordinate_mask=None)``.
 
   ``fn`` returns ``ClippedGradSum(grad_sum, norms)``: the sum over unmasked
   rows of clip(m * g_i), g_i the gradient of ``loss_fn`` at example i, and the
@@ -232,8 +308,8 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
       ``ValueError`` naming them (``'error'``). See ``dpjax.clipping.ghost_plan``.
 
   Returns:
-    A jittable function of ``(params, batch, mask=None,
-    coordinate_mask=None)``. A DP-SGD step feeds its ``grad_sum`` to
+    A jittable function of ``(params, batch, mask, coordinate_mask=None)``;
+    ``mask`` (bool [B], required) is False on padded rows. A DP-SGD step feeds its ``grad_sum`` to
     ``optax.chain(add_gaussian_noise(sigma * clipped_norm_bound(C), key=k),
     normalize(expected_batch_size), optimizer)`` (the chain of ``dpsgd``
     without its per-example aggregator).
@@ -253,12 +329,12 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
   Example:
     >>> loss = lambda w, x: jnp.sum(w * x)
     >>> fn = clipped_grad_sum(loss, l2_norm_clip=1.0)
-    >>> fn(jnp.ones(2), jnp.array([[3., 4.], [0., 0.5]])).grad_sum
+    >>> fn(jnp.ones(2), jnp.array([[3., 4.], [0., 0.5]]), jnp.ones(2, bool)).grad_sum
     Array([0.6, 1.3], dtype=float32)
     >>> dense = lambda w, x: jnp.sum(jnp.tanh(x @ w))
     >>> x, w = jnp.array([[3., 4.], [0., 0.5]]), jnp.ones((2, 3))
-    >>> ghost = clipped_grad_sum(dense, 1.0, method='ghost')(w, x)
-    >>> exact = clipped_grad_sum(dense, 1.0)(w, x)
+    >>> ghost = clipped_grad_sum(dense, 1.0, method='ghost')(w, x, jnp.ones(2, bool))
+    >>> exact = clipped_grad_sum(dense, 1.0)(w, x, jnp.ones(2, bool))
     >>> bool(jnp.allclose(ghost.grad_sum, exact.grad_sum, atol=1e-6))
     True
   """
@@ -270,7 +346,15 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
         f'Expected fallback={fallback!r} in {_ghost_plan.FALLBACKS}.')
   grads_fn = per_example_grads(loss_fn)
 
-  def vmap_fn(params, batch, mask=None, coordinate_mask=None):
+  def empty(params, mask):
+    _keep(mask, 0)
+    return ClippedGradSum(jax.tree.map(jnp.zeros_like, params),
+                          jax.tree.map(lambda _: jnp.zeros((0,), jnp.float32),
+                                       l2_norm_clip))
+
+  def vmap_fn(params, batch, mask, coordinate_mask=None):
+    if _batch_size(batch) == 0:
+      return empty(params, mask)
     grads = grads_fn(params, batch)
     if coordinate_mask is not None:
       treedef = jax.tree.structure(grads)
@@ -280,7 +364,9 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
           for g, m in zip(jax.tree.leaves(grads), masks)])
     return clip_and_sum(grads, l2_norm_clip, mask)
 
-  def ghost_fn(params, batch, mask=None, coordinate_mask=None):
+  def ghost_fn(params, batch, mask, coordinate_mask=None):
+    if _batch_size(batch) == 0:
+      return empty(params, mask)
     treedef = jax.tree.structure(params)
     masks = (None if coordinate_mask is None
              else _coordinate_mask_leaves(coordinate_mask, treedef))

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from dpjax import _numerics
 from dpjax import _validate
 
 PyTree = Any
@@ -228,7 +229,7 @@ def _as_float_vector(x: jax.typing.ArrayLike, name: str,
 
 def _clip(x: jax.Array, l2_norm_clip: jax.typing.ArrayLike) -> jax.Array:
   """x * min(1, D / ||x||); a non-finite vector becomes zero."""
-  norm = jnp.sqrt(jnp.sum(jnp.square(x)))
+  norm = _numerics.l2_norm(x).astype(x.dtype)  # overflow-safe
   scale = jnp.minimum(jnp.asarray(1, x.dtype),
                       jnp.asarray(l2_norm_clip, x.dtype) / norm)
   return jnp.where(jnp.isfinite(norm), x * scale, jnp.zeros_like(x))

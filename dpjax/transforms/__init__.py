@@ -7,7 +7,8 @@ transform takes a required ``key`` and draws step t from ``fold_in(key, t)``.
 
 Example:
   >>> tx = dpjax.transforms.dpsgd(0.1, 1.0, 1.1, 32, key=jax.random.key(0))
-  >>> out, _ = tx.update(jnp.ones((4, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3))
+  >>> out, _ = tx.update(jnp.ones((4, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3),
+  ...                    mask=jnp.ones(4, bool))
   >>> out.shape
   (3,)
 """

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise as noise_lib
@@ -23,6 +24,7 @@ def _add_noise(sampler: Callable[..., jax.Array], key: jax.Array,
                **params: Any) -> optax.GradientTransformation:
   def step(updates, step_key, params_tree):
     del params_tree
+    updates = _numerics.zero_nonfinite(updates)
     noise = noise_lib.tree_noise(sampler, step_key, updates, **params)
     return jax.tree.map(jnp.add, updates, noise)
 
@@ -41,6 +43,9 @@ def add_gaussian_noise(stddev: float, *,
   Returns:
     An optax transformation with ``KeyStepState``.
 
+  Non-finite coordinates of the update are replaced by 0 before the noise,
+  so the output is always the mechanism on some finite input.
+
   Privacy:
     On a query with L2 sensitivity S, one step is the Gaussian mechanism with
     noise multiplier stddev / S (``dp_accounting.GaussianDpEvent``).
@@ -52,6 +57,7 @@ def add_gaussian_noise(stddev: float, *,
     ((3,), 1)
   """
   _validate.non_negative(stddev=stddev)
+  _validate.finite(stddev=stddev)
   return _add_noise(noise_lib.gaussian, key,
                     stddev=stddev)
 
@@ -77,6 +83,7 @@ def add_laplace_noise(scale: float, *,
     (2,)
   """
   _validate.non_negative(scale=scale)
+  _validate.finite(scale=scale)
   return _add_noise(noise_lib.laplace, key, scale=scale)
 
 

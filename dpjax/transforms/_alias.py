@@ -32,11 +32,12 @@ def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
   """The clip aggregator (per-example input only) and the Gaussian noise."""
   _clipping.validate_l2_norm_clip(l2_norm_clip)
   _validate.non_negative(noise_multiplier=noise_multiplier)
+  _validate.finite(noise_multiplier=noise_multiplier)
   stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
   parts = [_adding_noise.add_gaussian_noise(stddev, key=key)]
   if per_example:
-    parts.insert(0, _clip_tx.clip_per_example(
-        l2_norm_clip if clip else float('inf')))
+    parts.insert(0, _clip_tx.clip_per_example(l2_norm_clip) if clip
+                 else _clip_tx.sum_per_example())
   return parts
 
 
@@ -80,7 +81,8 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
   Example:
     >>> tx = dpsgd(0.1, 1.0, 1.1, 32, key=jax.random.key(0))
     >>> grads = jnp.ones((4, 3))  # four examples
-    >>> out, _ = tx.update(grads, tx.init(jnp.zeros(3)), jnp.zeros(3))
+    >>> out, _ = tx.update(grads, tx.init(jnp.zeros(3)), jnp.zeros(3),
+    ...                    mask=jnp.ones(4, bool))
     >>> out.shape
     (3,)
   """
@@ -140,7 +142,7 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     >>> tx = rs_dpsgd(0.1, 1.0, 1.0, 8, sched, key=jax.random.key(0),
     ...               mask_key=jax.random.key(1))
     >>> out, _ = tx.update(jnp.ones((2, 4)), tx.init(jnp.zeros(4)),
-    ...                    jnp.zeros(4))
+    ...                    jnp.zeros(4), mask=jnp.ones(2, bool))
     >>> int((out == 0).sum())
     2
   """

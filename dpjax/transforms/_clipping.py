@@ -20,10 +20,13 @@ class ClipPerExampleState(NamedTuple):
 def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs:
   """Clips per-example gradients and sums them (an aggregator: chain it first).
 
-  ``update(per_example_grads, state, params=None, *, mask=None)``: the updates
-  carry a leading batch axis B; ``mask`` (bool [B]) marks real rows, padded
-  rows contribute exactly zero. Rows whose gradient is not finite are dropped
-  (contribute zero) and counted in the state.
+  ``update(per_example_grads, state, params, *, mask)``: every update leaf is
+  ``(B,) + param.shape`` (checked against ``params``, so a gradient without
+  its batch axis raises instead of being clipped coordinate by coordinate);
+  ``mask`` (bool [B], required) marks real rows, padded rows contribute
+  exactly zero. Rows whose gradient is not finite are dropped (contribute
+  zero) and counted in the state; finite rows of any size are clipped
+  (overflow-safe norms).
 
   Args:
     l2_norm_clip: scalar C, or a pytree prefix of per-layer bounds.
@@ -41,7 +44,8 @@ def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs
   Example:
     >>> tx = clip_per_example(1.0)
     >>> g = {'w': jnp.array([[3., 4.], [0.3, 0.4]])}
-    >>> out, _ = tx.update(g, tx.init(None))
+    >>> out, _ = tx.update(g, tx.init(None), {'w': jnp.zeros(2)},
+    ...                    mask=jnp.ones(2, bool))
     >>> out['w']
     Array([0.90000004, 1.2       ], dtype=float32)
   """
@@ -52,9 +56,48 @@ def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs
     return ClipPerExampleState(num_dropped=jnp.zeros([], jnp.int32))
 
   def update_fn(updates, state, params=None, *, mask=None, **extra_args):
-    del params, extra_args
+    del extra_args
+    if params is None:
+      raise ValueError('clip_per_example needs params in update() to check '
+                       'that every gradient has its batch axis.')
+    _clipping.check_per_example(updates, params)
     grad_sum, norms = _clipping.clip_and_sum(updates, l2_norm_clip, mask)
     dropped = _clipping.count_nonfinite(norms, mask)
     return grad_sum, ClipPerExampleState(state.num_dropped + dropped)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def sum_per_example() -> optax.GradientTransformationExtraArgs:
+  """Sums per-example gradients over real rows WITHOUT clipping (not private).
+
+  The aggregator of the noisy-SGD ablation (Zhu & Blaschko Alg. 2); the same
+  shape, mask and non-finite rules as ``clip_per_example``.
+
+  Example:
+    >>> tx = sum_per_example()
+    >>> g = {'w': jnp.array([[3., 4.], [0.3, 0.4]])}
+    >>> tx.update(g, tx.init(None), {'w': jnp.zeros(2)},
+    ...           mask=jnp.array([True, False]))[0]['w']
+    Array([3., 4.], dtype=float32)
+  """
+
+  def update_fn(updates, state, params=None, *, mask=None, **extra_args):
+    del extra_args
+    if params is None:
+      raise ValueError('sum_per_example needs params in update() to check '
+                       'that every gradient has its batch axis.')
+    batch = _clipping.check_per_example(updates, params)
+    keep = _clipping._keep(mask, batch)  # pylint: disable=protected-access
+    finite = jnp.ones_like(keep)
+    for g in jax.tree.leaves(updates):
+      finite = finite & jnp.all(jnp.isfinite(g.reshape(batch, -1)), axis=1)
+    rows = keep & finite
+    summed = jax.tree.map(
+        lambda g: jnp.tensordot(rows.astype(g.dtype),
+                                jnp.where(rows.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0),
+                                axes=1), updates)
+    return summed, state
+
+  return optax.GradientTransformationExtraArgs(lambda _: optax.EmptyState(),
+                                               update_fn)

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise as noise_lib
@@ -122,7 +123,7 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
     >>> [int(i) for i in jnp.flatnonzero(jnp.round(out.value))]
     [47, 48, 49]
   """
-  v = jnp.asarray(v)
+  v = _numerics.zero_nonfinite(jnp.asarray(v))  # NaN/inf: released as 0
   if v.ndim != 1:
     raise ValueError(f'Expected a flat vector v, got shape {v.shape}.')
   _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
@@ -337,6 +338,7 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
   def step(updates, step_key, params):
     del params
     flat, unflatten = flatten_util.ravel_pytree(updates)
+    flat = _numerics.zero_nonfinite(flat)  # NaN/inf: released as 0
     scale = 2 * linf_clip * flat.shape[0] / epsilon
     noise = noise_lib.laplace(step_key, flat.shape, scale=scale,
                               dtype=flat.dtype)

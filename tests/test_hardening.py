@@ -1,0 +1,184 @@
+"""Inputs and habits that must never silently void a stated guarantee.
+
+Each test names the misuse it guards against: non-finite input, a forgotten
+batch axis, padding without its mask, overflowing norms, infinite
+hyperparameters, integer gradients and empty batches.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dpjax
+from dpjax import distributed
+from dpjax import transforms
+
+KEY = jax.random.key(0)
+NAN_VECTOR = jnp.array([1.0, jnp.nan, -2.0, jnp.inf, 0.5, -jnp.inf])
+ZERO_SUBSTITUTE = jnp.array([1.0, 0.0, -2.0, 0.0, 0.5, 0.0])
+
+
+def _run(tx, updates, params=None):
+  return tx.update(updates, tx.init(params), params)[0]
+
+
+# --------------------------------------------- non-finite input never leaks
+
+
+@pytest.mark.parametrize('factory', [
+    lambda: dpjax.add_gaussian_noise(1.0, key=KEY),
+    lambda: dpjax.add_laplace_noise(1.0, key=KEY),
+    lambda: dpjax.laplace_privatizer(1.0, 1.5, key=KEY),
+    lambda: dpjax.compressive_privatizer(2, 5, 1.0, 1.5, key=KEY),
+    lambda: dpjax.compressive_privatizer(2, 5, 1.0, 1.5, key=KEY,
+                                         noise_calibration='paper'),
+], ids=['gaussian', 'laplace', 'laplace_privatizer', 'compressive',
+        'compressive_paper'])
+def test_nan_and_inf_are_released_as_their_zero_substitute(factory):
+  out = _run(factory(), NAN_VECTOR)
+  want = _run(factory(), ZERO_SUBSTITUTE)
+  assert bool(jnp.all(jnp.isfinite(out)))
+  np.testing.assert_array_equal(out, want)
+
+
+def test_compressive_mechanism_on_nan_is_not_all_zeros():
+  """Before: one NaN made every release all zeros (a distinguishing event)."""
+  v = jnp.zeros(30).at[3].set(jnp.nan).at[7].set(5.0)
+  out = dpjax.transforms.compressive_mechanism(
+      KEY, v, kappa=2, num_measurements=8, epsilon=1.0, linf_clip=1.0)
+  want = dpjax.transforms.compressive_mechanism(
+      KEY, v.at[3].set(0.0), kappa=2, num_measurements=8, epsilon=1.0,
+      linf_clip=1.0)
+  np.testing.assert_array_equal(out.value, want.value)
+
+
+def test_nonfinite_example_counts_like_a_masked_row():
+  params = {'w': jnp.zeros(3)}
+  grads = {'w': jnp.array([[1.0, 2.0, 2.0], [jnp.nan, 0.0, 0.0],
+                           [0.5, 0.5, jnp.inf]])}
+  tx = dpjax.clip_per_example(1.0)
+  out, state = tx.update(grads, tx.init(params), params,
+                         mask=jnp.ones(3, bool))
+  masked, _ = tx.update({'w': grads['w'].at[1:].set(0.0)}, tx.init(params),
+                        params, mask=jnp.array([True, False, False]))
+  np.testing.assert_array_equal(out['w'], masked['w'])
+  assert int(state.num_dropped) == 2
+
+
+@pytest.mark.parametrize('rotate', [False, True])
+def test_cpsgd_client_with_nan_sends_what_a_zero_vector_sends(rotate):
+  d = 6
+  cfg = distributed.CpsgdConfig(
+      l2_norm_clip=1.0, levels=8, trials=16,
+      linf_clip=(distributed.rotated_linf_clip(1.0, d, 2, 1e-5) if rotate
+                 else None), rotate=rotate)
+  xs = jnp.stack([NAN_VECTOR, jnp.ones(d) / 4])
+  zs = jnp.stack([jnp.zeros(d), jnp.ones(d) / 4])
+  np.testing.assert_array_equal(distributed.distributed_mean(cfg, KEY, xs),
+                                distributed.distributed_mean(cfg, KEY, zs))
+
+
+def test_gaussian_protocol_client_with_nan_sends_what_a_zero_vector_sends():
+  xs = jnp.stack([NAN_VECTOR, jnp.ones(6) / 4])
+  zs = jnp.stack([jnp.zeros(6), jnp.ones(6) / 4])
+  a = distributed.gaussian_distributed_mean(KEY, xs, 1.0, 0.5)
+  b = distributed.gaussian_distributed_mean(KEY, zs, 1.0, 0.5)
+  np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------ shapes and masks
+
+
+def test_forgotten_batch_axis_raises_naming_the_leaf():
+  params = {'w': jnp.zeros((4, 3)), 'b': jnp.zeros(3)}
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, 8, key=KEY)
+  param_shaped = jax.tree.map(jnp.ones_like, params)  # no batch axis
+  with pytest.raises(ValueError, match=r"\['b'\].*Missing batch axis"):
+    tx.update(param_shaped, tx.init(params), params, mask=jnp.ones(4, bool))
+
+
+def test_aggregator_requires_params_to_check_shapes():
+  tx = dpjax.clip_per_example(1.0)
+  with pytest.raises(ValueError, match='params'):
+    tx.update(jnp.ones((2, 3)), tx.init(None), mask=jnp.ones(2, bool))
+
+
+@pytest.mark.parametrize('method', ['vmap', 'ghost'])
+def test_padding_cannot_reach_an_aggregator_without_its_mask(method):
+  loss = lambda w, x: jnp.sum(jnp.tanh(x @ w))
+  w, x = jnp.ones((3, 2)), jnp.ones((4, 3))
+  fn = dpjax.clipped_grad_sum(loss, 1.0, method)
+  with pytest.raises(TypeError):
+    fn(w, x)  # pylint: disable=no-value-for-parameter
+  with pytest.raises(ValueError, match='mask='):
+    fn(w, x, None)
+  with pytest.raises(ValueError, match='boolean mask'):
+    fn(w, x, jnp.full(4, 0.5))
+  with pytest.raises(ValueError, match=r'shape \(4,\)'):
+    fn(w, x, jnp.ones(3, bool))
+
+
+def test_poisson_padding_without_mask_is_refused_by_the_chain():
+  """Before: example 0 was counted once per padded slot."""
+  sampler = dpjax.PoissonSampler(100, 0.08)
+  batch = sampler.sample(KEY)
+  params = jnp.zeros(2)
+  grads = jnp.ones((sampler.max_batch_size, 2))
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, 8, key=KEY)
+  with pytest.raises(ValueError, match='mask='):
+    tx.update(grads, tx.init(params), params)
+  out, _ = tx.update(grads, tx.init(params), params, mask=batch.mask)
+  assert bool(jnp.all(jnp.isfinite(out)))
+
+
+# ------------------------------------------------------- smaller findings
+
+
+@pytest.mark.parametrize('method', ['vmap', 'ghost'])
+def test_empty_batch_gives_a_zero_sum(method):
+  loss = lambda w, x: jnp.sum(jnp.tanh(x @ w))
+  w = jnp.ones((3, 2))
+  out = dpjax.clipped_grad_sum(loss, 1.0, method)(w, jnp.ones((0, 3)),
+                                                   jnp.ones(0, bool))
+  np.testing.assert_array_equal(out.grad_sum, jnp.zeros((3, 2)))
+
+
+def test_huge_finite_gradient_is_clipped_not_dropped():
+  params = jnp.zeros(2)
+  grads = jnp.array([[3e30, 4e30], [0.3, 0.4]], jnp.float32)
+  out, state = dpjax.clip_per_example(1.0).update(
+      grads, dpjax.clip_per_example(1.0).init(params), params,
+      mask=jnp.ones(2, bool))
+  np.testing.assert_allclose(out, [0.6 + 0.3, 0.8 + 0.4], rtol=1e-5)
+  assert int(state.num_dropped) == 0
+
+
+def test_integer_gradients_are_refused():
+  params = jnp.zeros(2, jnp.int32)
+  tx = dpjax.clip_per_example(1.0)
+  with pytest.raises(ValueError, match='floating'):
+    tx.update(jnp.ones((2, 2), jnp.int32), tx.init(params), params,
+              mask=jnp.ones(2, bool))
+
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: dpjax.clip_per_example(float('inf')), 'l2_norm_clip=inf'),
+    (lambda: dpjax.dpsgd(0.1, 1.0, float('inf'), 8, key=KEY),
+     'noise_multiplier=inf'),
+    (lambda: dpjax.add_gaussian_noise(float('nan'), key=KEY), 'stddev=nan'),
+    (lambda: dpjax.add_laplace_noise(float('inf'), key=KEY), 'scale=inf'),
+])
+def test_infinite_hyperparameters_are_refused(call, match):
+  with pytest.raises(ValueError, match=match):
+    call()
+
+
+def test_the_noisy_sgd_ablation_sums_without_clipping():
+  params = jnp.zeros(2)
+  sched = transforms.SparsityMaskSchedule.cooling(0.0, 1, 1, params)
+  tx = dpjax.rs_dpsgd(1.0, 1.0, 0.0, 1.0, sched, key=KEY, mask_key=KEY,
+                      clip=False)
+  out, _ = tx.update(jnp.array([[3.0, 4.0], [1.0, 1.0]]), tx.init(params),
+                     params, mask=jnp.array([True, False]))
+  np.testing.assert_allclose(out, [-3.0, -4.0])
