@@ -25,7 +25,8 @@ clipped vectors (mean and SEM over repetitions), the exact expected MSE
 (``cpsgd_expected_mse``), the derived bound (``cpsgd_mse_bound``, which
 assumes no clamping) and the per-round epsilon. The Gaussian baseline
 (``gaussian_distributed_mean``, 32-bit floats) is calibrated to each target
-epsilon tightly (PLD accountant, sum sensitivity 2 D).
+epsilon tightly (``accounting.calibrate_gaussian_stddev``, PLD accountant,
+sum sensitivity 2 D).
 """
 
 import math
@@ -179,45 +180,17 @@ def round_epsilon(cfg, protocol) -> float | None:
 
 
 def trials_for_epsilon(cfg, variant, levels, target) -> int:
-  """Smallest m with per-round epsilon <= target (binary search)."""
+  """Smallest m with per-round epsilon <= target (``calibrate_trials``)."""
   limit = (2**31 - 1) // cfg['num_clients'] - levels  # int32 sum
 
   def eps(m):
     e = round_epsilon(cfg, _protocol(cfg, variant, levels, m))
     return math.inf if e is None else e
 
-  hi = 1
-  while eps(hi) > target:
-    if hi >= limit:
-      raise ValueError(f'{NAME}: epsilon={target} is unreachable for k='
-                       f'{levels} ({variant}) below m={limit} (int32 sum).')
-    hi = min(2 * hi, limit)
-  lo = hi // 2
-  while hi - lo > 1:
-    mid = (lo + hi) // 2
-    if eps(mid) <= target:
-      hi = mid
-    else:
-      lo = mid
-  return hi
-
-
-def gaussian_sum_stddev(cfg, target) -> tuple[float, float | None]:
-  """(tight, classical or None) stddev of the noise on the SUM.
-
-  Replace-one sum sensitivity Delta_2 = 2 D; the tight value calibrates
-  ``gaussian_protocol_event`` (default neighbouring relation, as its
-  docstring prescribes) under the configured accountant; the classical one
-  is Delta_2 sqrt(2 ln(1.25/delta)) / eps, valid for eps <= 1 only.
-  """
-  l2 = 2 * cfg['clip_norm']
-  z = accounting.calibrate(
-      lambda z: accounting.gaussian_protocol_event(z * l2, l2), target,
-      cfg['delta'], cfg['accountant'])
-  classical = None
-  if target <= 1:
-    classical = l2 * math.sqrt(2 * math.log(1.25 / cfg['delta'])) / target
-  return z * l2, classical
+  try:
+    return accounting.calibrate_trials(eps, target, max_trials=limit)
+  except ValueError as e:
+    raise ValueError(f'{NAME}: k={levels} ({variant}), int32 sum: {e}') from e
 
 
 # ------------------------------------------------------------------- run
@@ -294,10 +267,14 @@ def _point(cfg, index, protocol, inputs, means) -> list[dict[str, Any]]:
 def _gaussian_rows(cfg, inputs, means) -> list[dict[str, Any]]:
   n, d = cfg['num_clients'], cfg['dimension']
   rows = []
+  l2 = 2 * cfg['clip_norm']  # replace-one sensitivity of the sum
   for j, target in enumerate(cfg['epsilons']):
-    tight, classical = gaussian_sum_stddev(cfg, target)
+    tight = accounting.calibrate_gaussian_stddev(target, cfg['delta'], l2,
+                                                 cfg['accountant'])
+    classical = (accounting.classical_gaussian_stddev(target, cfg['delta'], l2)
+                 if target <= 1 else None)  # proved for eps <= 1 only
     eps_check = accounting.epsilon(accounting.gaussian_protocol_event(
-        tight, 2 * cfg['clip_norm']), cfg['delta'], cfg['accountant'])
+        tight, l2), cfg['delta'], cfg['accountant'])
     per_client = tight / math.sqrt(n)
     for i, (name, xs) in enumerate(inputs.items()):
       errs = []

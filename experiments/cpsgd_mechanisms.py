@@ -8,22 +8,27 @@ sensitivities are 1, as in Theorem 1's test vector. For every target
 
 * Binomial mechanism, scale s = 1/j: the smallest integer N such that
   Theorem 1 holds (N p (1-p) >= max(23 ln(10 d / delta), 2 Delta_inf / s))
-  and ``binomial_epsilon(N, p, s, delta, d, ...) <= epsilon`` (binary
-  search); its error is s^2 N p (1-p) per coordinate (d times that in all).
+  and ``binomial_epsilon(N, p, s, delta, d, ...) <= epsilon``
+  (``accounting.calibrate_binomial_trials``); its error is s^2 N p (1-p) per
+  coordinate (d times that in all).
 * Gaussian mechanism: sigma^2 per coordinate, sigma calibrated (a) by the
-  classical bound sigma = Delta_2 sqrt(2 ln(1.25/delta)) / epsilon (proved
-  for epsilon <= 1 only, so shown there only) and (b) tightly, with
-  ``accounting.calibrate`` on ``gaussian_protocol_event`` under the PLD
-  accountant (default neighbouring relation: sums at L2 distance <= Delta_2).
+  classical bound sigma = Delta_2 sqrt(2 ln(1.25/delta)) / epsilon
+  (``accounting.classical_gaussian_stddev``, proved for epsilon <= 1 only, so
+  shown there only) and (b) tightly, with
+  ``accounting.calibrate_gaussian_stddev`` (``gaussian_protocol_event`` under
+  the PLD accountant, default neighbouring relation: sums at L2 distance
+  <= Delta_2).
 
 The paper's claim: as s shrinks (N p (1-p) grows at fixed error), the
 Binomial curve approaches the Gaussian one. Two checks beyond the figure:
 
 * Exact privacy (d = 1): the exact epsilon of the Binomial mechanism at the
   Theorem-1 N, from the hockey-stick divergence of Bin(N, p) and its shift by
-  j = Delta / s lattice steps (both directions, scipy.stats.binom pmfs; all
-  smaller shifts are checked too), and the smallest N whose exact epsilon
-  meets the target: how conservative Theorem 1 is.
+  j = Delta / s lattice steps (``accounting.binomial_exact_epsilon``: both
+  directions, all smaller shifts checked too), and the smallest N whose
+  exact epsilon meets the target
+  (``accounting.calibrate_binomial_exact_trials``): how conservative
+  Theorem 1 is.
 * Sampling: at a few points, Bin(N, p) is sampled with
   ``dpjax.noise.binomial`` and the measured error is compared with
   s^2 N p (1-p).
@@ -38,7 +43,6 @@ import jax
 from matplotlib import ticker
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy import stats
 
 from dpjax import accounting
 from dpjax import noise
@@ -56,7 +60,6 @@ MODES = {
 }
 DEFAULTS = dict(seed=0, delta=1e-5, p=0.5, scale_denominators=[1, 4, 16, 64],
                 dims=[1, 100], accountant='pld')
-TAIL_SDS = 14.0  # exact divergence: pmf window of +-14 sd (tails bounded)
 
 
 def config(mode: str, epsilons=None, delta=None, dataset=None, **overrides
@@ -116,150 +119,6 @@ def sensitivities(dimension: int) -> tuple[float, float, float]:
   return math.sqrt(dimension), 1.0, 1.0
 
 
-# --------------------------------------------------------------- Binomial
-
-
-def _theorem1_epsilon(num_trials, p, scale, delta, dimension) -> float:
-  try:
-    return accounting.binomial_epsilon(num_trials, p, scale, delta, dimension,
-                                       *sensitivities(dimension))
-  except ValueError:  # Theorem 1's condition fails
-    return math.inf
-
-
-def theorem1_trials(target_epsilon: float, p: float, scale: float,
-                    delta: float, dimension: int) -> tuple[int, bool]:
-  """Smallest N meeting Theorem 1's condition and epsilon <= target.
-
-  Returns (N, floor), ``floor`` True when N is set by the condition
-  N p (1-p) >= max(23 ln(10 d/delta), 2 Delta_inf / s) rather than by the
-  epsilon (the target would allow less noise than the theorem covers).
-  """
-  _, _, linf = sensitivities(dimension)
-  need = max(23 * math.log(10 * dimension / delta), 2 * linf / scale)
-  lo = max(1, math.floor(need / (p * (1 - p))))
-  while _theorem1_epsilon(lo, p, scale, delta, dimension) == math.inf:
-    lo += 1
-  if _theorem1_epsilon(lo, p, scale, delta, dimension) <= target_epsilon:
-    return lo, True
-  hi = 2 * lo
-  while _theorem1_epsilon(hi, p, scale, delta, dimension) > target_epsilon:
-    lo, hi = hi, 2 * hi
-  while hi - lo > 1:  # eps(lo) > target >= eps(hi)
-    mid = (lo + hi) // 2
-    if _theorem1_epsilon(mid, p, scale, delta, dimension) <= target_epsilon:
-      hi = mid
-    else:
-      lo = mid
-  return hi, False
-
-
-class _BinomialPmf:
-  """log pmf of Bin(N, p) on a window of +-TAIL_SDS sd (plus the shift)."""
-
-  def __init__(self, num_trials: int, p: float, shift: int):
-    mean, sd = num_trials * p, math.sqrt(num_trials * p * (1 - p))
-    self.lo = max(0, math.floor(mean - TAIL_SDS * sd) - shift)
-    self.hi = min(num_trials, math.ceil(mean + TAIL_SDS * sd) + shift)
-    x = np.arange(self.lo, self.hi + 1)
-    self.logpmf = stats.binom.logpmf(x, num_trials, p)
-    self.pmf = np.exp(self.logpmf)
-    # Mass outside the window: counted in full in every divergence below.
-    self.tail = float(stats.binom.cdf(self.lo - 1, num_trials, p)
-                      + stats.binom.sf(self.hi, num_trials, p))
-
-  def hockey_stick(self, shift: int, eps: float) -> float:
-    """max over both directions of sum_x max(0, P(x) - e^eps P(x -+ shift)).
-
-    Q is taken as 0 where x -+ shift leaves the window (conservative).
-    """
-    out, size = 0.0, len(self.logpmf)
-    for direction in (1, -1):
-      logq = np.full_like(self.logpmf, -np.inf)
-      if shift < size and direction == 1:
-        logq[shift:] = self.logpmf[:size - shift]
-      elif shift < size:
-        logq[:size - shift] = self.logpmf[shift:]
-      with np.errstate(invalid='ignore', over='ignore'):
-        ratio = np.exp(np.minimum(eps + logq - self.logpmf, 0.0))
-      terms = np.where(self.pmf > 0, self.pmf * (1 - ratio), 0.0)
-      out = max(out, float(np.sum(terms)) + self.tail)
-    return out
-
-
-def exact_epsilon(num_trials: int, p: float, shift: int, delta: float
-                  ) -> tuple[float, bool]:
-  """Exact epsilon (d = 1) for neighbours up to ``shift`` lattice steps apart.
-
-  Bisection (to 1e-6) on eps for the largest shift; then every smaller shift
-  is checked at that eps. Returns (eps, largest_is_worst); if a smaller
-  shift were worse, eps is recomputed as the max over all shifts.
-  """
-  pmf = _BinomialPmf(num_trials, p, shift)
-
-  def solve(j):
-    lo, hi = 0.0, 1.0
-    while pmf.hockey_stick(j, hi) > delta:
-      lo, hi = hi, 2 * hi
-    while hi - lo > 1e-6:
-      mid = (lo + hi) / 2
-      if pmf.hockey_stick(j, mid) <= delta:
-        hi = mid
-      else:
-        lo = mid
-    return hi
-
-  eps = solve(shift)
-  worst = all(pmf.hockey_stick(j, eps) <= delta for j in range(1, shift))
-  if not worst:
-    eps = max(solve(j) for j in range(1, shift + 1))
-  return eps, worst
-
-
-def exact_trials(target_epsilon: float, p: float, shift: int, delta: float
-                 ) -> int:
-  """Smallest N whose exact (d = 1) delta at the target epsilon is <= delta.
-
-  Binary search on the largest shift; the result is verified on all shifts
-  (and increased until it passes).
-  """
-  def ok(n, shifts=(shift,)):
-    pmf = _BinomialPmf(n, p, shift)
-    return all(pmf.hockey_stick(j, target_epsilon) <= delta for j in shifts)
-
-  hi = 16
-  while not ok(hi):
-    hi *= 2
-  lo = hi // 2 if hi > 16 else 0
-  while hi - lo > 1:
-    mid = (lo + hi) // 2
-    if ok(mid):
-      hi = mid
-    else:
-      lo = mid
-  while not ok(hi, range(1, shift + 1)):
-    hi += 1
-  return hi
-
-
-# --------------------------------------------------------------- Gaussian
-
-
-def gaussian_sigmas(target_epsilon: float, delta: float, l2: float,
-                    accountant: str) -> tuple[float | None, float]:
-  """(classical sigma or None where epsilon > 1, tight sigma)."""
-  classical = None
-  if target_epsilon <= 1:
-    classical = l2 * math.sqrt(2 * math.log(1.25 / delta)) / target_epsilon
-    # The library's classical bound at this sigma is the target (<= 1).
-    assert accounting.gaussian_protocol_epsilon(
-        classical, l2, delta) <= target_epsilon * (1 + 1e-12)
-  multiplier = accounting.calibrate(
-      lambda z: accounting.gaussian_protocol_event(z * l2, l2),
-      target_epsilon, delta, accountant)
-  return classical, multiplier * l2
-
-
 # ------------------------------------------------------------------- run
 
 
@@ -293,7 +152,10 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   p, delta = cfg['p'], cfg['delta']
   gauss = {}
   for eps in cfg['epsilons']:
-    classical, tight = gaussian_sigmas(eps, delta, 1.0, cfg['accountant'])
+    classical = (accounting.classical_gaussian_stddev(eps, delta, 1.0)
+                 if eps <= 1 else None)
+    tight = accounting.calibrate_gaussian_stddev(eps, delta, 1.0,
+                                                 cfg['accountant'])
     gauss[eps] = dict(epsilon=eps, sigma_classical=classical,
                       sigma_tight=tight,
                       error_classical=None if classical is None else
@@ -305,15 +167,20 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   for d in cfg['dims']:
     for j in cfg['scale_denominators']:
       s = 1.0 / j
+      sens = sensitivities(d)
       for eps in cfg['epsilons']:
-        n_trials, floor = theorem1_trials(eps, p, s, delta, d)
+        n_trials = accounting.calibrate_binomial_trials(eps, p, s, delta, d,
+                                                        *sens)
+        floor = n_trials == accounting.binomial_min_trials(p, s, delta, d,
+                                                           sens[2])
         v = n_trials * p * (1 - p)
         g = gauss[eps]
         err = s**2 * v
         rows.append(dict(
             dim=d, scale_denominator=j, scale=s, epsilon=eps,
             num_trials=n_trials, condition_bound=floor,
-            epsilon_theorem1=_theorem1_epsilon(n_trials, p, s, delta, d),
+            epsilon_theorem1=accounting.binomial_epsilon(
+                n_trials, p, s, delta, d, *sens),
             error=err, total_error=d * err,
             gaussian_error_tight=g['error_tight'],
             gaussian_error_classical=g['error_classical'],
@@ -323,8 +190,9 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   exact = []
   for row in (r for r in rows if r['dim'] == 1):
     j, eps = row['scale_denominator'], row['epsilon']
-    eps_exact, largest_worst = exact_epsilon(row['num_trials'], p, j, delta)
-    n_exact = exact_trials(eps, p, j, delta)
+    eps_exact, largest_worst = accounting.binomial_exact_epsilon(
+        row['num_trials'], p, j, delta)
+    n_exact = accounting.calibrate_binomial_exact_trials(eps, p, j, delta)
     err_exact = row['scale']**2 * n_exact * p * (1 - p)
     exact.append(dict(
         scale_denominator=j, scale=row['scale'], epsilon=eps,

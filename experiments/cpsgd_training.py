@@ -14,8 +14,9 @@ heavy-ball momentum (w <- w - lr v, v <- mu v + g_hat). Protocols:
 * Gaussian baseline, ``gaussian_distributed_mean``: clip to D, each client adds
   N(0, sigma_c^2), 32-bit floats. sigma is calibrated so that ONE round's
   tight epsilon (Gaussian mechanism on the sum, L2 sensitivity 2 D under
-  replace-one, dp_accounting's exact Gaussian privacy loss) equals the
-  Theorem 1 epsilon of each cpSGD configuration, at the same per-round delta.
+  replace-one, exact: ``accounting.gaussian_stddev``) equals the Theorem 1
+  epsilon of each cpSGD configuration, at the same per-round delta; its total
+  is the exact T-fold composition (``accounting.gaussian_epsilon``).
 * Non-private: the plain mean of the unclipped gradients (32 bits), and the
   clipped mean without noise (shows what clipping alone costs).
 
@@ -46,9 +47,6 @@ import numbers
 import time
 from typing import Any
 
-from dp_accounting.pld import accountant as pld_accountant
-from dp_accounting.pld import common as pld_common
-from dp_accounting.pld import privacy_loss_mechanism as plm
 import jax
 from jax import flatten_util
 import jax.numpy as jnp
@@ -174,44 +172,6 @@ def round_delta(cfg: dict[str, Any]) -> float:
   return cfg['delta'] / (2 * cfg['rounds'])
 
 
-def gaussian_sum_stddev(epsilon: float, delta: float,
-                        sensitivity: float) -> float:
-  """Smallest stddev of Gaussian noise on the sum giving (epsilon, delta).
-
-  dp_accounting's exact characterization of the Gaussian mechanism (Balle &
-  Wang 2018), ``get_smallest_gaussian_noise``.
-  """
-  return float(pld_accountant.get_smallest_gaussian_noise(
-      pld_common.DifferentialPrivacyParameters(epsilon, delta),
-      num_queries=1, sensitivity=sensitivity))
-
-
-def gaussian_composed_epsilon(sum_stddev: float, sensitivity: float,
-                              rounds: int, delta: float) -> float:
-  """Exact epsilon of ``rounds`` Gaussian rounds at ``delta``.
-
-  T Gaussian mechanisms of stddev sigma and sensitivity S compose exactly to
-  one with sensitivity sqrt(T) S (their privacy-loss distributions are
-  Gaussian); its hockey-stick divergence is dp_accounting's closed form
-  (``GaussianPrivacyLoss.get_delta_for_epsilon``), inverted by bisection
-  (upper end returned, so the reported epsilon is never too small).
-  """
-  loss = plm.GaussianPrivacyLoss(sum_stddev, sensitivity * math.sqrt(rounds))
-  delta_of = lambda e: float(loss.get_delta_for_epsilon(e))
-  if delta_of(0.0) <= delta:
-    return 0.0
-  lo, hi = 0.0, 1.0
-  while delta_of(hi) > delta:
-    lo, hi = hi, hi * 2
-  for _ in range(60):
-    mid = (lo + hi) / 2
-    if delta_of(mid) > delta:
-      lo = mid
-    else:
-      hi = mid
-  return hi
-
-
 def _privacy(cfg, dimension, n):
   """Per cpSGD configuration: protocol, events, epsilons, matched sigma."""
   delta_r = round_delta(cfg)
@@ -244,7 +204,7 @@ def _privacy(cfg, dimension, n):
     ledger = accounting.PrivacyLedger()
     for _ in range(rounds):  # one event per round: the scan runs `rounds`
       ledger.record(event, bits=row['bits_per_client'])
-    sigma_sum = gaussian_sum_stddev(event.epsilon, delta_r, 2 * clip)
+    sigma_sum = accounting.gaussian_stddev(event.epsilon, delta_r, 2 * clip)
     gauss_event = accounting.gaussian_protocol_event(sigma_sum, 2 * clip)
     row.update(
         epsilon_round=float(event.epsilon),
@@ -257,8 +217,8 @@ def _privacy(cfg, dimension, n):
         # check: dpjax's PLD epsilon of the matched Gaussian round
         gauss_epsilon_round=float(accounting.epsilon(gauss_event, delta_r,
                                                      'pld')),
-        gauss_epsilon_total=gaussian_composed_epsilon(
-            sigma_sum, 2 * clip, rounds, cfg['delta']))
+        gauss_epsilon_total=accounting.gaussian_epsilon(
+            sigma_sum, 2 * clip, cfg['delta'], rounds))
     out.append(row)
   return out
 

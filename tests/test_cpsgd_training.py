@@ -55,20 +55,6 @@ def test_config_refuses_what_it_cannot_honour(overrides, match):
     exp.config('medium')
 
 
-def test_gaussian_calibration_matches_dpjax_pld():
-  eps, delta, sens = 2.0, 1e-6, 0.5
-  sigma = exp.gaussian_sum_stddev(eps, delta, sens)
-  got = accounting.epsilon(accounting.gaussian_protocol_event(sigma, sens),
-                           delta, 'pld')
-  assert got == pytest.approx(eps, rel=2e-3)
-  # exact T-fold composition agrees with the PLD accountant on the ledger
-  total = exp.gaussian_composed_epsilon(sigma, sens, 10, 1e-5)
-  ledger = accounting.PrivacyLedger()
-  ledger.record(accounting.gaussian_protocol_event(sigma, sens), 10)
-  assert total == pytest.approx(ledger.epsilon(1e-5, 'pld'), rel=5e-3)
-  assert exp.gaussian_composed_epsilon(1e9, 1.0, 1, 1e-5) == 0.0
-
-
 def test_shards_cover_the_training_set_once():
   idx, mask = exp._shards(23, 5, seed=0)
   assert idx.shape == mask.shape == (5, 5)
