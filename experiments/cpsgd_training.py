@@ -5,7 +5,9 @@ per shard). Every round, ``clients_per_round`` clients (default: all of them)
 compute the gradient of the mean cross-entropy over their shard at the current
 model, flatten it (``jax.flatten_util.ravel_pytree``) and the server gets the
 round's aggregate from a distributed mean protocol, then takes an SGD step with
-heavy-ball momentum (w <- w - lr v, v <- mu v + g_hat). Protocols:
+heavy-ball momentum (w <- w - lr v, v <- mu v + g_hat): the shared federated
+loop of ``experiments.common.federated``, which records each protocol's
+per-round event in a ledger. Protocols:
 
 * cpSGD, ``dpjax.distributed.distributed_mean``: clip to D, randomized
   Hadamard rotation (padded to d'), k-level stochastic quantization, Bin(m, 1/2)
@@ -47,9 +49,6 @@ import numbers
 import time
 from typing import Any
 
-import jax
-from jax import flatten_util
-import jax.numpy as jnp
 from matplotlib import ticker
 import matplotlib.pyplot as plt
 import numpy as np
@@ -58,9 +57,9 @@ from dpjax import accounting
 from dpjax import distributed as dist
 from dpjax import transforms
 from experiments.common import data as data_lib
+from experiments.common import federated
 from experiments.common import models
 from experiments.common import report as report_lib
-from experiments.common import train as train_lib
 
 NAME = 'cpsgd_training'
 DESCRIPTION = ('distributed DP SGD: cpSGD (k levels + Bin(m)) vs Gaussian at '
@@ -173,7 +172,11 @@ def round_delta(cfg: dict[str, Any]) -> float:
 
 
 def _privacy(cfg, dimension, n):
-  """Per cpSGD configuration: protocol, events, epsilons, matched sigma."""
+  """Per cpSGD configuration: protocol, event, epsilon, matched sigma.
+
+  The totals (``epsilon_total``, ``ledger``) come from the ledger of the run
+  (``_record``).
+  """
   delta_r = round_delta(cfg)
   rounds, clip = cfg['rounds'], cfg['clip_norm']
   combos = [(k, m, True) for k in cfg['levels'] for m in cfg['trials']]
@@ -198,19 +201,13 @@ def _privacy(cfg, dimension, n):
       event = dist.cpsgd_round_event(protocol, dimension, n, delta_r)
     except ValueError as e:  # Theorem 1's condition fails: no guarantee
       row.update(epsilon_round=None, epsilon_total=None, ledger=None,
-                 no_guarantee=str(e))
+                 no_guarantee=str(e), event=None)
       out.append(row)
       continue
-    ledger = accounting.PrivacyLedger()
-    for _ in range(rounds):  # one event per round: the scan runs `rounds`
-      ledger.record(event, bits=row['bits_per_client'])
     sigma_sum = accounting.gaussian_stddev(event.epsilon, delta_r, 2 * clip)
     gauss_event = accounting.gaussian_protocol_event(sigma_sum, 2 * clip)
     row.update(
-        epsilon_round=float(event.epsilon),
-        epsilon_total=float(ledger.epsilon(cfg['delta'], 'pld')),
-        ledger=ledger.to_json(), no_guarantee=None,
-        bits_per_client_total=ledger.bits,
+        epsilon_round=float(event.epsilon), event=event, no_guarantee=None,
         gauss_sum_stddev=sigma_sum,
         gauss_client_stddev=sigma_sum / math.sqrt(n),
         gauss_noise_multiplier=float(gauss_event.noise_multiplier),
@@ -226,93 +223,31 @@ def _privacy(cfg, dimension, n):
 # -------------------------------------------------------------- training
 
 
-def _shards(n_train: int, num_clients: int, seed: int):
-  """Random near-equal shards as padded index and mask arrays [C, S]."""
-  if num_clients > n_train:
-    raise ValueError(f'num_clients={num_clients} exceeds the {n_train} '
-                     'training examples')
-  parts = np.array_split(np.random.default_rng(seed).permutation(n_train),
-                         num_clients)
-  size = max(len(p) for p in parts)
-  idx = np.zeros((num_clients, size), np.int32)
-  mask = np.zeros((num_clients, size), np.float32)
-  for c, part in enumerate(parts):
-    idx[c, :len(part)] = part
-    mask[c, :len(part)] = 1
-  return idx, mask
-
-
-def _make_trainer(model, ds, cfg, aggregate):
-  """jit(vmap over seeds) of the whole run: lax.scan over rounds.
-
-  ``aggregate(key, grads [n, d], arg) -> [d]``; ``arg`` is a traced scalar
-  (the Gaussian client stddev) so one compilation serves every sigma.
-  """
-  loss_fn = train_lib.per_example_loss(model, 'classification')
-  x_tr, y_tr = jnp.asarray(ds.x_train), jnp.asarray(ds.y_train)
-  x_te, y_te = jnp.asarray(ds.x_test), jnp.asarray(ds.y_test)
-  num_clients, rounds = cfg['num_clients'], cfg['rounds']
-  n = cfg['clients_per_round'] or num_clients
-  lr, mu, clip = cfg['learning_rate'], cfg['momentum'], cfg['clip_norm']
-
-  def train(key, params0, idx, mask, arg):
-    flat0, unravel = flatten_util.ravel_pytree(params0)
-
-    def shard_grad(flat, i, mk):
-      def shard_loss(f):
-        losses = jax.vmap(loss_fn, in_axes=(None, 0))(unravel(f),
-                                                      (x_tr[i], y_tr[i]))
-        return jnp.sum(losses * mk) / jnp.sum(mk)
-      return jax.grad(shard_loss)(flat)
-
-    def metrics(flat):
-      params = unravel(flat)
-      logits_tr = model.apply(params, x_tr)
-      logits_te = model.apply(params, x_te)
-      loss = jnp.mean(jax.vmap(loss_fn, in_axes=(None, 0))(params,
-                                                           (x_tr, y_tr)))
-      acc = lambda lg, y: jnp.mean((jnp.argmax(lg, -1) == y).astype(
-          jnp.float32))
-      return dict(train_loss=loss, train_accuracy=acc(logits_tr, y_tr),
-                  test_accuracy=acc(logits_te, y_te))
-
-    def round_fn(carry, t):
-      flat, velocity = carry
-      sel_key, agg_key = jax.random.split(jax.random.fold_in(key, t))
-      if n < num_clients:  # fixed-size random subset (no amplification)
-        sel = jax.random.choice(sel_key, num_clients, (n,), replace=False)
-      else:
-        sel = jnp.arange(num_clients)
-      grads = jax.vmap(shard_grad, in_axes=(None, 0, 0))(flat, idx[sel],
-                                                         mask[sel])
-      norms = jnp.sqrt(jnp.sum(jnp.square(grads), axis=1))
-      estimate = aggregate(agg_key, grads, arg)
-      velocity = mu * velocity + estimate
-      flat = flat - lr * velocity
-      out = metrics(flat)
-      out['clipped_fraction'] = jnp.mean((norms > clip).astype(jnp.float32))
-      out['grad_norm'] = jnp.mean(norms)
-      return (flat, velocity), out
-
-    _, curves = jax.lax.scan(round_fn, (flat0, jnp.zeros_like(flat0)),
-                             jnp.arange(rounds))
-    return curves
-
-  return jax.jit(jax.vmap(train, in_axes=(0, 0, 0, 0, None)))
-
-
-def _aggregators(cfg):
-  clip = cfg['clip_norm']
-  return {
-      'nonprivate': lambda key, g, arg: jnp.mean(g, axis=0),
-      'gaussian': lambda key, g, arg: dist.gaussian_distributed_mean(
-          key, g, clip, arg),
-  }
-
-
 def _label(row):
   return f"cpSGD k={row['levels']} m={row['trials']}" + (
       '' if row['rotate'] else ' no rot')
+
+
+def _settings(cfg, privacy, dimension, n):
+  """What runs: (setting, method, privacy row or None, protocol)."""
+  clip = cfg['clip_norm']
+  gaussian = federated.gaussian_mean(clip)
+  out = [('non-private', 'nonprivate', None,
+          federated.Protocol(federated.plain_mean)),
+         ('clipped, no noise', 'gaussian', None, federated.Protocol(gaussian))]
+  for row in privacy:
+    out.append((_label(row), 'cpsgd', row, federated.Protocol(
+        federated.cpsgd_mean(row['protocol']), event=row['event'],
+        bits_per_client=row['bits_per_client'])))
+    if row['epsilon_round'] is not None:
+      stddev = row['gauss_client_stddev']
+      out.append((f'Gaussian @ {_label(row)}', 'gaussian', row,
+                  federated.Protocol(
+                      gaussian, param=stddev,
+                      event=dist.gaussian_protocol_round_event(clip, stddev,
+                                                               n),
+                      bits_per_client=dist.gaussian_protocol_bits(dimension))))
+  return out
 
 
 def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
@@ -325,48 +260,27 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   model = models.make_model(cfg['model'], ds.num_classes,
                             input_shape=ds.input_shape)
   seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
-  params0 = [model.init(jax.random.fold_in(jax.random.key(s), 0),
-                        ds.x_train[0]) for s in seeds]
-  d = models.num_params(params0[0])
+  clients = federated.init_clients(model, ds, seeds, cfg['num_clients'])
+  d = clients.dimension
   n = cfg['clients_per_round'] or cfg['num_clients']
-  stacked = jax.tree.map(lambda *a: jnp.stack(a), *params0)
-  shards = [_shards(len(ds.x_train), cfg['num_clients'], s) for s in seeds]
-  idx = jnp.asarray(np.stack([s[0] for s in shards]))
-  mask = jnp.asarray(np.stack([s[1] for s in shards]))
-  keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1) for s in seeds])
   privacy = _privacy(cfg, d, n)
-
-  aggs = _aggregators(cfg)
-  trainers = {name: _make_trainer(model, ds, cfg, fn)
-              for name, fn in aggs.items()}
-  settings = [dict(setting='non-private', method='nonprivate', arg=0.0),
-              dict(setting='clipped, no noise', method='gaussian', arg=0.0)]
-  for row in privacy:
-    settings.append(dict(setting=_label(row), method='cpsgd', arg=0.0,
-                         privacy=row))
-    if row['epsilon_round'] is not None:
-      settings.append(dict(setting=f"Gaussian @ {_label(row)}",
-                           method='gaussian', arg=row['gauss_client_stddev'],
-                           privacy=row))
+  loop = federated.FederatedLoop(
+      model, ds, num_clients=cfg['num_clients'], clients_per_round=n,
+      rounds=cfg['rounds'], learning_rate=cfg['learning_rate'],
+      momentum=cfg['momentum'], l2_norm_clip=cfg['clip_norm'])
 
   eval_rounds = sorted({min(cfg['rounds'], max(1, round(
       (i + 1) * cfg['rounds'] / cfg['evals']))) for i in range(cfg['evals'])})
   runs, curves_out = [], []
-  for s in settings:
+  for setting, method, pr, protocol in _settings(cfg, privacy, d, n):
     t0 = time.time()
-    if s['method'] == 'cpsgd':
-      protocol = s['privacy']['protocol']
-      trainer = _make_trainer(
-          model, ds, cfg,
-          lambda key, g, arg, p=protocol: dist.distributed_mean(p, key, g))
-    else:
-      trainer = trainers[s['method']]
-    curves = jax.device_get(trainer(keys, stacked, idx, mask,
-                                    jnp.float32(s['arg'])))
-    pr = s.get('privacy')
-    gaussian = s['method'] == 'gaussian' and pr is not None
+    curves, ledger = loop.run(clients, protocol)
+    if method == 'cpsgd' and ledger is not None:  # the rounds that ran
+      pr.update(epsilon_total=float(ledger.epsilon(cfg['delta'], 'pld')),
+                ledger=ledger.to_json(), bits_per_client_total=ledger.bits)
+    gaussian = method == 'gaussian' and pr is not None
     base = dict(
-        setting=s['setting'], method=s['method'],
+        setting=setting, method=method,
         levels=pr['levels'] if pr else None,
         trials=pr['trials'] if pr else None,
         rotate=pr['rotate'] if pr else None,
@@ -374,7 +288,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         delta_round=round_delta(cfg) if pr else None,
         rounds=cfg['rounds'], clients_per_round=n,
         num_clients=cfg['num_clients'], dimension=d)
-    if s['method'] == 'cpsgd':
+    if method == 'cpsgd':
       base.update(
           {k: pr[k] for k in ('x_max', 'spacing', 'message_length',
                               'bits_per_coordinate', 'bits_fixed',
@@ -391,7 +305,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
                   matched_epsilon_round=pr['epsilon_round'],
                   noise_multiplier=pr['gauss_noise_multiplier'],
                   client_stddev=pr['gauss_client_stddev'])
-    elif s['method'] == 'gaussian':
+    elif method == 'gaussian':
       base.update(client_stddev=0.0)  # not private: no epsilon
     for j, seed in enumerate(seeds):
       runs.append(dict(
@@ -406,15 +320,15 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
           grad_norm_first=float(curves['grad_norm'][j, 0]),
           grad_norm_last=float(curves['grad_norm'][j, -1])))
     acc = np.asarray(curves['test_accuracy'])
-    curves_out.append(dict(setting=s['setting'], rounds=eval_rounds,
+    curves_out.append(dict(setting=setting, rounds=eval_rounds,
                            test_accuracy=[float(acc[:, r - 1].mean())
                                           for r in eval_rounds]))
     if progress:
-      print(f'[{NAME}] {s["setting"]}: test acc {acc[:, -1].mean():.4f} '
+      print(f'[{NAME}] {setting}: test acc {acc[:, -1].mean():.4f} '
             f'({time.time() - t0:.1f} s)', flush=True)
   summary = summarize(runs)
   for row in privacy:
-    row.pop('protocol')
+    del row['protocol'], row['event']
   return dict(experiment=NAME, config=cfg, dataset=report_lib.dataset_info(ds),
               seeds=seeds, model=cfg['model'], dimension=d,
               padded_dimension=transforms.next_power_of_two(d),  # rotated
