@@ -65,7 +65,7 @@ def test_dme_trials_for_epsilon_and_condition_failure():
   cfg = cpsgd_dme.config('quick', num_clients=10, dimension=16)
   m = cpsgd_dme.trials_for_epsilon(cfg, 'rotate', 4, 4.0)
   eps = lambda m: cpsgd_dme.round_epsilon(
-      cfg, cpsgd_dme._protocol(cfg, 'rotate', 4, m))
+      cfg, cpsgd_dme.make_protocol(cfg, 'rotate', 4, m))
   assert eps(m) <= 4.0 and (eps(m - 1) is None or eps(m - 1) > 4.0)
   assert eps(1) is None  # n m p (1-p) below Theorem 1's condition
   with pytest.raises(ValueError, match='unreachable'):

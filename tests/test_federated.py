@@ -1,4 +1,4 @@
-"""experiments/common/federated.py: shards, the round loop, protocols, ledger."""
+"""experiments/common/federated.py: shards, round loop, protocols, ledger."""
 
 import dp_accounting
 import jax

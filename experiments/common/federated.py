@@ -1,4 +1,4 @@
-"""The federated client loop: rounds over clients, a protocol's mean, a server step.
+"""The federated client loop: rounds over clients, a protocol, a server step.
 
 The training set is split at random into one shard per client
 (``client_shards``). Every round t, with the round key ``fold_in(key, t)``

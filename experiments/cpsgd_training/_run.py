@@ -1,4 +1,4 @@
-"""cpsgd_training's run: every protocol on the federated loop, summary, verdicts."""
+"""cpsgd_training's run: each protocol on the federated loop, verdicts."""
 
 import math
 import time
