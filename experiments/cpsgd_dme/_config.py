@@ -3,6 +3,7 @@
 from typing import Any
 
 from dpjax import accounting
+from experiments.common import config as config_lib
 
 
 NAME = 'cpsgd_dme'
@@ -35,17 +36,10 @@ def config(mode: str, epsilons=None, delta=None, dataset=None, **overrides
   and of the rotated X_max; ``seed``: data and protocol keys. The client
   vectors are generated (see ``inputs``), so ``dataset`` is refused.
   """
-  if mode not in MODES:
-    raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-  if dataset is not None:
-    raise ValueError(f'{NAME} generates its client vectors (spread and spiky '
-                     'unit vectors); drop --dataset')
-  cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
-  if epsilons is not None:
-    cfg['epsilons'] = sorted(set(float(e) for e in epsilons))
-  if delta is not None:
-    cfg['delta'] = float(delta)
-  cfg.update({k: v for k, v in overrides.items() if v is not None})
+  cfg = config_lib.from_mode(
+      NAME, mode, MODES, DEFAULTS, epsilons=epsilons, delta=delta,
+      dataset=dataset, no_dataset='generates its client vectors (spread and '
+      'spiky unit vectors)', **overrides)
   _check(cfg)
   return cfg
 

@@ -3,6 +3,7 @@
 from typing import Any
 
 from dpjax import accounting
+from experiments.common import config as config_lib
 
 
 NAME = 'cpsgd_mechanisms'
@@ -27,20 +28,14 @@ def config(mode: str, epsilons=None, delta=None, dataset=None, **overrides
   mechanisms), ``seed`` keys the sampling check. There is no dataset: the
   query is abstract (only its sensitivities matter).
   """
-  if mode not in MODES:
-    raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-  if dataset is not None:
-    raise ValueError(f'{NAME} compares noise distributions on an abstract '
-                     'query and uses no data; drop --dataset')
-  cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
-  if epsilons is not None:
-    cfg['epsilons'] = sorted(set(float(e) for e in epsilons))
+  cfg = config_lib.from_mode(
+      NAME, mode, MODES, DEFAULTS, epsilons=epsilons, delta=delta,
+      dataset=dataset, no_dataset='compares noise distributions on an '
+      'abstract query and uses no data', **overrides)
+  if epsilons is not None and overrides.get('validate_epsilons') is None:
     cfg['validate_epsilons'] = [e for e in cfg['validate_epsilons']
                                 if e in cfg['epsilons']] or [cfg['epsilons'][
                                     len(cfg['epsilons']) // 2]]
-  if delta is not None:
-    cfg['delta'] = float(delta)
-  cfg.update({k: v for k, v in overrides.items() if v is not None})
   _check(cfg)
   return cfg
 
