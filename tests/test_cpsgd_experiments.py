@@ -4,9 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
-from dpjax import accounting
 from experiments import cpsgd_dme
 from experiments import cpsgd_mechanisms
 from experiments.common import report as report_lib
@@ -63,49 +61,15 @@ def test_dme_config_rejects_bad_values(overrides, match):
 # ----------------------------------------------------------------- helpers
 
 
-def test_theorem1_trials_is_the_smallest_valid_n():
-  p, s, delta, d = 0.5, 0.25, 1e-5, 1
-  n, floor = cpsgd_mechanisms.theorem1_trials(1.0, p, s, delta, d)
-  assert not floor
-  eps = lambda n: accounting.binomial_epsilon(n, p, s, delta, d, 1.0, 1.0, 1.0)
-  assert eps(n) <= 1.0 < eps(n - 1)
-  # A large target is limited by Theorem 1's condition instead.
-  n, floor = cpsgd_mechanisms.theorem1_trials(50.0, p, 1.0, delta, d)
-  assert floor and n * p * (1 - p) >= 23 * math.log(10 / delta)
-  assert n - 1 < 23 * math.log(10 / delta) / (p * (1 - p))
-
-
-def test_exact_epsilon_is_the_hockey_stick_root_and_below_theorem1():
-  n, p, shift, delta = 4000, 0.5, 4, 1e-5
-  eps, largest_worst = cpsgd_mechanisms.exact_epsilon(n, p, shift, delta)
-  assert largest_worst
-  # Direct check of the divergence on the whole support.
-  x = np.arange(n + 1)
-  pmf = stats.binom.pmf(x, n, p)
-  shifted = np.concatenate([np.zeros(shift), pmf[:-shift]])
-  div = lambda e: np.sum(np.maximum(pmf - np.exp(e) * shifted, 0))
-  assert div(eps) <= delta * (1 + 1e-6) and div(eps - 1e-3) > delta
-  assert eps < accounting.binomial_epsilon(n, p, 1 / shift, delta, 1, 1.0,
-                                           1.0, 1.0)
-  n_exact = cpsgd_mechanisms.exact_trials(eps, p, shift, delta)
-  assert abs(n_exact - n) <= 0.01 * n  # inverts exact_epsilon
-
-
-def test_gaussian_sigmas_classical_and_tight():
-  classical, tight = cpsgd_mechanisms.gaussian_sigmas(0.5, 1e-5, 1.0, 'pld')
-  assert classical == pytest.approx(math.sqrt(2 * math.log(1.25e5)) / 0.5)
-  assert tight < classical
-  assert accounting.epsilon(accounting.gaussian_protocol_event(tight, 1.0),
-                            1e-5, 'pld') <= 0.5
-
-
 def test_dme_trials_for_epsilon_and_condition_failure():
   cfg = cpsgd_dme.config('quick', num_clients=10, dimension=16)
   m = cpsgd_dme.trials_for_epsilon(cfg, 'rotate', 4, 4.0)
   eps = lambda m: cpsgd_dme.round_epsilon(
-      cfg, cpsgd_dme._protocol(cfg, 'rotate', 4, m))
+      cfg, cpsgd_dme.make_protocol(cfg, 'rotate', 4, m))
   assert eps(m) <= 4.0 and (eps(m - 1) is None or eps(m - 1) > 4.0)
   assert eps(1) is None  # n m p (1-p) below Theorem 1's condition
+  with pytest.raises(ValueError, match='unreachable'):
+    cpsgd_dme.trials_for_epsilon(cfg, 'none', 2, 1e-5)
 
 
 def test_dme_inputs_are_unit_vectors_and_seeded():

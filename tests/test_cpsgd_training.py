@@ -1,19 +1,15 @@
-"""experiments/cpsgd_training.py: config validation, privacy helpers, a tiny run."""
+"""experiments/cpsgd_training: config validation, a tiny run and its report."""
 
 import json
 import math
 import os
 
 import dp_accounting
-import jax
-import jax.numpy as jnp
 import pytest
 
 from dpjax import accounting
 from dpjax import distributed as dist
 from experiments import cpsgd_training as exp
-from experiments.common import data as data_lib
-from experiments.common import models
 from experiments.common import report as report_lib
 
 TINY = dict(num_clients=20, clients_per_round=10, rounds=3, levels=[2],
@@ -53,29 +49,6 @@ def test_config_refuses_what_it_cannot_honour(overrides, match):
     exp.config('quick', **overrides)
   with pytest.raises(ValueError, match='mode'):
     exp.config('medium')
-
-
-def test_gaussian_calibration_matches_dpjax_pld():
-  eps, delta, sens = 2.0, 1e-6, 0.5
-  sigma = exp.gaussian_sum_stddev(eps, delta, sens)
-  got = accounting.epsilon(accounting.gaussian_protocol_event(sigma, sens),
-                           delta, 'pld')
-  assert got == pytest.approx(eps, rel=2e-3)
-  # exact T-fold composition agrees with the PLD accountant on the ledger
-  total = exp.gaussian_composed_epsilon(sigma, sens, 10, 1e-5)
-  ledger = accounting.PrivacyLedger()
-  ledger.record(accounting.gaussian_protocol_event(sigma, sens), 10)
-  assert total == pytest.approx(ledger.epsilon(1e-5, 'pld'), rel=5e-3)
-  assert exp.gaussian_composed_epsilon(1e9, 1.0, 1, 1e-5) == 0.0
-
-
-def test_shards_cover_the_training_set_once():
-  idx, mask = exp._shards(23, 5, seed=0)
-  assert idx.shape == mask.shape == (5, 5)
-  used = sorted(idx[mask > 0].tolist())
-  assert used == list(range(23))
-  with pytest.raises(ValueError, match='num_clients=30'):
-    exp._shards(23, 30, seed=0)
 
 
 def test_tiny_run_and_report(tmp_path):
@@ -124,20 +97,3 @@ def test_tiny_run_and_report(tmp_path):
   assert '**yes**' in text or '**no**' in text
   assert 'NO amplification' in text
   assert os.path.getsize(tmp_path / 'accuracy_vs_bits.png') > 0
-
-
-def test_trainer_is_deterministic_per_key():
-  cfg = exp.config('quick', num_clients=10, rounds=2)
-  ds = data_lib.load('digits', seed=0)
-  model = models.make_model('logistic', 10, input_shape=ds.input_shape)
-  params = jax.tree.map(lambda a: a[None], model.init(jax.random.key(0),
-                                                      ds.x_train[0]))
-  idx, mask = (jnp.asarray(a)[None]
-               for a in exp._shards(len(ds.x_train), 10, 0))
-  train = exp._make_trainer(model, ds, cfg, exp._aggregators(cfg)['gaussian'])
-  loss = lambda k: train(jax.random.key(k)[None], params, idx, mask,
-                         jnp.float32(0.1))['train_loss']
-  first = loss(1)
-  assert first.shape == (1, 2)
-  assert jnp.array_equal(first, loss(1))
-  assert not jnp.array_equal(first, loss(2))

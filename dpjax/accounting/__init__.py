@@ -6,6 +6,7 @@ Imports nothing from dpjax except the dependency-free ``dpjax._validate``.
 from dpjax.accounting._accountants import ACCOUNTANTS
 from dpjax.accounting._accountants import calibrate
 from dpjax.accounting._accountants import calibrate_noise_multiplier
+from dpjax.accounting._accountants import calibrate_trials
 from dpjax.accounting._accountants import delta
 from dpjax.accounting._accountants import epsilon
 from dpjax.accounting._accountants import infer_neighboring_relation
@@ -14,9 +15,11 @@ from dpjax.accounting._accountants import TruncationSlackError
 from dpjax.accounting._binomial import advanced_composition
 from dpjax.accounting._binomial import binomial_epsilon
 from dpjax.accounting._binomial import binomial_event
+from dpjax.accounting._binomial import binomial_min_trials
+from dpjax.accounting._binomial import calibrate_binomial_trials
 from dpjax.accounting._binomial import cpsgd_sensitivities
-from dpjax.accounting._binomial import gaussian_protocol_epsilon
-from dpjax.accounting._binomial import gaussian_protocol_event
+from dpjax.accounting._binomial_exact import binomial_exact_epsilon
+from dpjax.accounting._binomial_exact import calibrate_binomial_exact_trials
 from dpjax.accounting._events import basic_composition
 from dpjax.accounting._events import discrete_gaussian_event
 from dpjax.accounting._events import dpsgd_event
@@ -25,6 +28,12 @@ from dpjax.accounting._events import gaussian_step_event
 from dpjax.accounting._events import laplace_event
 from dpjax.accounting._events import poisson_truncation_probability
 from dpjax.accounting._events import pure_dp_event
+from dpjax.accounting._gaussian import calibrate_gaussian_stddev
+from dpjax.accounting._gaussian import classical_gaussian_stddev
+from dpjax.accounting._gaussian import gaussian_epsilon
+from dpjax.accounting._gaussian import gaussian_protocol_epsilon
+from dpjax.accounting._gaussian import gaussian_protocol_event
+from dpjax.accounting._gaussian import gaussian_stddev
 from dpjax.accounting._ledger import event_from_dict
 from dpjax.accounting._ledger import event_to_dict
 from dpjax.accounting._ledger import PrivacyLedger
@@ -35,18 +44,27 @@ __all__ = [
     'basic_composition',
     'binomial_epsilon',
     'binomial_event',
+    'binomial_exact_epsilon',
+    'binomial_min_trials',
     'calibrate',
+    'calibrate_binomial_exact_trials',
+    'calibrate_binomial_trials',
+    'calibrate_gaussian_stddev',
     'calibrate_noise_multiplier',
+    'calibrate_trials',
+    'classical_gaussian_stddev',
     'cpsgd_sensitivities',
     'delta',
     'discrete_gaussian_event',
     'dpsgd_event',
-    'EpsilonDeltaDpEvent',
     'epsilon',
+    'EpsilonDeltaDpEvent',
     'event_from_dict',
     'event_to_dict',
+    'gaussian_epsilon',
     'gaussian_protocol_epsilon',
     'gaussian_protocol_event',
+    'gaussian_stddev',
     'gaussian_step_event',
     'infer_neighboring_relation',
     'laplace_event',

@@ -308,3 +308,53 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float,
   return calibrate(
       lambda s: _events.gaussian_step_event(s, sampling_rate),
       target_epsilon, delta, accountant, steps=steps, **kwargs)
+
+
+def calibrate_trials(epsilon_of: Callable[[int], float],
+                     target_epsilon: float, *, min_trials: int = 1,
+                     max_trials: int = 2**31 - 1) -> int:
+  """Smallest integer noise size (e.g. Binomial trials) meeting a target.
+
+  Doubles from ``min_trials`` until ``epsilon_of`` is at most the target,
+  then bisects. ``epsilon_of`` must be non-increasing (more trials, more
+  noise) and return ``inf`` where no guarantee applies (e.g. below
+  Theorem 1's condition for the Binomial mechanism), which must happen only
+  below the answer.
+
+  Args:
+    epsilon_of: ``trials -> epsilon`` of one release (or of a whole run).
+    target_epsilon: > 0.
+    min_trials: the search starts here (> 0); every smaller value is
+      assumed not to meet the target.
+    max_trials: search ceiling (>= min_trials), e.g. what an int32 sum of
+      the messages allows.
+
+  Returns:
+    the smallest trials in [min_trials, max_trials] with
+    ``epsilon_of(trials) <= target_epsilon``.
+
+  Raises:
+    ValueError: on bad input, or if the target is unreachable below
+      ``max_trials``.
+
+  Example:
+    >>> calibrate_trials(lambda m: 100 / m, 0.3)
+    334
+  """
+  _validate.positive(target_epsilon=target_epsilon)
+  _validate.positive_int(min_trials=min_trials)
+  _validate.integer_at_least(min_trials, max_trials=max_trials)
+  lo, hi = min_trials - 1, min_trials  # epsilon_of(lo) > target (assumed)
+  while epsilon_of(hi) > target_epsilon:
+    if hi >= max_trials:
+      raise ValueError(
+          f'target_epsilon={target_epsilon} is unreachable with trials <= '
+          f'max_trials={max_trials}: epsilon={epsilon_of(hi):.6g} there.')
+    lo, hi = hi, min(2 * hi, max_trials)
+  while hi - lo > 1:
+    mid = (lo + hi) // 2
+    if epsilon_of(mid) <= target_epsilon:
+      hi = mid
+    else:
+      lo = mid
+  return hi

@@ -5,13 +5,15 @@ for a query whose values on neighbouring datasets differ by a vector of the
 lattice s Z^d. Its guarantee (Theorem 1 of cpSGD) has no dp_accounting event,
 so ``binomial_event`` wraps it in ``EpsilonDeltaDpEvent``, which dpjax's PLD
 accountant composes optimally for generic (epsilon, delta) mechanisms.
+``binomial_min_trials`` is the smallest N the theorem covers and
+``calibrate_binomial_trials`` the smallest N meeting a target epsilon; the
+exact privacy of the scalar mechanism is in ``_binomial_exact``.
 """
 
 import math
 
-import dp_accounting
-
 from dpjax import _validate
+from dpjax.accounting import _accountants
 from dpjax.accounting import _events
 
 
@@ -74,8 +76,7 @@ def binomial_epsilon(trials: int, p: float, scale: float, delta: float,
   p, s, delta = float(p), float(scale), float(delta)
   q = 1 - p
   v = trials * p * q
-  need = max(23 * math.log(10 * dimension / delta),
-             2 * float(linf_sensitivity) / s)
+  need = _theorem1_need(s, delta, dimension, linf_sensitivity)
   if v < need:
     raise ValueError(
         f'Theorem 1 needs trials * p * (1 - p) >= max(23 ln(10 d / delta),'
@@ -93,6 +94,13 @@ def binomial_epsilon(trials: int, p: float, scale: float, delta: float,
           + (d2 * c_p * math.sqrt(ln10) + d1 * b_p) / (s * v * (1 - delta / 10))
           + (2 / 3 * dinf * ln125
              + dinf * d_p * math.log(20 * dimension / delta) * ln10) / (s * v))
+
+
+def _theorem1_need(scale: float, delta: float, dimension: int,
+                   linf_sensitivity: float) -> float:
+  """max(23 ln(10 d / delta), 2 Delta_inf / s): Theorem 1 needs N p q >= it."""
+  return max(23 * math.log(10 * dimension / delta),
+             2 * float(linf_sensitivity) / scale)
 
 
 def binomial_event(trials: int, p: float, scale: float, delta: float,
@@ -226,84 +234,86 @@ def cpsgd_sensitivities(dimension: int, levels: int, linf_clip: float,
   return l1, l2, span
 
 
-def gaussian_protocol_epsilon(stddev: float, l2_sensitivity: float,
-                              delta: float) -> float:
-  """Classical Gaussian-mechanism epsilon: Delta_2 sqrt(2 ln(1.25/delta)) / sigma.
+def binomial_min_trials(p: float, scale: float, delta: float, dimension: int,
+                        linf_sensitivity: float) -> int:
+  """Smallest N for which Theorem 1 applies (``binomial_epsilon`` is finite).
 
-  The baseline of cpSGD Theorem 2 (Gaussian noise of stddev sigma on the
-  sum). The classical bound is proved only for epsilon <= 1, so a larger
-  value raises instead of being returned. For the tight epsilon (any size)
-  compose ``gaussian_protocol_event`` with ``epsilon(...)``; it is always
-  smaller than this bound.
+  Theorem 1 needs N p (1 - p) >= max(23 ln(10 d / delta), 2 Delta_inf / s).
 
   Args:
-    stddev: sigma (> 0), stddev of the noise on the released sum.
-    l2_sensitivity: Delta_2 (>= 0), in the same units.
+    p: success probability in (0, 1).
+    scale: lattice spacing s (> 0).
     delta: in (0, 1).
+    dimension: d (> 0).
+    linf_sensitivity: Delta_inf (>= 0), in the units of ``scale``.
 
   Returns:
-    epsilon in [0, 1].
+    the smallest N (> 0) meeting the condition, as ``binomial_epsilon``
+    checks it.
+
+  References:
+    Agarwal et al. 2018, Theorem 1.
+
+  Example:
+    >>> binomial_min_trials(0.5, 1.0, 1e-6, 1, 1.0)  # 23 ln(1e7) / 0.25
+    1483
+  """
+  _validate.positive_int(dimension=dimension)
+  _validate.open_unit(p=p, delta=delta)
+  _validate.positive(scale=scale)
+  _validate.non_negative(linf_sensitivity=linf_sensitivity)
+  p, q = float(p), 1 - float(p)
+  need = _theorem1_need(float(scale), float(delta), dimension,
+                        linf_sensitivity)
+  trials = max(1, math.floor(need / (p * q)))
+  while trials * p * q < need:
+    trials += 1
+  return trials
+
+
+def calibrate_binomial_trials(target_epsilon: float, p: float, scale: float,
+                              delta: float, dimension: int,
+                              l1_sensitivity: float, l2_sensitivity: float,
+                              linf_sensitivity: float, *,
+                              max_trials: int = 2**31 - 1) -> int:
+  """Smallest N with Theorem 1's condition and ``binomial_epsilon`` <= target.
+
+  ``calibrate_trials`` on ``binomial_epsilon``, starting from
+  ``binomial_min_trials``. If the result equals ``binomial_min_trials``, the
+  condition set N, not the target: the target would allow less noise than
+  the theorem covers.
+
+  Args:
+    target_epsilon: > 0.
+    p, scale, delta, dimension, l1_sensitivity, l2_sensitivity,
+      linf_sensitivity: as ``binomial_epsilon``.
+    max_trials: search ceiling.
+
+  Returns:
+    N, the total number of trials (in cpSGD, n clients with m trials each
+    give N = n m).
 
   Raises:
-    ValueError: on bad input, or if the bound exceeds 1.
+    ValueError: on bad input, or if the target is unreachable below
+      ``max_trials``.
 
   Privacy:
-    (epsilon, delta)-DP for neighbours whose sums differ by at most Delta_2
-    in L2 norm (Dwork & Roth 2014, Thm. A.1, which assumes epsilon < 1; the
-    boundary epsilon = 1 follows by continuity).
+    ``binomial_event(N, ...)`` is (epsilon, delta)-DP with epsilon <=
+    ``target_epsilon``.
 
   References:
-    Dwork & Roth, "The Algorithmic Foundations of Differential Privacy",
-    2014, Thm. A.1; Agarwal et al. 2018, Theorem 2.
+    Agarwal et al. 2018, Theorem 1 and Fig. 1 (the Binomial curves).
 
   Example:
-    >>> round(gaussian_protocol_epsilon(10.0, 1.0, 1e-5), 4)
-    0.4845
+    >>> n = calibrate_binomial_trials(1.0, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0)
+    >>> n, binomial_epsilon(n, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0) <= 1.0
+    (1483, True)
   """
-  _validate.positive(stddev=stddev)
-  _validate.non_negative(l2_sensitivity=l2_sensitivity)
-  _validate.open_unit(delta=delta)
-  eps = (float(l2_sensitivity) * math.sqrt(2 * math.log(1.25 / float(delta)))
-         / float(stddev))
-  if eps > 1:
-    raise ValueError(
-        f'The classical Gaussian bound gives epsilon={eps:.6g} > 1 for '
-        f'stddev={stddev}, l2_sensitivity={l2_sensitivity}, '
-        f'delta={delta}, where it is not proved; use epsilon('
-        f'gaussian_protocol_event(...), delta) for the tight value.')
-  return eps
-
-
-def gaussian_protocol_event(stddev: float,
-                            l2_sensitivity: float) -> dp_accounting.DpEvent:
-  """The Gaussian baseline as a tight, composable dp_accounting event.
-
-  Args:
-    stddev: sigma (> 0), stddev of the noise on the released sum.
-    l2_sensitivity: Delta_2 (> 0), in the same units: the largest L2
-      distance between the sums on neighbouring datasets (replace-one for
-      cpSGD, e.g. from ``cpsgd_sensitivities``).
-
-  Returns:
-    ``dp_accounting.GaussianDpEvent(stddev / l2_sensitivity)``. Its
-    PLD epsilon is tight and below ``gaussian_protocol_epsilon``. Account it
-    with the default ``neighboring_relation`` (ADD_OR_REMOVE_ONE), which for
-    an unsampled Gaussian means "neighbouring sums at L2 distance <=
-    l2_sensitivity", whatever relation produced that distance: dp_accounting's
-    PLD accountant under REPLACE_ONE doubles the distance (valid but 2x
-    loose), while its RDP accountant ignores the relation here.
-
-  Privacy:
-    The Gaussian mechanism with noise multiplier sigma / Delta_2.
-
-  References:
-    Balle & Wang, "Improving the Gaussian mechanism for differential
-    privacy", ICML 2018 (the exact privacy profile the PLD evaluates).
-
-  Example:
-    >>> gaussian_protocol_event(10.0, 2.0)
-    GaussianDpEvent(noise_multiplier=5.0)
-  """
-  _validate.positive(stddev=stddev, l2_sensitivity=l2_sensitivity)
-  return dp_accounting.GaussianDpEvent(
-      float(stddev) / float(l2_sensitivity))
+  _validate.non_negative(l1_sensitivity=l1_sensitivity,
+                         l2_sensitivity=l2_sensitivity)
+  start = binomial_min_trials(p, scale, delta, dimension, linf_sensitivity)
+  return _accountants.calibrate_trials(
+      lambda n: binomial_epsilon(n, p, scale, delta, dimension,
+                                 l1_sensitivity, l2_sensitivity,
+                                 linf_sensitivity),
+      target_epsilon, min_trials=start, max_trials=max_trials)

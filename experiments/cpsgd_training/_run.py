@@ -1,0 +1,161 @@
+"""cpsgd_training's run: each protocol on the federated loop, verdicts."""
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from dpjax import distributed as dist
+from dpjax import transforms
+from experiments.common import data as data_lib
+from experiments.common import federated
+from experiments.common import models
+from experiments.common import report as report_lib
+from experiments.cpsgd_training._config import CLOSE
+from experiments.cpsgd_training._config import GAUSSIAN_BITS
+from experiments.cpsgd_training._config import NAME
+from experiments.cpsgd_training._privacy import privacy_rows
+from experiments.cpsgd_training._privacy import round_delta
+from experiments.cpsgd_training._privacy import settings
+
+
+def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
+        ) -> dict[str, Any]:
+  del out_dir
+  start = time.time()
+  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'])
+  if ds.task != 'classification':
+    raise ValueError(f'{NAME} needs a classification dataset, got {ds.name}')
+  model = models.make_model(cfg['model'], ds.num_classes,
+                            input_shape=ds.input_shape)
+  seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
+  clients = federated.init_clients(model, ds, seeds, cfg['num_clients'])
+  d = clients.dimension
+  n = cfg['clients_per_round'] or cfg['num_clients']
+  privacy = privacy_rows(cfg, d, n)
+  loop = federated.FederatedLoop(
+      model, ds, num_clients=cfg['num_clients'], clients_per_round=n,
+      rounds=cfg['rounds'], learning_rate=cfg['learning_rate'],
+      momentum=cfg['momentum'], l2_norm_clip=cfg['clip_norm'])
+
+  eval_rounds = sorted({min(cfg['rounds'], max(1, round(
+      (i + 1) * cfg['rounds'] / cfg['evals']))) for i in range(cfg['evals'])})
+  runs, curves_out = [], []
+  for setting, method, pr, protocol in settings(cfg, privacy, d, n):
+    t0 = time.time()
+    curves, ledger = loop.run(clients, protocol)
+    if method == 'cpsgd' and ledger is not None:  # the rounds that ran
+      pr.update(epsilon_total=float(ledger.epsilon(cfg['delta'], 'pld')),
+                ledger=ledger.to_json(), bits_per_client_total=ledger.bits)
+    gaussian = method == 'gaussian' and pr is not None
+    base = dict(
+        setting=setting, method=method,
+        levels=pr['levels'] if pr else None,
+        trials=pr['trials'] if pr else None,
+        rotate=pr['rotate'] if pr else None,
+        dataset=ds.name, delta=cfg['delta'],
+        delta_round=round_delta(cfg) if pr else None,
+        rounds=cfg['rounds'], clients_per_round=n,
+        num_clients=cfg['num_clients'], dimension=d)
+    if method == 'cpsgd':
+      base.update(
+          {k: pr[k] for k in ('x_max', 'spacing', 'message_length',
+                              'bits_per_coordinate', 'bits_fixed',
+                              'bits_per_client', 'l2_sensitivity',
+                              'epsilon_round',
+                              'epsilon_total', 'no_guarantee')})
+    else:
+      base.update(bits_per_coordinate=GAUSSIAN_BITS, bits_fixed=GAUSSIAN_BITS,
+                  message_length=d,
+                  bits_per_client=dist.gaussian_protocol_bits(d))
+    if gaussian:
+      base.update(epsilon_round=pr['gauss_epsilon_round'],
+                  epsilon_total=pr['gauss_epsilon_total'],
+                  matched_epsilon_round=pr['epsilon_round'],
+                  noise_multiplier=pr['gauss_noise_multiplier'],
+                  client_stddev=pr['gauss_client_stddev'])
+    elif method == 'gaussian':
+      base.update(client_stddev=0.0)  # not private: no epsilon
+    for j, seed in enumerate(seeds):
+      runs.append(dict(
+          base, seed=seed, train_config=dict(
+              rounds=cfg['rounds'], learning_rate=cfg['learning_rate'],
+              momentum=cfg['momentum'], clip_norm=cfg['clip_norm'],
+              num_clients=cfg['num_clients'], clients_per_round=n,
+              model=cfg['model'], seed=seed),
+          **{m: float(curves[m][j, -1]) for m in (
+              'test_accuracy', 'train_accuracy', 'train_loss')},
+          clipped_fraction=float(np.mean(curves['clipped_fraction'][j])),
+          grad_norm_first=float(curves['grad_norm'][j, 0]),
+          grad_norm_last=float(curves['grad_norm'][j, -1])))
+    acc = np.asarray(curves['test_accuracy'])
+    curves_out.append(dict(setting=setting, rounds=eval_rounds,
+                           test_accuracy=[float(acc[:, r - 1].mean())
+                                          for r in eval_rounds]))
+    if progress:
+      print(f'[{NAME}] {setting}: test acc {acc[:, -1].mean():.4f} '
+            f'({time.time() - t0:.1f} s)', flush=True)
+  summary = summarize(runs)
+  for row in privacy:
+    del row['protocol'], row['event']
+  return dict(experiment=NAME, config=cfg, dataset=report_lib.dataset_info(ds),
+              seeds=seeds, model=cfg['model'], dimension=d,
+              padded_dimension=transforms.next_power_of_two(d),  # rotated
+              clients_per_round=n, delta_round=round_delta(cfg),
+              privacy=privacy, runs=runs, summary=summary, curves=curves_out,
+              verdicts=verdicts(summary, cfg['clip_norm']),
+              wall_seconds=round(time.time() - start, 1))
+
+
+_CONSTANT = ('method', 'levels', 'trials', 'rotate', 'bits_per_coordinate',
+             'l2_sensitivity',
+             'bits_fixed', 'bits_per_client', 'message_length',
+             'epsilon_round', 'epsilon_total', 'matched_epsilon_round',
+             'noise_multiplier', 'client_stddev', 'delta_round', 'x_max',
+             'no_guarantee')
+
+
+def summarize(runs):
+  rows = report_lib.summarize_over_seeds(
+      runs, ('setting',), ('test_accuracy', 'train_accuracy', 'train_loss',
+                           'clipped_fraction'))
+  first = {}
+  for r in runs:
+    first.setdefault(r['setting'], r)
+  for row in rows:
+    row.update({k: first[row['setting']].get(k) for k in _CONSTANT})
+  return rows
+
+
+def verdicts(summary, clip_norm):
+  """Claim checks, from the summary rows (and D) alone."""
+  by = {r['setting']: r for r in summary}
+  clipped = by.get('clipped, no noise')
+  pairs = []
+  for r in summary:
+    if r['method'] != 'cpsgd':
+      continue
+    g = by.get(f"Gaussian @ {r['setting']}")
+    row = dict(setting=r['setting'], levels=r['levels'], trials=r['trials'],
+               rotate=r['rotate'], bits=r['bits_per_coordinate'],
+               bits_fixed=r['bits_fixed'], epsilon_round=r['epsilon_round'],
+               epsilon_total=r['epsilon_total'],
+               acc_cpsgd=r['test_accuracy_mean'],
+               sem_cpsgd=r['test_accuracy_sem'],
+               sensitivity_ratio=(r['l2_sensitivity'] / (2 * clip_norm)
+                                  if r.get('l2_sensitivity') else None))
+    if g is not None:
+      diff = r['test_accuracy_mean'] - g['test_accuracy_mean']
+      sem = math.hypot(r['test_accuracy_sem'], g['test_accuracy_sem'])
+      row.update(acc_gauss=g['test_accuracy_mean'],
+                 sem_gauss=g['test_accuracy_sem'],
+                 gauss_epsilon_total=g['epsilon_total'], gap=diff,
+                 gap_sem=sem, close=bool(diff >= -max(CLOSE, 2 * sem)),
+                 bit_saving=GAUSSIAN_BITS / r['bits_per_coordinate'],
+                 # what the Gaussian noise itself costs at this epsilon
+                 gauss_noise_cost=(clipped['test_accuracy_mean']
+                                   - g['test_accuracy_mean'])
+                 if clipped else None)
+    pairs.append(row)
+  return pairs
