@@ -11,6 +11,11 @@ import jax
 import numpy as np
 
 
+def concrete(value: Any) -> bool:
+  """True for a concrete real number (not a tracer)."""
+  return _concrete(value)
+
+
 def _concrete(value: Any) -> bool:
   if isinstance(value, jax.core.Tracer):
     return False

@@ -182,3 +182,58 @@ def test_the_noisy_sgd_ablation_sums_without_clipping():
   out, _ = tx.update(jnp.array([[3.0, 4.0], [1.0, 1.0]]), tx.init(params),
                      params, mask=jnp.array([True, False]))
   np.testing.assert_allclose(out, [-3.0, -4.0])
+
+
+# ------------------------------------------------------- noise is not replayed
+
+
+def test_ledger_refuses_to_spend_the_same_noise_twice():
+  """Before: a second tx.init replayed step 0's noise without an error."""
+  tx = dpjax.add_gaussian_noise(1.0, key=KEY)
+  ledger = dpjax.PrivacyLedger()
+  event = dpjax.accounting.gaussian_step_event(1.0, 0.01)
+  state = tx.init(None)
+  for _ in range(3):
+    ledger.record(event, noise=(state.key, state.count))
+    _, state = tx.update(jnp.zeros(2), state)
+  again = tx.init(None)  # phased training restarted from parameters only
+  with pytest.raises(ValueError, match='already spent'):
+    ledger.record(event, noise=(again.key, again.count))
+  other = dpjax.add_gaussian_noise(1.0, key=KEY)  # a second transform, same key
+  with pytest.raises(ValueError, match='already spent'):
+    ledger.record(event, 2, noise=(KEY, 1))
+  del other
+  ledger.record(event, noise=(state.key, state.count))  # the stream goes on
+  restored = dpjax.PrivacyLedger.from_json(ledger.to_json())
+  assert restored == ledger and restored.noise_spent == ledger.noise_spent
+  assert list(ledger.noise_spent.values()) == [[(0, 4)]]
+  with pytest.raises(ValueError, match='already spent'):
+    restored.record(event, noise=(KEY, 3))
+
+
+# ---------------------------------------------- Laplace without float leaks
+
+
+def test_exact_laplace_privatizer_releases_grid_values_from_an_integer_sum():
+  eps, xi, n = 1.0, 0.5, 20000
+  tx = dpjax.laplace_privatizer(eps, xi, key=KEY)
+  v = jax.random.uniform(jax.random.key(9), (n,), minval=-1.0, maxval=1.0)
+  out = np.asarray(tx.update(v, tx.init(None))[0], np.float64)
+  eta = xi / 2**4  # k = min(10, floor(19 - log2(n / eps))) = 4
+  codes = out / eta
+  np.testing.assert_array_equal(codes, np.round(codes))  # on eta Z exactly
+  clipped = np.round(np.clip(np.asarray(v), -xi, xi) / eta) * eta
+  noise = (out - clipped) / (2 * xi * n / eps)
+  from scipy import stats  # pylint: disable=import-outside-toplevel
+  assert stats.kstest(noise, 'laplace').pvalue > 1e-3
+  assert stats.kstest(noise / 1.15, 'laplace').pvalue < 1e-6
+
+
+def test_exact_laplace_needs_concrete_hyperparameters():
+  with pytest.raises(ValueError, match='exact=False'):
+    jax.jit(lambda e: dpjax.laplace_privatizer(e, 1.0, key=KEY).init(None))(
+        1.0)
+  tx = jax.jit(lambda e: dpjax.laplace_privatizer(
+      e, 1.0, key=KEY, exact=False).update(jnp.ones(3), dpjax.laplace_privatizer(
+          1.0, 1.0, key=KEY, exact=False).init(None))[0])
+  assert tx(2.0).shape == (3,)

@@ -36,6 +36,7 @@ from dpjax.accounting._gaussian import gaussian_protocol_event
 from dpjax.accounting._gaussian import gaussian_stddev
 from dpjax.accounting._ledger import event_from_dict
 from dpjax.accounting._ledger import event_to_dict
+from dpjax.accounting._ledger import key_fingerprint
 from dpjax.accounting._ledger import PrivacyLedger
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     'laplace_event',
     'make_accountant',
     'poisson_truncation_probability',
+    'key_fingerprint',
     'PrivacyLedger',
     'pure_dp_event',
     'TruncationSlackError',

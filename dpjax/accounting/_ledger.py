@@ -1,10 +1,13 @@
 """PrivacyLedger: the DpEvents that actually ran and the bits they sent."""
 
+import hashlib
 import json
 from typing import Any
 
 import attr
 import dp_accounting
+import jax
+import numpy as np
 
 from dpjax import _validate
 from dpjax.accounting import _accountants
@@ -50,13 +53,31 @@ def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
   return _EVENT_TYPES[name](**{k: decode(v) for k, v in data.items()})
 
 
+def key_fingerprint(key: Any) -> str:
+  """A short stable name of a PRNG key (SHA-256 of its key data).
+
+  Example:
+    >>> key_fingerprint(jax.random.key(0)) == key_fingerprint(jax.random.key(0))
+    True
+  """
+  key = jax.numpy.asarray(key)
+  if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+    key = jax.random.key_data(key)
+  data = np.asarray(key)
+  return hashlib.sha256(data.dtype.str.encode() + data.tobytes()).hexdigest()[:16]
+
+
 class PrivacyLedger:
   """Records the DpEvents a run actually executed, its privacy and its bits.
 
   Consecutive identical events are stored as one run ``(event, count)``, so a
   ledger of 10^5 identical steps stays small. ``record(..., bits=b)`` also
   counts b bits of communication per execution (e.g. bits per client per
-  round); ``bits`` is the total.
+  round); ``bits`` is the total. ``record(..., noise=(key, step))`` binds the
+  record to the noise stream it used (a transform's key and the step count
+  of its state): the ledger keeps the spent steps of each key and raises if
+  a (key, step) is spent twice, since replayed noise (a second ``tx.init``,
+  two transforms built from one key) voids the guarantee of both records.
 
   Example:
     >>> ledger = PrivacyLedger()
@@ -69,20 +90,54 @@ class PrivacyLedger:
   """
 
   def __init__(self, runs: list[tuple[dp_accounting.DpEvent, int]] = (),
-               bits: list[float] | None = None):
+               bits: list[float] | None = None,
+               noise: dict[str, list[list[int]]] | None = None):
     self._runs: list[list[Any]] = []
+    self._noise: dict[str, list[list[int]]] = {
+        k: [list(r) for r in v] for k, v in (noise or {}).items()}
     for i, (event, count) in enumerate(runs):
       self.record(event, count, bits=bits[i] if bits else 0)
 
+  def _spend(self, key: Any, step: int, count: int) -> None:
+    _validate.non_negative_int(step=step)
+    name = key_fingerprint(key)
+    spent = self._noise.setdefault(name, [])
+    for start, stop in spent:
+      if step < stop and start < step + count:
+        raise ValueError(
+            f'Noise of key {name} at steps [{max(start, step)}, '
+            f'{min(stop, step + count)}) was already spent: replayed noise '
+            'voids the guarantee (re-initialized transform state, or two '
+            'transforms built from one key). Resume from the saved state, or '
+            'use a fresh key.')
+    if spent and spent[-1][1] == step:
+      spent[-1][1] = step + count
+    else:
+      spent.append([step, step + count])
+      spent.sort()
+
   def record(self, event: dp_accounting.DpEvent, count: int = 1, *,
-             bits: float = 0) -> None:
-    """Appends ``count`` executions of ``event``, each sending ``bits``."""
+             bits: float = 0, noise: tuple[Any, Any] | None = None) -> None:
+    """Appends ``count`` executions of ``event``, each sending ``bits``.
+
+    Args:
+      event: the DpEvent of one execution.
+      count: how many executions.
+      bits: bits sent per execution.
+      noise: ``(key, step)`` of the noise the executions used, steps
+        ``step .. step + count - 1`` of ``key`` (e.g. ``(state.key,
+        state.count)`` of a ``KeyStepState`` before the step). Raises if any
+        of them was recorded before.
+    """
     if not isinstance(event, dp_accounting.DpEvent):
       raise ValueError(f'Expected a DpEvent, got {type(event).__name__}.')
     _validate.non_negative_int(count=count)
     _validate.non_negative(bits=bits)
     if count == 0:
       return
+    if noise is not None:
+      key, step = noise
+      self._spend(key, int(step), count)
     last = self._runs[-1] if self._runs else None
     if last and last[0] == event and last[2] == bits:
       last[1] += count
@@ -115,19 +170,26 @@ class PrivacyLedger:
     """delta spent so far at ``epsilon``."""
     return _accountants.delta(self.event(), epsilon, accountant)
 
+  @property
+  def noise_spent(self) -> dict[str, list[tuple[int, int]]]:
+    """Per key fingerprint, the half-open step ranges recorded."""
+    return {k: [tuple(r) for r in v] for k, v in self._noise.items()}
+
   def to_json(self) -> str:
     return json.dumps({'runs': [{'event': event_to_dict(e), 'count': c,
-                                 'bits': b} for e, c, b in self._runs]})
+                                 'bits': b} for e, c, b in self._runs],
+                       'noise': self._noise})
 
   @classmethod
   def from_json(cls, text: str) -> 'PrivacyLedger':
     data = json.loads(text)
     return cls([(event_from_dict(r['event']), r['count'])
                 for r in data['runs']],
-               [r.get('bits', 0) for r in data['runs']])
+               [r.get('bits', 0) for r in data['runs']], data.get('noise'))
 
   def __eq__(self, other: object) -> bool:
-    return isinstance(other, PrivacyLedger) and self._runs == other._runs
+    return (isinstance(other, PrivacyLedger) and self._runs == other._runs
+            and self._noise == other._noise)
 
   def __repr__(self) -> str:
     return f'PrivacyLedger({self.runs!r})'

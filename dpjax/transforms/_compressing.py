@@ -304,29 +304,57 @@ def compressive_privatizer_bits(num_measurements: int,
   return num_measurements * value_bits
 
 
+def _exact_grid_bits(n: int, epsilon: float) -> int:
+  """k with grid eta = xi / 2^k: as fine as 2^-10 xi while the noise scale
+  in grid units, 2^(k+1) n / epsilon, stays <= 2^20 (so |noise| < 2^30)."""
+  k = min(10, math.floor(19 - math.log2(n / epsilon)))
+  if k < 0:
+    raise ValueError(
+        f'n / epsilon = {n / epsilon:g} is too large for the exact discrete '
+        'Laplace (scale above 2^20 grid units); pass exact=False.')
+  return k
+
+
 def laplace_privatizer(epsilon: float, linf_clip: float, *,
-                       key: jax.Array) -> optax.GradientTransformation:
+                       key: jax.Array, exact: bool = True
+                       ) -> optax.GradientTransformation:
   """The unsparsified baseline: clip every coordinate to [-xi, xi], add Laplace.
 
   The O(n) mechanism Farokhi compares against: Laplace noise of scale
   2 xi n / epsilon on each of the n coordinates of the flattened update,
   xi = ``linf_clip``.
 
+  ``exact=True`` (default) draws the noise without floating point: each
+  clipped coordinate is rounded to the grid eta Z with eta = xi / 2^k (k <=
+  10, so the rounding moves it by at most xi / 2^11), exact discrete Laplace
+  noise of the same scale is added to the integer codes
+  (``dpjax.noise.discrete_laplace``), and the integer sum times eta is
+  released, a function of the noisy integer alone (no low-order-bit leak,
+  Mironov 2012). ``exact=False`` adds float32 Laplace noise to the float
+  value, as the paper does; it allows traced hyperparameters.
+
   Args:
-    epsilon: per-step budget (> 0); may be traced.
-    linf_clip: coordinate bound xi (> 0); may be traced.
+    epsilon: per-step budget (> 0); concrete when ``exact``, else may be
+      traced.
+    linf_clip: coordinate bound xi (> 0); concrete when ``exact``, else may
+      be traced.
     key: PRNG key (required); step t uses ``fold_in(key, t)``.
+    exact: discrete noise on a grid (default) or float noise.
 
   Returns:
     An optax transformation with ``KeyStepState``.
 
   Privacy:
-    Two clipped updates differ by at most 2 xi n in L1, for ANY two inputs,
-    so a step is epsilon-DP: ``laplace_privatizer_event(epsilon)``, the same
-    event as the certified compressive mechanism.
+    Two clipped updates differ by at most 2 xi n in L1, for ANY two inputs
+    (on the grid: codes in [-2^k, 2^k], so at most 2^(k+1) n grid units
+    against a scale of 2^(k+1) n / epsilon units, rounded up by the exact
+    sampler), so a step is epsilon-DP: ``laplace_privatizer_event(epsilon)``,
+    the same event as the certified compressive mechanism.
 
   References:
-    Farokhi, Sec. 1 (the O(n_theta) baseline); Dwork & Roth 2014, Thm 3.6.
+    Farokhi, Sec. 1 (the O(n_theta) baseline); Dwork & Roth 2014, Thm 3.6;
+    Mironov, "On significance of the least significant bits for
+    differential privacy", CCS 2012; Canonne, Kamath, Steinke 2020.
 
   Example:
     >>> tx = laplace_privatizer(1.0, 0.5, key=jax.random.key(0))
@@ -334,6 +362,27 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
     (3,)
   """
   _validate.positive(epsilon=epsilon, linf_clip=linf_clip)
+  _validate.finite(epsilon=epsilon, linf_clip=linf_clip)
+  if exact and not all(_validate.concrete(v) for v in (epsilon, linf_clip)):
+    raise ValueError('laplace_privatizer(exact=True) needs concrete Python '
+                     'numbers for epsilon and linf_clip (the exact sampler '
+                     'takes a rational scale); pass exact=False to trace them.')
+
+  def exact_step(updates, step_key, params):
+    del params
+    flat, unflatten = flatten_util.ravel_pytree(updates)
+    flat = _numerics.zero_nonfinite(flat)  # NaN/inf: released as 0
+    n = flat.shape[0]
+    k = _exact_grid_bits(n, float(epsilon))
+    eta = float(linf_clip) / 2**k
+    codes = jnp.round(jnp.clip(flat.astype(jnp.float32) / eta, -2**k, 2**k))
+    noise = noise_lib.discrete_laplace(
+        step_key, flat.shape, scale=2**(k + 1) * n / float(epsilon))
+    total = codes.astype(jnp.int32) + noise
+    return unflatten((total.astype(jnp.float32) * eta).astype(flat.dtype))
+
+  if exact:
+    return keyed_transformation(key, exact_step)
 
   def step(updates, step_key, params):
     del params

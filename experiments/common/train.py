@@ -277,6 +277,18 @@ def _apply_mask(tree, mask):
   return tree if mask is None else jax.tree.map(jnp.multiply, tree, mask)
 
 
+def _noise_stream(opt_state) -> tuple[jax.Array, int]:
+  """(key, step) of the Gaussian noise the next step draws, read from the
+  running chain's own ``KeyStepState``."""
+  states = [s for s in jax.tree.leaves(
+      opt_state, is_leaf=lambda x: isinstance(x, dpjax.transforms.KeyStepState))
+            if isinstance(s, dpjax.transforms.KeyStepState)]
+  if len(states) != 1:
+    raise ValueError(f'Expected one noise stream in the optimizer state, '
+                     f'found {len(states)}.')
+  return states[0].key, int(states[0].count)
+
+
 def make_sampler(config: TrainConfig, num_examples: int):
   """The Poisson sampler of a run (rate expected_batch_size / N)."""
   if config.expected_batch_size > num_examples:
@@ -351,10 +363,11 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
                   disable=None if progress else True, dynamic_ncols=True)
   params, opt_state = state['params'], state['opt_state']
   while step < config.steps:
+    noise = _noise_stream(opt_state) if event is not None else None
     params, opt_state = step_fn(params, opt_state, jnp.int32(step))
     step += 1
-    if event is not None:
-      ledger.record(event)
+    if event is not None:  # bound to the noise stream the step used
+      ledger.record(event, noise=noise)
     state = {'params': params, 'opt_state': opt_state}
     if step % config.eval_every == 0 or step == config.steps:
       log_metrics()

@@ -73,7 +73,8 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
           kappa, num_measurements, eps, xi, key=key,
           noise_calibration='certified' if method == 'compressive' else 'paper')
     elif method == 'laplace':
-      tx = dpjax.laplace_privatizer(eps, xi, key=key)
+      # The paper's float Laplace: eps is traced (one compile for the sweep).
+      tx = dpjax.laplace_privatizer(eps, xi, key=key, exact=False)
     elif method == 'laplace_mean':  # L1 sensitivity 2 xi d / n of the mean
       tx = dpjax.add_laplace_noise(2 * xi * d / n / eps, key=key)
     elif method == 'top_k':
