@@ -362,12 +362,16 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
   bar = tqdm.tqdm(total=config.steps, initial=step, desc=desc, leave=False,
                   disable=None if progress else True, dynamic_ncols=True)
   params, opt_state = state['params'], state['opt_state']
+  # The chain's own noise stream (its KeyStepState), read once: each step
+  # draws the next count, so the records need no device sync per step.
+  noise_key, noise_count = (_noise_stream(opt_state) if event is not None
+                            else (None, 0))
   while step < config.steps:
-    noise = _noise_stream(opt_state) if event is not None else None
     params, opt_state = step_fn(params, opt_state, jnp.int32(step))
     step += 1
     if event is not None:  # bound to the noise stream the step used
-      ledger.record(event, noise=noise)
+      ledger.record(event, noise=(noise_key, noise_count))
+      noise_count += 1
     state = {'params': params, 'opt_state': opt_state}
     if step % config.eval_every == 0 or step == config.steps:
       log_metrics()
