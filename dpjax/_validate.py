@@ -1,4 +1,4 @@
-"""Validation of static hyperparameters (DESIGN.md convention 7).
+"""Validation of static hyperparameters (concrete numbers only).
 
 Only concrete Python/NumPy numbers are checked; traced values pass through.
 This module imports nothing from dpjax, so every layer may use it.
@@ -13,10 +13,6 @@ import numpy as np
 
 def concrete(value: Any) -> bool:
   """True for a concrete real number (not a tracer)."""
-  return _concrete(value)
-
-
-def _concrete(value: Any) -> bool:
   if isinstance(value, jax.core.Tracer):
     return False
   return isinstance(value, numbers.Real) or (
@@ -26,27 +22,27 @@ def _concrete(value: Any) -> bool:
 
 def non_negative(**kwargs: Any) -> None:
   for name, value in kwargs.items():
-    if _concrete(value) and not float(value) >= 0:
+    if concrete(value) and not float(value) >= 0:
       raise ValueError(f'Expected {name}={value} >= 0.')
 
 
 def positive(**kwargs: Any) -> None:
   for name, value in kwargs.items():
-    if _concrete(value) and not float(value) > 0:
+    if concrete(value) and not float(value) > 0:
       raise ValueError(f'Expected {name}={value} > 0.')
 
 
 def open_unit(**kwargs: Any) -> None:
   """Checks 0 < value < 1 (e.g. delta)."""
   for name, value in kwargs.items():
-    if _concrete(value) and not 0 < float(value) < 1:
+    if concrete(value) and not 0 < float(value) < 1:
       raise ValueError(f'Expected {name}={value} in (0, 1).')
 
 
 def half_open_unit(**kwargs: Any) -> None:
   """Checks 0 < value <= 1 (e.g. a sampling rate)."""
   for name, value in kwargs.items():
-    if _concrete(value) and not 0 < float(value) <= 1:
+    if concrete(value) and not 0 < float(value) <= 1:
       raise ValueError(f'Expected {name}={value} in (0, 1].')
 
 
@@ -91,5 +87,20 @@ def key(value: Any, name: str = 'key') -> jax.Array:
 def finite(**kwargs: Any) -> None:
   """Checks that each concrete value is finite (not NaN or +-inf)."""
   for name, value in kwargs.items():
-    if _concrete(value) and not np.isfinite(float(value)):
+    if concrete(value) and not np.isfinite(float(value)):
       raise ValueError(f'Expected {name}={value} to be finite.')
+
+
+def distinct_keys(**keys: Any) -> None:
+  """Checks that concrete PRNG keys given for different streams differ."""
+  seen = {}
+  for name, value in keys.items():
+    with jax.ensure_compile_time_eval():  # concrete keys stay concrete
+      data = jax.random.key_data(key(value, name))
+    if isinstance(data, jax.core.Tracer):
+      continue
+    data = np.asarray(data).tobytes()
+    if data in seen:
+      raise ValueError(f'Expected {seen[data]} and {name} to be different '
+                       'keys: one key for two streams correlates them.')
+    seen[data] = name

@@ -23,7 +23,7 @@ clipping) + noise + optimizer update + ``optax.apply_updates``:
 
 Models: the 784-512-512-10 MLP (tanh) and the Tramer & Boneh MNIST DP-CNN
 (Conv 16 8x8 /2 pad 2 -> MaxPool 2 /1 -> Conv 32 4x4 /2 -> MaxPool 2 /1 ->
-Dense 32 -> Dense 10, tanh, 26,010 parameters; REFERENCES.md section 2), softmax
+Dense 32 -> Dense 10, tanh, 26,010 parameters; Tramer & Boneh 2021), softmax
 cross-entropy on random 28x28x1 inputs. Timing (``time_group``): warmup
 calls, then rounds that cycle through the methods (so that drift in machine
 load hits them alike), each method making ``--burst`` consecutive calls per

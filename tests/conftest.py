@@ -1,7 +1,7 @@
-"""Test setup: four host CPU devices and strict dtype promotion (DESIGN.md 12).
+"""Test setup: four host CPU devices and strict dtype promotion.
 
-Four devices (DESIGN.md asks for at least two) so that the 4-way client mesh
-of tests/test_cpsgd.py runs in-process.
+Four devices so that the 4-way client mesh of tests/test_cpsgd.py runs
+in-process.
 """
 
 import os

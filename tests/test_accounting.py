@@ -38,7 +38,7 @@ def test_epsilon_equals_dp_accounting(sigma, q, steps, delta, name):
 
 
 def test_published_regression_values():
-  # REFERENCES.md section 1 (dp-accounting 0.6.0); Opacus reports RDP 7.32911
+  # dp-accounting 0.6.0 regression values; Opacus reports RDP 7.32911
   # with its own order grid and PRV 6.7774.
   e = accounting.dpsgd_event(1.5, 0.04, 2250)
   assert accounting.epsilon(e, 1e-5, 'rdp') == pytest.approx(7.3293, abs=1e-4)

@@ -177,7 +177,8 @@ def test_infinite_hyperparameters_are_refused(call, match):
 def test_the_noisy_sgd_ablation_sums_without_clipping():
   params = jnp.zeros(2)
   sched = transforms.SparsityMaskSchedule.cooling(0.0, 1, 1, params)
-  tx = dpjax.rs_dpsgd(1.0, 1.0, 0.0, 1.0, sched, key=KEY, mask_key=KEY,
+  tx = dpjax.rs_dpsgd(1.0, 1.0, 0.0, 1.0, sched, key=KEY,
+                      mask_key=jax.random.key(1),
                       clip=False)
   out, _ = tx.update(jnp.array([[3.0, 4.0], [1.0, 1.0]]), tx.init(params),
                      params, mask=jnp.array([True, False]))
@@ -237,3 +238,9 @@ def test_exact_laplace_needs_concrete_hyperparameters():
       e, 1.0, key=KEY, exact=False).update(jnp.ones(3), dpjax.laplace_privatizer(
           1.0, 1.0, key=KEY, exact=False).init(None))[0])
   assert tx(2.0).shape == (3,)
+
+
+def test_rs_dpsgd_refuses_one_key_for_noise_and_masks():
+  sched = transforms.SparsityMaskSchedule.cooling(0.5, 1, 1, jnp.zeros(4))
+  with pytest.raises(ValueError, match='different'):
+    dpjax.rs_dpsgd(0.1, 1.0, 1.0, 4.0, sched, key=KEY, mask_key=KEY)

@@ -60,8 +60,7 @@ def binomial_epsilon(trials: int, p: float, scale: float, delta: float,
 
   References:
     Agarwal, Suresh, Yu, Kumar, McMahan, "cpSGD: Communication-efficient and
-    differentially-private distributed SGD", NeurIPS 2018, Theorem 1
-    (REFERENCES.md section 4).
+    differentially-private distributed SGD", NeurIPS 2018, Theorem 1.
 
   Example:
     >>> round(binomial_epsilon(2000, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0), 6)
@@ -215,7 +214,7 @@ def cpsgd_sensitivities(dimension: int, levels: int, linf_clip: float,
 
   References:
     Agarwal et al. 2018, Sec. 3 and eq. (10) (whose values we did not
-    recover; these are the [DERIVED] bounds of REFERENCES.md section 4).
+    recover; these bounds are derived in this docstring).
 
   Example:
     >>> cpsgd_sensitivities(dimension=4, levels=9, linf_clip=1.0,

@@ -149,21 +149,19 @@ def check_per_example(grads: PyTree, params: PyTree | None = None) -> int:
                        f'got a scalar at {jax.tree_util.keystr(path)}.')
   batch = jnp.shape(leaves[0])[0]
   if params is not None:
+    named, param_def = jax.tree_util.tree_flatten_with_path(params)
     try:
-      pairs = jax.tree_util.tree_leaves_with_path(
-          jax.tree.map(lambda g, p: (jnp.shape(g), jnp.shape(p)), grads,
-                       params, is_leaf=lambda x: x is None),
-          is_leaf=lambda x: isinstance(x, tuple) and len(x) == 2 and
-          all(isinstance(s, tuple) for s in x))
-    except ValueError as e:
+      grad_leaves = param_def.flatten_up_to(grads)
+    except (ValueError, TypeError) as e:
       raise ValueError('Expected per-example gradients with the structure of '
                        f'params: {e}') from None
-    for path, (g_shape, p_shape) in pairs:
-      if g_shape != (batch,) + tuple(p_shape):
+    for (path, p), g in zip(named, grad_leaves):
+      want = (batch,) + tuple(jnp.shape(p))
+      if tuple(jnp.shape(g)) != want:
         raise ValueError(
             f'Expected the per-example gradient at {jax.tree_util.keystr(path)}'
-            f' to have shape {(batch,) + tuple(p_shape)} (batch axis + '
-            f'parameter shape), got {g_shape}. Missing batch axis?')
+            f' to have shape {want} (batch axis + parameter shape), got '
+            f'{tuple(jnp.shape(g))}. Missing batch axis?')
   for path, g in jax.tree_util.tree_leaves_with_path(grads):
     if jnp.shape(g)[0] != batch:
       raise ValueError(f'Expected batch size {batch} on every leaf, got '

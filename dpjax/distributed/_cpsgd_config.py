@@ -173,8 +173,8 @@ def rotated_linf_clip(l2_norm_clip: float, dimension: int, num_clients: int,
     ``linf_clip``.
 
   References:
-    Agarwal et al., cpSGD, NeurIPS 2018, Thm. 4 (REFERENCES.md section 4,
-    [DERIVED] constant).
+    Agarwal et al., cpSGD, NeurIPS 2018, Thm. 4 (the constant is derived
+    here, not taken from the paper).
 
   Example:
     >>> round(rotated_linf_clip(1.0, 1000, 100, 1e-5), 4)

@@ -44,8 +44,8 @@ def cpsgd_mse_bound(dimension: int, num_clients: int, levels: int,
     The bound (a float).
 
   References:
-    Agarwal et al., cpSGD, NeurIPS 2018, Thm. 3 (with X_max = D);
-    REFERENCES.md section 4 [DERIVED].
+    Agarwal et al., cpSGD, NeurIPS 2018, Thm. 3 (with X_max = D); the constant is
+    derived here, not taken from the paper.
 
   Example:
     >>> round(cpsgd_mse_bound(10, 100, 16, 64, 0.5, 1.0), 6)

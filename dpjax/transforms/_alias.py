@@ -117,7 +117,8 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     schedule: the masks' ``SparsityMaskSchedule`` (its ``num_zeros`` may be
       traced, see ``sparsify_random``).
     key: PRNG key of the noise (required).
-    mask_key: PRNG key of the masks (required).
+    mask_key: PRNG key of the masks (required; a key different from
+      ``key``, so masks and noise never come from the same stream).
     momentum: heavy-ball momentum (the paper uses 0.9) or None.
     per_example: as in ``dpsgd``. With False the updates are the clipped sum
       of the masked per-example gradients: pass
@@ -147,6 +148,7 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     2
   """
   _validate.positive(expected_batch_size=expected_batch_size)
+  _validate.distinct_keys(key=key, mask_key=mask_key)
   sparsify = lambda per_ex: _sparsifying.sparsify_random(
       schedule, key=mask_key, per_example=per_ex)
   parts = _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,

@@ -94,9 +94,8 @@ def sum_per_example() -> optax.GradientTransformationExtraArgs:
       finite = finite & jnp.all(jnp.isfinite(g.reshape(batch, -1)), axis=1)
     rows = keep & finite
     summed = jax.tree.map(
-        lambda g: jnp.tensordot(rows.astype(g.dtype),
-                                jnp.where(rows.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0),
-                                axes=1), updates)
+        lambda g: _clipping._weighted_sum(g, rows, rows),  # pylint: disable=protected-access
+        updates)
     return summed, state
 
   return optax.GradientTransformationExtraArgs(lambda _: optax.EmptyState(),

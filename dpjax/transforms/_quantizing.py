@@ -156,7 +156,7 @@ def low_precision_quantizer(eta: float, bits: int) -> GridQuantizer:
     A ``GridQuantizer`` with ``bits_per_coordinate == bits``.
 
   References:
-    Ding et al., Q-DPSGD, eq. (5) (REFERENCES.md section 6).
+    Ding et al., Q-DPSGD, eq. (5).
 
   Example:
     >>> q = low_precision_quantizer(eta=0.1, bits=8)
@@ -185,7 +185,7 @@ def k_level_quantizer(x_max: float, levels: int) -> GridQuantizer:
     A ``GridQuantizer`` with ``bits_per_coordinate == ceil(log2(k))``.
 
   References:
-    Agarwal et al., cpSGD, NeurIPS 2018, Sec. 3 (REFERENCES.md section 4).
+    Agarwal et al., cpSGD, NeurIPS 2018, Sec. 3.
 
   Example:
     >>> q = k_level_quantizer(x_max=1.0, levels=5)

@@ -21,8 +21,7 @@ Models (``MODELS``, built by ``make_model``):
 
 References:
   Tramer & Boneh, "Differentially Private Learning Needs Better Features (or
-  Much More Data)", ICLR 2021; code ftramer/Handcrafted-DP ``models.py``
-  (REFERENCES.md section 2).
+  Much More Data)", ICLR 2021; code ftramer/Handcrafted-DP ``models.py``.
   Papernot et al., "Tempered Sigmoid Activations for Deep Learning with
   Differential Privacy", AAAI 2021.
 

@@ -106,7 +106,7 @@ def make_sphere_logistic(n: int, dim: int, intrinsic_dim: int,
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """Points uniform on the unit sphere, labelled by a low-dimensional w.
 
-  Huang thesis section 7.4 (REFERENCES.md section 7): z uniform on
+  Huang thesis section 7.4: z uniform on
   S^{dim-1}; P[y = 1 | z] = sigmoid(<z, w>). The labelling vector w is nonzero
   on ``intrinsic_dim`` coordinates chosen at random (Gaussian entries), scaled
   to ``||w|| = signal * sqrt(dim)``. Because z is rotation invariant, a k-sparse
