@@ -1,0 +1,197 @@
+"""One verdict rule for every claim check of every experiment.
+
+A claim compares a treatment with a control over the same seeds. The verdict
+is read off a paired Student-t confidence interval of the per-seed
+difference, so that a claim that "held" on one seed must also survive the
+spread between seeds:
+
+>>> v = paired_verdict([0.92, 0.93, 0.92, 0.94], [0.90, 0.90, 0.91, 0.90])
+>>> v.verdict, v.n, round(v.mean, 4)
+('held', 4, 0.025)
+>>> print(report.markdown_table([verdict_table_row('accuracy up', v)], COLUMNS))
+| Claim | Mean difference | CI | Level | Seeds | Verdict |
+|---|---|---|---|---|---|
+| accuracy up | 0.025 | [0.004457, 0.04554] | 95% | 4 | held |
+"""
+
+import dataclasses
+from typing import Any, Mapping, Sequence, Union
+
+import numpy as np
+from scipy import special
+
+from experiments.common import report
+
+RULE = (
+    'Claim verdicts: every claim is checked paired by seed, on the per-seed '
+    'differences treatment minus control, with a two-sided Student-t '
+    'confidence interval of their mean at 95%; where an experiment checks m '
+    'claims together, each interval is widened to 1 - 0.05/m (Bonferroni) so '
+    'that the 95% holds for the family. A claim is *held* when the whole '
+    'interval lies on the claimed side of its threshold (0 unless stated), '
+    '*refuted* when the whole interval lies on the other side, and '
+    '*inconclusive* when the interval contains the threshold or cannot be '
+    'formed (fewer than 2 seeds; identical differences on every seed are '
+    'their own interval). A claim about the best of several settings '
+    'picks the setting per seed on a validation split and measures its gain '
+    'over the reference setting on held-out test data; the best test score '
+    'itself is never the evidence, since it is biased upward.')
+
+METHOD = 'paired t'
+VERDICTS = ('held', 'refuted', 'inconclusive')
+COLUMNS = (('claim', 'Claim'), ('mean', 'Mean difference'), ('ci', 'CI'),
+           ('level', 'Level'), ('seeds', 'Seeds'), ('verdict', 'Verdict'))
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+  """A claim's verdict; ``mean``, ``low``, ``high`` and ``threshold`` are in
+  the units of treatment - control, whatever ``direction`` the claim has.
+
+  ``confidence`` is the per-claim level after the Bonferroni correction;
+  ``low`` and ``high`` are NaN when no interval can be formed (n < 2).
+  """
+  mean: float
+  low: float
+  high: float
+  n: int
+  threshold: float
+  confidence: float
+  comparisons: int
+  direction: str  # 'higher is better' or 'lower is better'
+  method: str
+  verdict: str
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+def _finite(name: str, values, ndim: int) -> np.ndarray:
+  arr = np.asarray(values, np.float64)
+  if arr.ndim != ndim or arr.size == 0:
+    want = '[seeds]' if ndim == 1 else '[seeds, settings]'
+    raise ValueError(f'{name} must be {want}, got shape {arr.shape}')
+  if not np.all(np.isfinite(arr)):
+    raise ValueError(f'{name} has non-finite values: {arr.tolist()}')
+  return arr
+
+
+def paired_verdict(treatment: Sequence[float],
+                   control: Union[Sequence[float], None] = None, *,
+                   threshold: float = 0.0, higher_is_better: bool = True,
+                   comparisons: int = 1, confidence: float = 0.95) -> Verdict:
+  """Verdict on "treatment - control beats ``threshold``", paired by seed.
+
+  ``treatment[i]`` and ``control[i]`` come from seed ``i``; with ``control``
+  None, ``treatment`` already holds the per-seed differences (e.g. the output
+  of ``selected_gain``). The claim is ``mean > threshold`` when higher is
+  better and ``mean < threshold`` when lower is better (e.g. a loss: a
+  lower-is-better claim "reduces the loss by 0.1" is ``threshold=-0.1``).
+  The interval is two-sided at ``1 - (1 - confidence) / comparisons``.
+
+  Identical differences on every seed (zero variance) give the interval that
+  is the point itself: held or refuted by which side of the threshold it
+  lies on, inconclusive when it equals the threshold. One seed is always
+  inconclusive; no seeds, unequal lengths or non-finite values raise.
+
+  >>> paired_verdict([3.0, 2.5, 2.8], [3.2, 2.8, 3.1],
+  ...                higher_is_better=False).verdict  # loss went down
+  'held'
+  >>> paired_verdict([0.2, -0.1, 0.05]).verdict
+  'inconclusive'
+  """
+  d = _finite('treatment', treatment, 1)
+  if control is not None:
+    c = _finite('control', control, 1)
+    if c.shape != d.shape:
+      raise ValueError(f'treatment has {d.size} seeds but control has '
+                       f'{c.size}; a paired check needs the same seeds')
+    d = d - c
+  if not (np.isfinite(threshold) and 0.0 < confidence < 1.0
+          and int(comparisons) == comparisons >= 1):
+    raise ValueError(f'need a finite threshold ({threshold}), confidence in '
+                     f'(0, 1) ({confidence}) and comparisons >= 1 '
+                     f'({comparisons})')
+  level = 1.0 - (1.0 - confidence) / comparisons
+  n = int(d.size)
+  if np.all(d == d[0]):  # exact, so a constant equal to threshold stays equal
+    mean, half = float(d[0]), 0.0
+  else:
+    mean = float(d.mean())
+    half = float(special.stdtrit(n - 1, 0.5 + level / 2)
+                 * d.std(ddof=1) / np.sqrt(n))
+  if n < 2:
+    low = high = float('nan')
+    verdict = 'inconclusive'
+  else:
+    low, high = mean - half, mean + half
+    above, below = low > threshold, high < threshold
+    if not higher_is_better:
+      above, below = below, above
+    verdict = 'held' if above else 'refuted' if below else 'inconclusive'
+  return Verdict(mean=mean, low=low, high=high, n=n, threshold=float(threshold),
+                 confidence=level, comparisons=int(comparisons),
+                 direction=('higher is better' if higher_is_better
+                            else 'lower is better'),
+                 method=METHOD, verdict=verdict)
+
+
+def _scores(validation, test, baseline):
+  val, tst = _finite('validation', validation, 2), _finite('test', test, 2)
+  if val.shape != tst.shape:
+    raise ValueError(f'validation {val.shape} and test {tst.shape} must '
+                     'have the same [seeds, settings] shape')
+  if not 0 <= baseline < val.shape[1]:
+    raise ValueError(f'baseline {baseline} is not one of the '
+                     f'{val.shape[1]} settings')
+  return val, tst
+
+
+def selected_settings(validation, *, higher_is_better: bool = True
+                      ) -> np.ndarray:
+  """Per seed, the index of the best validation score (ties: lowest index).
+
+  >>> selected_settings([[0.5, 0.7, 0.7], [0.9, 0.1, 0.2]]).tolist()
+  [1, 0]
+  """
+  val, _ = _scores(validation, validation, 0)
+  return np.argmax(val, 1) if higher_is_better else np.argmin(val, 1)
+
+
+def selected_gain(validation, test, *, baseline: int = 0,
+                  higher_is_better: bool = True) -> np.ndarray:
+  """Per-seed held-out gain of the setting chosen on validation data.
+
+  ``validation`` and ``test`` are [seeds, settings] scores of the same runs
+  on two independent splits. Each seed picks ``selected_settings`` on
+  validation, and the gain is ``test[s, chosen] - test[s, baseline]`` (0 when
+  the baseline itself is chosen). Because the choice never sees the test
+  split, a null effect (all settings equal) gives gains centred at zero;
+  taking instead ``max_k test[s, k] - test[s, baseline]`` is biased upward
+  (best-of-k bias: about +1.03 noise sd for k = 4 equal settings), which
+  turns noise into a "held" claim. Feed the result to ``paired_verdict``
+  with ``control=None`` and the same ``higher_is_better``.
+
+  >>> selected_gain([[0.5, 0.7], [0.6, 0.4]], [[0.50, 0.55], [0.62, 0.9]])
+  array([0.05, 0.  ])
+  """
+  val, tst = _scores(validation, test, baseline)
+  chosen = selected_settings(val, higher_is_better=higher_is_better)
+  rows = np.arange(tst.shape[0])
+  return tst[rows, chosen] - tst[:, baseline]
+
+
+def verdict_table_row(claim: str, v: Union[Verdict, Mapping[str, Any]]
+                      ) -> dict[str, Any]:
+  """A row for ``report.markdown_table(rows, COLUMNS)``.
+
+  ``v`` is a ``Verdict`` or its ``to_dict()`` as read back from a results
+  file. The interval is '-' when it could not be formed.
+  """
+  d = v.to_dict() if isinstance(v, Verdict) else dict(v)
+  low, high = float(d['low']), float(d['high'])
+  ci = ('-' if np.isnan(low) else
+        f"[{report.fmt(low)}, {report.fmt(high)}]")
+  return dict(claim=claim, mean=float(d['mean']), ci=ci,
+              level=f"{report.fmt(100 * float(d['confidence']))}%",
+              seeds=int(d['n']), verdict=d['verdict'])
