@@ -50,6 +50,7 @@ from dpjax.transforms import add_laplace_noise
 from dpjax.transforms import clip_per_example
 from dpjax.transforms import compressive_privatizer
 from dpjax.transforms import dpsgd
+from dpjax.transforms import dpsgd_step_event
 from dpjax.transforms import laplace_privatizer
 from dpjax.transforms import normalize
 from dpjax.transforms import quantize_stochastic
@@ -76,6 +77,7 @@ __all__ = [
     'compressive_privatizer',
     'distributed',
     'dpsgd',
+    'dpsgd_step_event',
     'laplace_privatizer',
     'noise',
     'normalize',

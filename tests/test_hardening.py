@@ -8,8 +8,10 @@ hyperparameters, integer gradients and empty batches.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
+import dp_accounting
 import dpjax
 from dpjax import distributed
 from dpjax import transforms
@@ -210,6 +212,103 @@ def test_ledger_refuses_to_spend_the_same_noise_twice():
   assert list(ledger.noise_spent.values()) == [[(0, 4)]]
   with pytest.raises(ValueError, match='already spent'):
     restored.record(event, noise=(KEY, 3))
+
+
+# ------------------------------------------------- the ledger records what ran
+
+
+def _run_dpsgd(tx, sampler, steps, d=3):
+  """``steps`` DP-SGD steps on Poisson batches; the state after each."""
+  params = jnp.zeros(d)
+  grads = jnp.ones((sampler.max_batch_size, d))
+
+  @jax.jit
+  def step(state, t):
+    mask = sampler.sample(jax.random.key(t)).mask
+    return tx.update(grads, state, params, mask=mask)[1]
+
+  state, states = tx.init(params), []
+  for t in range(steps):
+    state = step(state, t)
+    states.append(state)
+  return states
+
+
+def test_ledger_records_the_sigma_that_ran_and_refuses_a_claimed_other():
+  """Before: running sigma=0.5 and recording sampler.dp_event(1.5) for 100
+  steps gave eps 0.35 for a run whose eps is 5.92, with no error."""
+  sampler = dpjax.PoissonSampler(2000, 0.005)
+  tx = dpjax.dpsgd(0.1, 1.0, 0.5, sampler.expected_batch_size, key=KEY)
+  states = _run_dpsgd(tx, sampler, 100)
+  with pytest.raises(ValueError, match='ran noise_multiplier=0.5'):
+    dpjax.transforms.dpsgd_step_event(states[0], sampler, noise_multiplier=1.5)
+  ledger = dpjax.PrivacyLedger()
+  for s in states:
+    event, noise = dpjax.transforms.dpsgd_step_event(
+        s, sampler, noise_multiplier=0.5)
+    ledger.record(event, noise=noise)
+  def eps(sigma):  # 100 steps of the sampler's (truncated Poisson) event
+    return dpjax.accounting.epsilon(dp_accounting.SelfComposedDpEvent(
+        sampler.dp_event(sigma), 100), 1e-5)
+
+  ran, claimed = eps(0.5), eps(1.5)
+  assert ledger.epsilon(1e-5) == pytest.approx(ran, rel=1e-6)
+  assert ran > 5 > 0.5 > claimed
+  event, noise = dpjax.transforms.dpsgd_step_event(states[3], sampler)
+  with pytest.raises(ValueError, match='already spent'):  # a step twice
+    ledger.record(event, noise=noise)
+
+
+def test_ledger_follows_a_traced_sigma_changed_mid_run():
+  sampler = dpjax.PoissonSampler(1000, 0.01)
+  tx = optax.inject_hyperparams(dpjax.dpsgd, static_args=('key',))(
+      learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=2.0,
+      expected_batch_size=10.0, key=KEY)
+  params = jnp.zeros(2)
+  state = tx.init(params)
+  sigmas = []
+  for t, sigma in enumerate([2.0, 2.0, 0.7]):
+    state.hyperparams['noise_multiplier'] = jnp.float32(sigma)
+    _, state = jax.jit(tx.update)(jnp.ones((4, 2)), state, params,
+                                  mask=jnp.ones(4, bool))
+    event, (_, step) = dpjax.transforms.dpsgd_step_event(state, sampler)
+    assert step == t
+    sigmas.append(event.noise_multiplier)
+  np.testing.assert_allclose(sigmas, [2.0, 2.0, 0.7], rtol=1e-6)
+
+
+def test_normalize_divisor_must_match_the_sampler():
+  """Before: dividing by a batch size other than the sampler's q N (e.g. the
+  padded size) was never checked."""
+  sampler = dpjax.PoissonSampler(1000, 0.032)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, sampler.max_batch_size, key=KEY)
+  state, = _run_dpsgd(tx, sampler, 1)
+  with pytest.raises(ValueError, match='expected batch size is 32'):
+    dpjax.transforms.dpsgd_step_event(state, sampler)
+  good = dpjax.dpsgd(0.1, 1.0, 1.0, 32, key=KEY)
+  event, _ = dpjax.transforms.dpsgd_step_event(
+      _run_dpsgd(good, sampler, 1)[0], sampler)
+  assert event == sampler.dp_event(1.0)
+
+
+def test_step_event_refuses_unclipped_unstepped_and_batched_states():
+  sampler = dpjax.PoissonSampler(100, 0.1)
+  sched = dpjax.transforms.SparsityMaskSchedule.cooling(0.5, 1, 10,
+                                                        jnp.zeros(3))
+  noisy = dpjax.rs_dpsgd(0.1, 1.0, 1.0, 10, sched, key=KEY,
+                         mask_key=jax.random.key(1), clip=False)
+  with pytest.raises(ValueError, match='unclipped'):
+    dpjax.transforms.dpsgd_step_event(_run_dpsgd(noisy, sampler, 1)[0],
+                                      sampler)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, 10, key=KEY)
+  with pytest.raises(ValueError, match='before any step'):
+    dpjax.transforms.dpsgd_step_event(tx.init(jnp.zeros(3)), sampler)
+  state = _run_dpsgd(tx, sampler, 1)[0]
+  seeds = jax.tree.map(lambda x: jnp.stack([x, x]), state)
+  with pytest.raises(ValueError, match='index the run'):
+    dpjax.transforms.dpsgd_step_event(seeds, sampler)
+  with pytest.raises(ValueError, match='found 0'):
+    dpjax.transforms.dpsgd_step_event(optax.EmptyState(), sampler)
 
 
 # ---------------------------------------------- Laplace without float leaks

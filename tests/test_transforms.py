@@ -157,7 +157,7 @@ def test_jitted_step_compiles_once_across_steps():
   for i in range(5):
     params, state = jitted(params, state, data, mask.at[i].set(False))
   assert len(traces) == 1
-  assert int(state[1].count) == 5
+  assert int(state[1].stream.count) == 5
 
 
 def test_clip_state_counts_dropped_nonfinite_examples():

@@ -34,7 +34,12 @@ from dpjax.transforms._compressing import CompressiveRelease
 from dpjax.transforms._compressing import laplace_privatizer
 from dpjax.transforms._compressing import laplace_privatizer_bits
 from dpjax.transforms._compressing import laplace_privatizer_event
+from dpjax.transforms._dpsgd_noise import add_dpsgd_noise
+from dpjax.transforms._dpsgd_noise import dpsgd_step_event
+from dpjax.transforms._dpsgd_noise import DpsgdNoiseState
+from dpjax.transforms._dpsgd_noise import privacy_states
 from dpjax.transforms._normalizing import normalize
+from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._quantizing import GridQuantizer
 from dpjax.transforms._quantizing import k_level_quantizer
 from dpjax.transforms._quantizing import low_precision_quantizer
@@ -70,6 +75,7 @@ from dpjax.transforms._state import keyed_transformation
 
 __all__ = [
     'add_discrete_gaussian_noise',
+    'add_dpsgd_noise',
     'add_discrete_gaussian_noise_event',
     'add_gaussian_noise',
     'add_gaussian_noise_event',
@@ -88,6 +94,8 @@ __all__ = [
     'decode_sparse',
     'dpsgd',
     'dpsgd_bits',
+    'dpsgd_step_event',
+    'DpsgdNoiseState',
     'encode_sparse',
     'fwht',
     'GridQuantizer',
@@ -101,6 +109,8 @@ __all__ = [
     'low_precision_quantizer',
     'next_power_of_two',
     'normalize',
+    'NormalizeState',
+    'privacy_states',
     'quantize_stochastic',
     'random_mask',
     'randomized_hadamard',

@@ -13,10 +13,9 @@ import jax
 import optax
 
 from dpjax import _validate
-from dpjax.clipping import _per_example as _clipping
-from dpjax.transforms import _adding_noise
 from dpjax.transforms import _clipping as _clip_tx
 from dpjax.transforms import _compressing
+from dpjax.transforms import _dpsgd_noise
 from dpjax.transforms import _normalizing
 from dpjax.transforms import _sparsifying
 
@@ -30,11 +29,8 @@ def _sgd(learning_rate, momentum, nesterov=False):
 def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
                     clip=True):
   """The clip aggregator (per-example input only) and the Gaussian noise."""
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
-  _validate.non_negative(noise_multiplier=noise_multiplier)
-  _validate.finite(noise_multiplier=noise_multiplier)
-  stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
-  parts = [_adding_noise.add_gaussian_noise(stddev, key=key)]
+  parts = [_dpsgd_noise.add_dpsgd_noise(l2_norm_clip, noise_multiplier,
+                                         key=key, clipped=clip)]
   if per_example:
     parts.insert(0, _clip_tx.clip_per_example(l2_norm_clip) if clip
                  else _clip_tx.sum_per_example())
@@ -69,10 +65,14 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
   Privacy:
     Each step is a Gaussian mechanism with noise multiplier
     ``noise_multiplier`` on a sum of L2 sensitivity
-    ``clipped_norm_bound(l2_norm_clip)`` (add/remove-one). Under Poisson
-    sampling at rate q for T steps the run is
-    ``dpjax.accounting.dpsgd_event(noise_multiplier, q, T)`` (or the
-    sampler's ``dp_event(noise_multiplier)`` per step); its message is
+    ``clipped_norm_bound(l2_norm_clip)`` (add/remove-one). Record each step
+    from the state it returns: ``ledger.record(*dpsgd_step_event(state,
+    sampler))`` reads the sigma that ran, checks the ``normalize`` divisor
+    against the sampler and binds the record to the step's noise, so a
+    re-``init`` (which restarts the noise at step 0) is refused by the
+    ledger. Resume from the saved state, never from parameters alone. Under
+    Poisson sampling at rate q for T steps the run is
+    ``dpjax.accounting.dpsgd_event(noise_multiplier, q, T)``; its message is
     ``dpsgd_bits(params)`` bits per step.
 
   References:
@@ -131,8 +131,9 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
 
   Privacy:
     With ``clip=True``, exactly the DP-SGD step of ``dpsgd`` with the same
-    sigma, C and sampler (the mask is data-independent):
-    ``dpjax.accounting.dpsgd_event``. Bits per step: ``rs_dpsgd_bits``.
+    sigma, C and sampler (the mask is data-independent), recorded per step
+    by ``dpsgd_step_event`` as for ``dpsgd`` (it refuses ``clip=False``).
+    Bits per step: ``rs_dpsgd_bits``.
 
   References:
     Zhu & Blaschko, Alg. 1-3.

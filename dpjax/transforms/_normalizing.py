@@ -1,5 +1,7 @@
 """Normalization by the expected batch size (never the padded array size)."""
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -7,21 +9,35 @@ import optax
 from dpjax import _validate
 
 
+class NormalizeState(NamedTuple):
+  """The divisor of the last step (at init: the factory's), float32.
+
+  ``dpsgd_step_event`` checks it against the sampler's expected batch size.
+  """
+  expected_batch_size: jax.Array
+
+
 def normalize(expected_batch_size: float) -> optax.GradientTransformation:
   """Divides the update by the expected batch size (never the padded size).
 
   Under Poisson sampling the batch size is random; dividing by its
-  expectation keeps the step a fixed linear map of the noisy sum.
+  expectation keeps the step a fixed linear map of the noisy sum. The state
+  keeps the divisor (it may be traced) so a ledger can check it.
 
   Example:
-    >>> normalize(4).update(jnp.ones(2), optax.EmptyState())[0]
+    >>> tx = normalize(4)
+    >>> tx.update(jnp.ones(2), tx.init(None))[0]
     Array([0.25, 0.25], dtype=float32)
   """
   _validate.positive(expected_batch_size=expected_batch_size)
 
-  def update_fn(updates, state, params=None):
-    del params
-    return jax.tree.map(
-        lambda g: g / jnp.asarray(expected_batch_size, g.dtype), updates), state
+  def state():
+    return NormalizeState(jnp.asarray(expected_batch_size, jnp.float32))
 
-  return optax.GradientTransformation(lambda _: optax.EmptyState(), update_fn)
+  def update_fn(updates, s, params=None):
+    del params, s
+    return jax.tree.map(
+        lambda g: g / jnp.asarray(expected_batch_size, g.dtype),
+        updates), state()
+
+  return optax.GradientTransformation(lambda _: state(), update_fn)

@@ -277,18 +277,6 @@ def _apply_mask(tree, mask):
   return tree if mask is None else jax.tree.map(jnp.multiply, tree, mask)
 
 
-def _noise_stream(opt_state) -> tuple[jax.Array, int]:
-  """(key, step) of the Gaussian noise the next step draws, read from the
-  running chain's own ``KeyStepState``."""
-  states = [s for s in jax.tree.leaves(
-      opt_state, is_leaf=lambda x: isinstance(x, dpjax.transforms.KeyStepState))
-            if isinstance(s, dpjax.transforms.KeyStepState)]
-  if len(states) != 1:
-    raise ValueError(f'Expected one noise stream in the optimizer state, '
-                     f'found {len(states)}.')
-  return states[0].key, int(states[0].count)
-
-
 def make_sampler(config: TrainConfig, num_examples: int):
   """The Poisson sampler of a run (rate expected_batch_size / N)."""
   if config.expected_batch_size > num_examples:
@@ -320,15 +308,16 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
 
   Privacy:
     With ``config.noise_multiplier`` set, each step is the Poisson-subsampled
-    Gaussian mechanism (``sampler.dp_event(sigma)``, add/remove-one, L2
-    sensitivity C); the ledger holds one such event per executed step.
+    Gaussian mechanism (add/remove-one, L2 sensitivity C); the ledger holds
+    one event per executed step, read from the chain's own state by
+    ``dpjax.transforms.dpsgd_step_event`` (the sigma and divisor that ran,
+    checked against the config and the sampler, bound to the step's noise).
   """
   validation.open_unit(delta=delta)
   start = time.time()
   sampler = make_sampler(config, len(data.x_train))
   evaluate = _compiled('evaluate', model, data, (),
                        lambda: _make_evaluate(model, data))
-  event = sampler.dp_event(config.noise_multiplier) if config.private else None
 
   init = _compiled('init', model, data, (), lambda: jax.jit(model.init))
   params = init(_keys(config)['init'], data.x_train[0])
@@ -362,28 +351,38 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
   bar = tqdm.tqdm(total=config.steps, initial=step, desc=desc, leave=False,
                   disable=None if progress else True, dynamic_ncols=True)
   params, opt_state = state['params'], state['opt_state']
-  # The chain's own noise stream (its KeyStepState), read once: each step
-  # draws the next count, so the records need no device sync per step.
-  noise_key, noise_count = (_noise_stream(opt_state) if event is not None
-                            else (None, 0))
+  # Each step's privacy states (the sigma, divisor and noise step that ran)
+  # are kept on device and recorded at the next sync point, so the ledger
+  # holds what ran without a device sync per step.
+  pending = []
+
+  def record_pending():
+    for ran in pending:
+      event, noise = dpjax.transforms.dpsgd_step_event(
+          ran, sampler, noise_multiplier=config.noise_multiplier)
+      ledger.record(event, noise=noise)
+    pending.clear()
+
   while step < config.steps:
     params, opt_state = step_fn(params, opt_state, jnp.int32(step))
     step += 1
-    if event is not None:  # bound to the noise stream the step used
-      ledger.record(event, noise=(noise_key, noise_count))
-      noise_count += 1
+    if config.private:
+      pending.append(dpjax.transforms.privacy_states(opt_state))
     state = {'params': params, 'opt_state': opt_state}
     if step % config.eval_every == 0 or step == config.steps:
+      record_pending()
       log_metrics()
       bar.set_postfix({k: f'{v:.3g}' for k, v in history[-1].items()
                        if k in ('train_loss', 'test_accuracy', 'epsilon')})
     if ckpt is not None and (step == config.steps or (
         config.checkpoint_every and step % config.checkpoint_every == 0)):
+      record_pending()
       save()
     bar.update(1)
     if on_step is not None:
       on_step(step)
   bar.close()
+  record_pending()
   if not history or history[-1]['step'] != step:
     log_metrics()
   return TrainResult(jax.device_get(state['params']), ledger, history,

@@ -1,0 +1,186 @@
+"""DP-SGD's noise on the clipped sum, with the values it ran kept in its state.
+
+The state of ``add_dpsgd_noise`` holds the noise multiplier and sensitivity
+of the step that produced it (traced values included, e.g. under
+``optax.inject_hyperparams``), and ``normalize`` keeps its divisor. The
+companion ``dpsgd_step_event`` builds the step's DpEvent from that state, not
+from a second copy of the hyperparameters, so a ledger cannot record a sigma
+other than the one that ran (Abadi et al. 2016, Alg. 1).
+"""
+
+from typing import Any, NamedTuple
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dpjax import _numerics
+from dpjax import _validate
+from dpjax import noise as noise_lib
+from dpjax.clipping import _per_example as _clipping
+from dpjax.transforms._normalizing import NormalizeState
+from dpjax.transforms._state import KeyStepState
+
+
+class DpsgdNoiseState(NamedTuple):
+  """State of ``add_dpsgd_noise``.
+
+  Attributes:
+    stream: the noise stream (``KeyStepState``: key and steps taken).
+    noise_multiplier: float32, sigma of the last step (at init: the
+      factory's).
+    l2_sensitivity: float32, the clipped-sum bound the noise is calibrated
+      to, ``clipped_norm_bound(l2_norm_clip)``.
+    clipped: bool, False for the unclipped noisy-SGD ablation (not private).
+  """
+  stream: KeyStepState
+  noise_multiplier: jax.Array
+  l2_sensitivity: jax.Array
+  clipped: jax.Array
+
+
+def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
+                    key: jax.Array, clipped: bool = True
+                    ) -> optax.GradientTransformation:
+  """Adds N(0, (sigma * C)^2) to a clipped gradient sum; records sigma and C.
+
+  Args:
+    l2_norm_clip: the clip bound C of the sum (scalar or per-layer bounds;
+      may be traced); the noise stddev is sigma * ``clipped_norm_bound(C)``.
+    noise_multiplier: sigma >= 0 (may be traced).
+    key: PRNG key (required). Step t draws from ``fold_in(key, t)``; a second
+      ``init`` restarts the stream at step 0, which a ledger refuses to
+      record twice (see ``dpsgd_step_event``).
+    clipped: False marks the noisy-SGD ablation (sum not clipped).
+
+  Returns:
+    An optax transformation with ``DpsgdNoiseState``. Non-finite coordinates
+    of the sum are replaced by 0 before the noise.
+
+  Privacy:
+    On a sum clipped to C, one step is the Gaussian mechanism with noise
+    multiplier sigma; ``dpsgd_step_event(state, sampler)`` is its subsampled
+    event, read from the state.
+
+  Example:
+    >>> tx = add_dpsgd_noise(1.0, 1.1, key=jax.random.key(0))
+    >>> _, s = tx.update(jnp.zeros(3), tx.init(None))
+    >>> int(s.stream.count), float(s.noise_multiplier)
+    (1, 1.100000023841858)
+  """
+  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  _validate.non_negative(noise_multiplier=noise_multiplier)
+  _validate.finite(noise_multiplier=noise_multiplier)
+  stream0 = KeyStepState.create(key)
+
+  def state(stream, sigma, bound):
+    return DpsgdNoiseState(stream, jnp.asarray(sigma, jnp.float32),
+                           jnp.asarray(bound, jnp.float32),
+                           jnp.asarray(clipped))
+
+  def init_fn(params):
+    del params
+    return state(stream0, noise_multiplier,
+                 _clipping.clipped_norm_bound(l2_norm_clip))
+
+  def update_fn(updates, s, params=None):
+    del params
+    bound = _clipping.clipped_norm_bound(l2_norm_clip)
+    updates = _numerics.zero_nonfinite(updates)
+    noise = noise_lib.tree_noise(noise_lib.gaussian, s.stream.step_key(),
+                                 updates, stddev=noise_multiplier * bound)
+    return (jax.tree.map(jnp.add, updates, noise),
+            state(s.stream.advance(), noise_multiplier, bound))
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
+def _states(tree: Any, kind: type) -> list[Any]:
+  return [s for s in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, kind))
+          if isinstance(s, kind)]
+
+
+def privacy_states(opt_state: Any) -> tuple[Any, ...]:
+  """The parts of an optimizer state ``dpsgd_step_event`` reads (small).
+
+  Keep these per step instead of the whole state to record later without a
+  device sync per step.
+  """
+  return tuple(_states(opt_state, DpsgdNoiseState) +
+               _states(opt_state, NormalizeState))
+
+
+def _scalar(x: Any, name: str) -> float:
+  x = np.asarray(x)
+  if x.shape:
+    raise ValueError(f'Expected one run\'s state, got {name} of shape '
+                     f'{x.shape}: index the run (e.g. the seed axis) first.')
+  return float(x)
+
+
+def dpsgd_step_event(opt_state: Any, sampler: Any, *,
+                     noise_multiplier: float | None = None,
+                     rtol: float = 1e-6
+                     ) -> tuple[dp_accounting.DpEvent, tuple[jax.Array, int]]:
+  """The DpEvent and noise stream of the step that produced ``opt_state``.
+
+  Reads sigma from the chain's one ``DpsgdNoiseState`` (the value that ran)
+  and checks every ``normalize`` divisor in the chain against the sampler's
+  expected batch size. Record the result with
+  ``ledger.record(event, noise=noise)``, which refuses a replayed step.
+
+  Args:
+    opt_state: the state after the step (a ``dpsgd``/``rs_dpsgd`` state, or
+      ``privacy_states`` of one).
+    sampler: the batch sampler of the step (``dp_event``,
+      ``expected_batch_size``), e.g. ``dpjax.sampling.PoissonSampler``.
+    noise_multiplier: the sigma the caller believes ran; a mismatch raises.
+    rtol: relative tolerance of both checks (the state holds float32).
+
+  Returns:
+    ``(sampler.dp_event(sigma), (key, step))``.
+
+  Raises:
+    ValueError: no or several noise states, no step taken, an unclipped
+      chain, a claimed sigma or a ``normalize`` divisor that differs from
+      what ran, or a state with a batch (seed) axis.
+
+  Example:
+    >>> sampler = dpjax.sampling.PoissonSampler(1000, 0.032)
+    >>> tx = dpjax.dpsgd(0.1, 1.0, 1.1, 32, key=jax.random.key(0))
+    >>> _, s = tx.update(jnp.ones((2, 3)), tx.init(jnp.zeros(3)),
+    ...                  jnp.zeros(3), mask=jnp.ones(2, bool))
+    >>> event, (key, step) = dpsgd_step_event(s, sampler)
+    >>> round(event.noise_multiplier, 6), step
+    (1.1, 0)
+  """
+  noise_states = _states(opt_state, DpsgdNoiseState)
+  if len(noise_states) != 1:
+    raise ValueError(f'Expected one DP-SGD noise state (add_dpsgd_noise) in '
+                     f'the optimizer state, found {len(noise_states)}.')
+  s, = noise_states
+  count = int(_scalar(s.stream.count, 'count'))
+  if count < 1:
+    raise ValueError('The state is from before any step: pass the state the '
+                     'step returned.')
+  if not bool(np.asarray(s.clipped)):
+    raise ValueError('The chain adds noise to an unclipped sum (the noisy-SGD'
+                     ' ablation): it has no privacy guarantee to record.')
+  sigma = _scalar(s.noise_multiplier, 'noise_multiplier')
+  if not np.isfinite(sigma) or sigma < 0:
+    raise ValueError(f'The step ran noise_multiplier={sigma}.')
+  if noise_multiplier is not None and not np.isclose(
+      noise_multiplier, sigma, rtol=rtol, atol=0):
+    raise ValueError(f'Claimed noise_multiplier={noise_multiplier}, but the '
+                     f'step ran noise_multiplier={sigma}: the ledger records '
+                     'what ran.')
+  expected = float(sampler.expected_batch_size)
+  for n in _states(opt_state, NormalizeState):
+    divisor = _scalar(n.expected_batch_size, 'expected_batch_size')
+    if not np.isclose(divisor, expected, rtol=rtol, atol=0):
+      raise ValueError(f'normalize divides by {divisor}, but the sampler\'s '
+                       f'expected batch size is {expected}: the step is not '
+                       'the mechanism the sampler accounts for.')
+  return sampler.dp_event(sigma), (s.stream.key, count - 1)
