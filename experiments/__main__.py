@@ -24,6 +24,7 @@ from experiments import registry
 from experiments.common import checkpoint
 from experiments.common import data as data_lib
 from experiments.common import report as report_lib
+from experiments.common import verdict as verdict_lib
 from experiments.common import validation
 
 DEFAULT_OUT = 'results'
@@ -93,6 +94,17 @@ def run_experiments(names, mode, out, progress=True, **overrides) -> None:
   write_report(out)
 
 
+def _claims_summary(dirs) -> str:
+  """The verdict rule, stated once, and every experiment's claims."""
+  rows = []
+  for d in dirs:
+    results = report_lib.read_results(d)
+    rows += [dict(c, claim=f"{results['experiment']}: {c['claim']}")
+             for c in results.get('claims', ())]
+  return (f'{verdict_lib.RULE}\n\n' + verdict_lib.claims_table(rows) +
+          '\n\n' if rows else '')
+
+
 def write_report(out: str) -> str:
   """Renders each experiment's report in ``out`` and the combined report."""
   if os.path.exists(os.path.join(out, report_lib.RESULTS_FILE)):
@@ -117,7 +129,8 @@ def write_report(out: str) -> str:
   else:
     path = os.path.join(out, report_lib.COMBINED_REPORT_FILE)
     with open(path, 'w') as f:
-      f.write('# dpjax reproductions\n\n' + '\n'.join(sections))
+      f.write('# dpjax reproductions\n\n' + _claims_summary(dirs) +
+              '\n'.join(sections))
   print(f'wrote {path}', file=sys.stderr)
   print('\n'.join(sections))
   return path

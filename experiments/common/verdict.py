@@ -195,3 +195,15 @@ def verdict_table_row(claim: str, v: Union[Verdict, Mapping[str, Any]]
   return dict(claim=claim, mean=float(d['mean']), ci=ci,
               level=f"{report.fmt(100 * float(d['confidence']))}%",
               seeds=int(d['n']), verdict=d['verdict'])
+
+
+def claim(text: str, v: Verdict, **details: Any) -> dict[str, Any]:
+  """A claim as stored in ``results['claims']``: its text, its verdict's
+  fields and any ``details`` (e.g. the setting chosen)."""
+  return dict(claim=text, **v.to_dict(), **details)
+
+
+def claims_table(claims: Sequence[Mapping[str, Any]]) -> str:
+  """The markdown table of ``results['claims']``."""
+  return report.markdown_table(
+      [verdict_table_row(c['claim'], c) for c in claims], COLUMNS)
