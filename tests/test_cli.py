@@ -10,6 +10,7 @@ import pytest
 from experiments import __main__ as cli
 from experiments import registry
 from experiments.common import report as report_lib
+from experiments.common import verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -74,6 +75,8 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
     combined = f.read()
   assert '| mlp | 8 |' in combined
   assert 'dpsgd_baseline/accuracy_vs_epsilon.png' in combined
+  assert combined.count(verdict.RULE) == 1  # the rule, stated once
+  assert 'dpsgd_baseline: mlp: eps=8 within 0.05 of non-private' in combined
 
   # `report DIR` redoes the report from results.json alone.
   os.remove(os.path.join(out, 'REPORT.md'))
@@ -113,7 +116,11 @@ def test_every_experiment_runs_and_reports(name, tmp_path):
   report_lib.write_results(str(tmp_path), results)
   text = exp.report(report_lib.read_results(str(tmp_path)), str(tmp_path))
   assert text.startswith(f'## {name} (quick)')
-  assert '**yes**' in text or '**no**' in text or 'at 2 SEM' in text
+  # Every experiment states its claims as verdicts of the one rule.
+  assert results['claims'], 'no claims'
+  assert all(c['verdict'] in verdict.VERDICTS for c in results['claims'])
+  assert verdict.claims_table(results['claims']) in text
+  assert '**yes**' not in text and '**no**' not in text
   for run in results.get('runs', []):
     assert run['dataset'] == 'digits' and 'train_config' in run
 

@@ -1,5 +1,6 @@
 """Training loop, ledger and checkpoint/resume (experiments.common)."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import chex
 import dp_accounting
 import jax
 import jax.numpy as jnp
@@ -200,9 +202,9 @@ def test_ledger_that_disagrees_with_the_step_is_rejected(digits, model,
               checkpoint_dir=str(tmp_path))
   meta_path = tmp_path / '20' / 'meta' / 'metadata'
   meta = json.loads(meta_path.read_text())
-  ledger = accounting.PrivacyLedger.from_json(meta['ledger'])
+  ledger = accounting.PrivacyLedger.from_json(meta['ledgers'][0])
   event = ledger.runs[0][0]
-  meta['ledger'] = accounting.PrivacyLedger([(event, 3)]).to_json()
+  meta['ledgers'] = [accounting.PrivacyLedger([(event, 3)]).to_json()]
   meta_path.write_text(json.dumps(meta))
   with pytest.raises(checkpoint.CheckpointError, match='3 events'):
     train.train(model, digits, cfg, delta=DELTA, progress=False,
@@ -253,11 +255,12 @@ def test_masked_coordinates_do_not_move_within_an_epoch(digits, model,
                                  noise_multiplier=sigma, ablation=ablation,
                                  steps=16))  # 2 epochs of 8 steps
   params = model.init(jax.random.key(0), digits.x_train[0])
-  state, step = train._make_step(model, cfg, digits, params)
+  stacked = jax.tree.map(lambda x: x[None], params)  # one seed
+  state, step = train._make_step(model, cfg, digits, stacked, (cfg.seed,))
   history = [params]
   for t in range(16):
-    params, state = step(params, state, jnp.int32(t))
-    history.append(params)
+    stacked, state = step(stacked, state, jnp.int32(t))
+    history.append(jax.tree.map(lambda x: x[0], stacked))
   flat = lambda p: np.concatenate([np.ravel(x) for x in jax.tree.leaves(p)])
   kept = flat(dpjax.transforms.sparsity_mask(
       train._keys(cfg)['mask'], 8, params,
@@ -277,3 +280,21 @@ def test_ablation_configuration_is_checked():
   with pytest.raises(ValueError, match='sparsify_rate=1.0'):
     train.TrainConfig(**dict(CONFIG, sparsify_rate=1.0))
   assert not train.TrainConfig(**dict(CONFIG, ablation='noisy_sgd')).private
+
+
+def test_vmapped_seeds_are_the_single_seed_runs(digits, model):
+  """Seeds trained as one vmapped program give each seed's own run."""
+  cfg = train.TrainConfig(**dict(CONFIG, checkpoint_every=0))
+  together = train.train_seeds(model, digits, cfg, (3, 7), delta=DELTA,
+                               progress=False)
+  for seed, res in zip((3, 7), together):
+    alone = train.train(model, digits, dataclasses.replace(cfg, seed=seed),
+                        delta=DELTA, progress=False)
+    chex.assert_trees_all_close(res.params, alone.params, rtol=1e-5,
+                                atol=1e-6)
+    assert res.ledger.runs == alone.ledger.runs
+    assert res.ledger.noise_spent == alone.ledger.noise_spent
+  assert not np.allclose(jax.tree.leaves(together[0].params)[0],
+                         jax.tree.leaves(together[1].params)[0])
+  with pytest.raises(ValueError, match='distinct seeds'):
+    train.train_seeds(model, digits, cfg, (1, 1), progress=False)

@@ -16,11 +16,10 @@ an uninterrupted one (see ``experiments.common.checkpoint``).
 """
 
 import dataclasses
-import functools
 import math
 import os
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -135,7 +134,7 @@ def per_example_loss(model: nn.Module, task: str) -> Callable[..., jax.Array]:
 
 
 def _make_evaluate(model, data: Dataset):
-  """Jitted ``evaluate(params) -> dict``: losses and accuracies."""
+  """Jitted ``evaluate(params [S, ...]) -> dict of [S] lists``: losses and accuracies per seed."""
   loss_fn = per_example_loss(model, data.task)
   x_tr, y_tr = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
   x_te, y_te = jnp.asarray(data.x_test), jnp.asarray(data.y_test)
@@ -147,6 +146,7 @@ def _make_evaluate(model, data: Dataset):
     return jnp.mean((pred == y).astype(jnp.float32))
 
   @jax.jit
+  @jax.vmap
   def evaluate(params):
     out = {'train_loss': jnp.mean(batch_loss(params, (x_tr, y_tr))),
            'test_loss': jnp.mean(batch_loss(params, (x_te, y_te)))}
@@ -155,7 +155,8 @@ def _make_evaluate(model, data: Dataset):
       out['test_accuracy'] = accuracy(params, x_te, y_te)
     return out
 
-  return lambda params: {k: float(v) for k, v in evaluate(params).items()}
+  return lambda params: {k: [float(x) for x in v]
+                         for k, v in evaluate(params).items()}
 
 
 def _keys(config: TrainConfig):
@@ -217,21 +218,39 @@ def _transform(config: TrainConfig, keys, schedule, hp):
                         momentum=momentum, per_example=False)
 
 
-def _make_step(model, config: TrainConfig, data: Dataset, params):
-  """``(init_state, step)``: the optimizer state and the jitted step.
+def _hyperparameters(config: TrainConfig, schedule) -> dict[str, Any]:
+  """The traced hyperparameters of one seed's run (keys included)."""
+  keys = _keys(config)
+  hp = {'batch_key': keys['batch'], 'noise_key': keys['noise'],
+        'lr': jnp.float32(config.learning_rate),
+        'clip': jnp.float32(config.l2_norm_clip),
+        'batch': jnp.float32(config.expected_batch_size)}
+  if config.noise_multiplier is not None:
+    hp['sigma'] = jnp.float32(config.noise_multiplier)
+  if schedule is not None:
+    hp.update(mask_key=keys['mask'], num_zeros=jnp.asarray(schedule.num_zeros))
+  return hp
+
+
+def _make_step(model, config: TrainConfig, data: Dataset, params,
+               seeds: tuple[int, ...]):
+  """``(init_state, step)`` of the seeds' runs, stacked on a leading axis.
 
   The step draws the batch, takes the (clipped) gradient sum of the masked
   coordinates (``dpjax.clipped_grad_sum``, vmap or ghost) and applies the
   run's ``dpjax`` chain (``_transform``): noise, the same mask again,
-  normalization and SGD. Hyperparameters are traced arguments, so every run
-  of a sweep with the same static settings shares one compilation.
+  normalization and SGD. It is ``jax.vmap``-ed over the seeds (their keys
+  are the mapped hyperparameters) and jitted, so S seeds are one program.
+  Hyperparameters are traced arguments, so every run of a sweep with the
+  same static settings and number of seeds shares one compilation.
   """
-  keys = _keys(config)
-  schedule = _mask_schedule(config, params, len(data.x_train))
+  one = jax.tree.map(lambda x: x[0], params)
+  schedule = _mask_schedule(config, one, len(data.x_train))
   static = (config.clips, config.noise_multiplier is not None,
             config.clipping, config.expected_batch_size, config.momentum,
             None if schedule is None else
-            (schedule.steps_per_epoch, schedule.refresh_per_epoch))
+            (schedule.steps_per_epoch, schedule.refresh_per_epoch),
+            len(seeds))
 
   def build():
     loss_fn = per_example_loss(model, data.task)
@@ -241,7 +260,6 @@ def _make_step(model, config: TrainConfig, data: Dataset, params):
     plain_sum = jax.grad(
         lambda p, ex, mask: jnp.sum(jnp.where(mask, batch_loss(p, ex), 0.0)))
 
-    @jax.jit
     def step(params, opt_state, t, hp):
       batch = sampler.sample(jax.random.fold_in(hp['batch_key'], t))
       examples = (x[batch.indices], y[batch.indices])
@@ -258,19 +276,20 @@ def _make_step(model, config: TrainConfig, data: Dataset, params):
       updates, opt_state = tx.update(grad_sum, opt_state, params)
       return optax.apply_updates(params, updates), opt_state
 
-    return step
+    return jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0)))
 
   step = _compiled('step', model, data, static, build)
-  hp = {'batch_key': keys['batch'], 'noise_key': keys['noise'],
-        'lr': jnp.float32(config.learning_rate),
-        'clip': jnp.float32(config.l2_norm_clip),
-        'batch': jnp.float32(config.expected_batch_size)}
-  if config.noise_multiplier is not None:
-    hp['sigma'] = jnp.float32(config.noise_multiplier)
-  if schedule is not None:
-    hp.update(mask_key=keys['mask'], num_zeros=jnp.asarray(schedule.num_zeros))
-  init_state = _transform(config, keys, schedule, hp).init(params)
-  return init_state, functools.partial(step, hp=hp)
+  hp = _stack([_hyperparameters(dataclasses.replace(config, seed=s), schedule)
+               for s in seeds])
+  init_state = jax.vmap(
+      lambda h, p: _transform(config, {'noise': h['noise_key']}, schedule,
+                              h).init(p))(hp, params)
+  return init_state, lambda params, opt_state, t: step(params, opt_state, t,
+                                                       hp)
+
+
+def _stack(trees):
+  return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
 def _apply_mask(tree, mask):
@@ -290,77 +309,109 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
           delta: float = 1e-5, checkpoint_dir: str | None = None,
           progress: bool = True, desc: str = '',
           on_step: Callable[[int], None] | None = None) -> TrainResult:
-  """Trains ``model`` on ``data``; resumes from ``checkpoint_dir`` if it holds a run.
+  """Trains ``model`` on ``data`` with ``config.seed``; see ``train_seeds``."""
+  return train_seeds(model, data, config, (config.seed,), delta=delta,
+                     checkpoint_dir=checkpoint_dir, progress=progress,
+                     desc=desc, on_step=on_step)[0]
+
+
+def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
+                seeds: Sequence[int], *, delta: float = 1e-5,
+                checkpoint_dir: str | None = None, progress: bool = True,
+                desc: str = '',
+                on_step: Callable[[int], None] | None = None
+                ) -> list[TrainResult]:
+  """Trains one run per seed, all seeds as one vmapped, jitted program.
+
+  Seed s is exactly the run ``config`` with ``seed=s`` (its own init, batch,
+  noise and mask keys); the runs share every other hyperparameter. Resumes
+  from ``checkpoint_dir`` if it holds these runs.
 
   Args:
     model: a flax module applied to ONE example.
     data: the dataset (``data.task`` picks the loss).
-    config: the run's hyperparameters.
+    config: the runs' hyperparameters (``config.seed`` is ignored).
+    seeds: the seeds, distinct.
     delta: the delta at which epsilon is reported.
     checkpoint_dir: where checkpoints go; an existing run there is resumed
-      (its configuration must match) and never silently restarted.
-    progress: show a tqdm bar with loss, accuracy and epsilon so far.
+      (its configuration and seeds must match) and never silently restarted.
+    progress: show a tqdm bar with the first seed's loss, accuracy and
+      epsilon so far.
     desc: the bar's label.
     on_step: called with the step count after every step (tests use it).
 
   Returns:
-    A ``TrainResult``.
+    One ``TrainResult`` per seed, in the order of ``seeds``.
 
   Privacy:
-    With ``config.noise_multiplier`` set, each step is the Poisson-subsampled
-    Gaussian mechanism (add/remove-one, L2 sensitivity C); the ledger holds
-    one event per executed step, read from the chain's own state by
-    ``dpjax.transforms.dpsgd_step_event`` (the sigma and divisor that ran,
-    checked against the config and the sampler, bound to the step's noise).
+    With ``config.noise_multiplier`` set, each step of each seed is the
+    Poisson-subsampled Gaussian mechanism (add/remove-one, L2 sensitivity
+    C); each seed's ledger holds one event per executed step, read from its
+    chain's own state by ``dpjax.transforms.dpsgd_step_event`` (the sigma
+    and divisor that ran, checked against the config and the sampler, bound
+    to the step's noise).
   """
   validation.open_unit(delta=delta)
+  seeds = tuple(int(s) for s in seeds)
+  if not seeds or len(set(seeds)) != len(seeds):
+    raise ValueError(f'Expected distinct seeds, got {seeds}.')
   start = time.time()
   sampler = make_sampler(config, len(data.x_train))
   evaluate = _compiled('evaluate', model, data, (),
                        lambda: _make_evaluate(model, data))
-
-  init = _compiled('init', model, data, (), lambda: jax.jit(model.init))
-  params = init(_keys(config)['init'], data.x_train[0])
-  opt_state, step_fn = _make_step(model, config, data, params)
+  init = _compiled('init', model, data, (),
+                   lambda: jax.jit(jax.vmap(model.init, in_axes=(0, None))))
+  params = init(jnp.stack([_keys(dataclasses.replace(config, seed=s))['init']
+                           for s in seeds]), data.x_train[0])
+  opt_state, step_fn = _make_step(model, config, data, params, seeds)
   state = {'params': params, 'opt_state': opt_state}
-  ledger, history, step, resumed_from = accounting.PrivacyLedger(), [], 0, None
+  ledgers = [accounting.PrivacyLedger() for _ in seeds]
+  histories, step, resumed_from = [[] for _ in seeds], 0, None
   ckpt = None
   if checkpoint_dir is not None:
-    ckpt = checkpoint_lib.Checkpointer(checkpoint_dir, config.to_dict())
+    ckpt = checkpoint_lib.Checkpointer(
+        checkpoint_dir, dict(config.to_dict(), seed=list(seeds)))
     restored = ckpt.restore_latest(state)
     if restored is not None:
       step, state, meta = restored
-      ledger = accounting.PrivacyLedger.from_json(meta['ledger'])
-      history, resumed_from = meta['history'], step
+      ledgers = [accounting.PrivacyLedger.from_json(j)
+                 for j in meta['ledgers']]
+      histories, resumed_from = meta['histories'], step
       expected_events = step if config.private else 0
-      if ledger.num_events != expected_events:
-        raise checkpoint_lib.CheckpointError(
-            f'Checkpoint at step {step} in {checkpoint_dir} has a ledger of '
-            f'{ledger.num_events} events; expected {expected_events}.')
+      for ledger in ledgers:
+        if ledger.num_events != expected_events:
+          raise checkpoint_lib.CheckpointError(
+              f'Checkpoint at step {step} in {checkpoint_dir} has a ledger of '
+              f'{ledger.num_events} events; expected {expected_events}.')
 
-  def epsilon():
+  def epsilon(ledger):
     return ledger.epsilon(delta) if config.private and ledger.num_events else 0.0
 
   def log_metrics():
-    history.append({'step': step, **evaluate(state['params']),
-                    'epsilon': epsilon()})
+    metrics = evaluate(state['params'])
+    for i, (history, ledger) in enumerate(zip(histories, ledgers)):
+      history.append({'step': step, **{k: v[i] for k, v in metrics.items()},
+                      'epsilon': epsilon(ledger)})
 
   def save():
-    ckpt.save(step, state, {'ledger': ledger.to_json(), 'history': history})
+    ckpt.save(step, state, {'ledgers': [l.to_json() for l in ledgers],
+                            'histories': histories})
 
   bar = tqdm.tqdm(total=config.steps, initial=step, desc=desc, leave=False,
                   disable=None if progress else True, dynamic_ncols=True)
   params, opt_state = state['params'], state['opt_state']
-  # Each step's privacy states (the sigma, divisor and noise step that ran)
-  # are kept on device and recorded at the next sync point, so the ledger
-  # holds what ran without a device sync per step.
+  # Each step's privacy states (the sigma, divisor and noise step that ran,
+  # per seed) stay on device and are recorded at the next sync point, so the
+  # ledgers hold what ran without a device sync per step.
   pending = []
 
   def record_pending():
     for ran in pending:
-      event, noise = dpjax.transforms.dpsgd_step_event(
-          ran, sampler, noise_multiplier=config.noise_multiplier)
-      ledger.record(event, noise=noise)
+      for i, ledger in enumerate(ledgers):
+        event, noise = dpjax.transforms.dpsgd_step_event(
+            jax.tree.map(lambda x, i=i: x[i], ran), sampler,
+            noise_multiplier=config.noise_multiplier)
+        ledger.record(event, noise=noise)
     pending.clear()
 
   while step < config.steps:
@@ -372,7 +423,7 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
     if step % config.eval_every == 0 or step == config.steps:
       record_pending()
       log_metrics()
-      bar.set_postfix({k: f'{v:.3g}' for k, v in history[-1].items()
+      bar.set_postfix({k: f'{v:.3g}' for k, v in histories[0][-1].items()
                        if k in ('train_loss', 'test_accuracy', 'epsilon')})
     if ckpt is not None and (step == config.steps or (
         config.checkpoint_every and step % config.checkpoint_every == 0)):
@@ -383,10 +434,13 @@ def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
       on_step(step)
   bar.close()
   record_pending()
-  if not history or history[-1]['step'] != step:
+  if not histories[0] or histories[0][-1]['step'] != step:
     log_metrics()
-  return TrainResult(jax.device_get(state['params']), ledger, history,
-                     history[-1], resumed_from, time.time() - start)
+  final = jax.device_get(state['params'])
+  seconds = time.time() - start
+  return [TrainResult(jax.tree.map(lambda x, i=i: x[i], final), ledger,
+                      history, history[-1], resumed_from, seconds)
+          for i, (ledger, history) in enumerate(zip(ledgers, histories))]
 
 
 def steps_for_epochs(epochs: float, expected_batch_size: int,
@@ -408,21 +462,39 @@ def sweep_base(cfg: dict[str, Any], num_examples: int) -> dict[str, Any]:
 def run_and_record(module: nn.Module, data: Dataset, config: TrainConfig, *,
                    delta: float, out_dir: str, label: str,
                    progress: bool = True, **fields: Any) -> dict[str, Any]:
-  """Trains (resuming from ``out_dir/checkpoints/label``) and returns a row.
+  """``run_seeds_and_record`` of ``config.seed`` alone: its row."""
+  return run_seeds_and_record(module, data, config, (config.seed,),
+                              delta=delta, out_dir=out_dir, label=label,
+                              progress=progress, **fields)[0]
 
-  The row carries every number with its privacy context: the final metrics,
+
+def run_seeds_and_record(module: nn.Module, data: Dataset,
+                         config: TrainConfig, seeds: Sequence[int], *,
+                         delta: float, out_dir: str, label: str,
+                         progress: bool = True, **fields: Any
+                         ) -> list[dict[str, Any]]:
+  """Trains the seeds as one program (resuming from ``out_dir/checkpoints/
+  label``) and returns a row per seed.
+
+  A row carries every number with its privacy context: the final metrics,
   epsilon under RDP and PLD (None if the run is not private), delta, the
   dataset that ran, the seed and the exact training configuration, plus any
   ``fields`` the experiment adds (model name, setting, ...).
   """
-  res = train(module, data, config, delta=delta, progress=progress, desc=label,
-              checkpoint_dir=os.path.join(out_dir, 'checkpoints',
-                                          label.replace(' ', '_')))
-  eps = {a: res.ledger.epsilon(delta, a) if config.private else None
-         for a in ('rdp', 'pld')}
-  return dict(fields, **{k: v for k, v in res.final.items() if k != 'step'},
-              seed=config.seed, noise_multiplier=config.noise_multiplier,
-              delta=delta, epsilon_rdp=eps['rdp'], epsilon_pld=eps['pld'],
-              dataset=data.name, steps=config.steps,
-              seconds=round(res.seconds, 2), resumed_from=res.resumed_from,
-              train_config=config.to_dict(), history=res.history)
+  results = train_seeds(
+      module, data, config, seeds, delta=delta, progress=progress,
+      desc=label, checkpoint_dir=os.path.join(out_dir, 'checkpoints',
+                                              label.replace(' ', '_')))
+  rows = []
+  for seed, res in zip(seeds, results):
+    eps = {a: res.ledger.epsilon(delta, a) if config.private else None
+           for a in ('rdp', 'pld')}
+    run_config = dataclasses.replace(config, seed=seed)
+    rows.append(dict(
+        fields, **{k: v for k, v in res.final.items() if k != 'step'},
+        seed=seed, noise_multiplier=config.noise_multiplier, delta=delta,
+        epsilon_rdp=eps['rdp'], epsilon_pld=eps['pld'], dataset=data.name,
+        steps=config.steps, seconds=round(res.seconds / len(seeds), 2),
+        resumed_from=res.resumed_from, train_config=run_config.to_dict(),
+        history=res.history))
+  return rows
