@@ -5,12 +5,18 @@ import math
 import os
 
 import dp_accounting
+import jax
+import numpy as np
 import pytest
 
 from dpjax import accounting
 from dpjax import distributed as dist
 from experiments import cpsgd_training as exp
+from experiments.common import federated
 from experiments.common import report as report_lib
+from experiments.common import verdict as verdict_lib
+from experiments.cpsgd_training import _claims
+from experiments.cpsgd_training import _privacy
 
 TINY = dict(num_clients=20, clients_per_round=10, rounds=3, levels=[2],
             trials=[512], unrotated=[[2, 32]], num_seeds=2, evals=3)
@@ -19,7 +25,7 @@ TINY = dict(num_clients=20, clients_per_round=10, rounds=3, levels=[2],
 def test_config_modes_and_overrides():
   quick, full = exp.config('quick'), exp.config('full')
   assert quick['mode'] == 'quick' and full['rounds'] > quick['rounds']
-  assert full['num_seeds'] > quick['num_seeds']
+  assert full['num_seeds'] >= 10 and quick['num_seeds'] >= 3
   cfg = exp.config('quick', seed=3, delta=1e-6, dataset=None, rounds=7)
   assert (cfg['seed'], cfg['delta'], cfg['dataset'], cfg['rounds']) == (
       3, 1e-6, 'digits', 7)
@@ -94,6 +100,110 @@ def test_tiny_run_and_report(tmp_path):
   text = exp.report(results, str(tmp_path))
   assert text.startswith('## cpsgd_training (quick)')
   assert 'No privacy guarantee' in text and 'cpSGD k=2 m=32 no rot' in text
-  assert '**yes**' in text or '**no**' in text
+  assert '**yes**' not in text and '**no**' not in text
+  # the one matched configuration is the pre-specified primary claim
+  assert results['plan'] == dict(primary='cpSGD k=2 m=512', close=[],
+                                 pairs=[])
+  (primary,) = results['claims']
+  assert primary['family'] == 'primary' and primary['n'] == 2
+  assert primary['threshold'] == -_claims.CLOSE
+  assert primary['comparisons'] == 1
+  assert primary['verdict'] in verdict_lib.VERDICTS
+  assert verdict_lib.claims_table(results['claims']) in text
+  assert all(c['passed'] for c in results['exact_checks'])
+  assert 'Exact check' in text and 'Wall time' in text
   assert 'NO amplification' in text
   assert os.path.getsize(tmp_path / 'accuracy_vs_bits.png') > 0
+
+
+def _row(k, m, eps, rotate=True):
+  return dict(levels=k, trials=m, rotate=rotate, epsilon_round=eps,
+              bits_per_coordinate=dist.bits_per_coordinate(k, m))
+
+
+def test_plan_is_fixed_by_the_per_round_epsilons():
+  privacy = [_row(2, 32, 7.8), _row(4, 128, 8.6), _row(16, 512, 7.1),
+             _row(2, 512, 1.7), _row(4, 32, 19.0), _row(2, 8, None),
+             _row(16, 128, 8.0, rotate=False)]
+  plan = _claims.plan(privacy)
+  assert plan['primary'] == 'cpSGD k=2 m=512'  # smallest eps/round
+  # every other configuration with an epsilon; no guarantee: no claim
+  assert plan['close'] == ['cpSGD k=2 m=32', 'cpSGD k=4 m=128',
+                           'cpSGD k=16 m=512', 'cpSGD k=4 m=32',
+                           'cpSGD k=16 m=128 no rot']
+  # rotated pairs within 1.25x of each other, fewer bits first; the
+  # unrotated configuration is never paired (rotation changes epsilon)
+  assert plan['pairs'] == [['cpSGD k=2 m=32', 'cpSGD k=4 m=128'],
+                           ['cpSGD k=2 m=32', 'cpSGD k=16 m=512'],
+                           ['cpSGD k=4 m=128', 'cpSGD k=16 m=512']]
+  assert _claims.plan([_row(2, 8, None)]) == dict(primary=None, close=[],
+                                                  pairs=[])
+
+
+def _runs(accuracies):
+  """Runs and summary rows from {setting: per-seed accuracies}."""
+  runs = [dict(setting=s, seed=i, test_accuracy=a)
+          for s, accs in accuracies.items() for i, a in enumerate(accs)]
+  summary = [dict(setting=s, bits_per_coordinate=5.0, epsilon_round=2.0)
+             for s in accuracies]
+  return runs, summary
+
+
+def test_claims_are_paired_by_seed_with_bonferroni_per_family():
+  seeds = [0, 1, 2, 3, 4]
+  base = np.array([0.70, 0.95, 0.80, 0.60, 0.90])  # seeds differ a lot
+  acc = {'A': base - 0.01, 'Gaussian @ A': base,          # close
+         'B': base - 0.30, 'Gaussian @ B': base,          # far
+         'C': base - [0.0, 0.1, -0.1, 0.05, -0.05], 'Gaussian @ C': base,
+         'D': base + 0.02}
+  runs, summary = _runs(acc)
+  plan = dict(primary='A', close=['B', 'C'], pairs=[['A', 'D'], ['B', 'D']])
+  claims = _claims.claims(plan, runs, summary, seeds, 100)
+  by = {(c['family'], c['treatment'], c['control']): c for c in claims}
+  a = by['primary', 'A', 'Gaussian @ A']
+  # per-seed difference -0.01 on every seed: held although the seeds'
+  # accuracies spread over 0.35 (unpaired, this would be inconclusive)
+  assert a['verdict'] == 'held' and a['comparisons'] == 1
+  assert a['mean'] == pytest.approx(-0.01) and a['n'] == 5
+  assert 'the smallest eps/round' in a['claim']
+  assert by['close', 'B', 'Gaussian @ B']['verdict'] == 'refuted'
+  c = by['close', 'C', 'Gaussian @ C']
+  assert c['verdict'] == 'inconclusive' and c['comparisons'] == 2
+  assert c['confidence'] == pytest.approx(1 - 0.05 / 2)
+  d = by['bits', 'D', 'A']  # more bits (treatment) minus fewer bits
+  assert d['verdict'] == 'held' and d['mean'] == pytest.approx(0.03)
+  assert d['threshold'] == 0 and d['comparisons'] == 2
+  assert by['bits', 'D', 'B']['verdict'] == 'held'
+  # a seed without a run is an error, never silently dropped
+  with pytest.raises(KeyError):
+    _claims.claims(plan, runs, summary, [0, 1, 2, 3, 9], 100)
+
+
+def test_per_seed_accuracy_is_a_count_over_the_test_set():
+  # the same count of 360, averaged in float32 two ways, is one accuracy
+  runs = [dict(setting='A', seed=0, test_accuracy=float(np.float32(340 / 360))),
+          dict(setting='A', seed=1, test_accuracy=340 / 360 + 6e-8)]
+  acc = _claims.per_seed(runs, 'A', [1, 0], 360)
+  assert acc[0] == acc[1] == 340 / 360
+
+
+def test_exact_checks_pass_and_fail():
+  good = dict(epsilon_round=2.0, gauss_epsilon_round=2.001,
+              epsilon_total=50.0, gauss_epsilon_total=20.0)
+  assert all(c['passed'] for c in _claims.exact_checks([good]))
+  bad = dict(good, gauss_epsilon_round=2.1, gauss_epsilon_total=60.0)
+  assert not any(c['passed'] for c in _claims.exact_checks([good, bad]))
+  assert _claims.exact_checks([dict(epsilon_round=None)]) == []
+
+
+def test_switch_mean_runs_each_configuration_as_its_own_mean():
+  configs = [dist.CpsgdConfig(l2_norm_clip=1.0, levels=4, trials=64),
+             dist.CpsgdConfig(l2_norm_clip=1.0, levels=16, trials=256,
+                              rotate=True, linf_clip=0.3)]
+  mean = jax.jit(_privacy.cpsgd_switch_mean(configs))
+  key = jax.random.key(3)
+  vectors = jax.random.normal(jax.random.key(4), (8, 20)) * 0.2
+  for i, config in enumerate(configs):
+    want = federated.cpsgd_mean(config)(key, vectors, 0.0)
+    np.testing.assert_allclose(mean(key, vectors, np.float32(i)), want,
+                               rtol=1e-6, atol=1e-7)

@@ -13,17 +13,16 @@ DESCRIPTION = ('distributed DP SGD: cpSGD (k levels + Bin(m)) vs Gaussian at '
                'matched per-round epsilon, accuracy vs bits (Fig. 2)')
 MODES = {
     'quick': dict(dataset='digits', rounds=60, levels=[2, 4, 16],
-                  trials=[32, 128, 512], unrotated=[[16, 128]], num_seeds=2),
+                  trials=[32, 128, 512], unrotated=[[16, 128]], num_seeds=5),
     'full': dict(dataset='digits', rounds=200, levels=[2, 4, 16],
                  trials=[32, 128, 512, 2048], unrotated=[[2, 512], [16, 512]],
-                 num_seeds=5),
+                 num_seeds=10),
 }
 DEFAULTS = dict(seed=0, delta=1e-5, num_clients=100, clients_per_round=None,
                 clip_norm=0.25, learning_rate=0.5, momentum=0.9, p=0.5,
                 model='logistic', evals=20)
 REGRESSION = ('diabetes', 'synthetic_regression')
 GAUSSIAN_BITS = dist.gaussian_protocol_bits(1)  # float32: bits per coordinate
-CLOSE = 0.02  # "close to the Gaussian baseline": within 2 points or 2 SEM
 
 
 def _is_int(v, minimum):

@@ -8,6 +8,9 @@ Gaussian mechanism) and the ledger of the federated loop.
 import math
 from typing import Any
 
+import jax
+import jax.numpy as jnp
+
 from dpjax import accounting
 from dpjax import distributed as dist
 from experiments.common import federated
@@ -73,16 +76,35 @@ def label(row):
       '' if row['rotate'] else ' no rot')
 
 
+def cpsgd_switch_mean(configs) -> federated.Mean:
+  """One mean for every cpSGD configuration: ``param`` is the index.
+
+  ``lax.switch`` on the (unbatched) index runs only the chosen
+  ``distributed_mean``, so each run does what ``federated.cpsgd_mean`` of its
+  configuration does, but the federated loop compiles one trainer for all
+  configurations instead of one each (compilation dominated the run time).
+  """
+  branches = [federated.cpsgd_mean(c) for c in configs]
+
+  def mean(key, vectors, param):
+    index = jnp.asarray(param).astype(jnp.int32)
+    return jax.lax.switch(index, [lambda k, v, b=b: b(k, v, 0.0)
+                                  for b in branches], key, vectors)
+
+  return mean
+
+
 def settings(cfg, privacy, dimension, n):
   """What runs: (setting, method, privacy row or None, protocol)."""
   clip = cfg['clip_norm']
   gaussian = federated.gaussian_mean(clip)
+  cpsgd = cpsgd_switch_mean([row['protocol'] for row in privacy])
   out = [('non-private', 'nonprivate', None,
           federated.Protocol(federated.plain_mean)),
          ('clipped, no noise', 'gaussian', None, federated.Protocol(gaussian))]
-  for row in privacy:
+  for i, row in enumerate(privacy):
     out.append((label(row), 'cpsgd', row, federated.Protocol(
-        federated.cpsgd_mean(row['protocol']), event=row['event'],
+        cpsgd, param=float(i), event=row['event'],
         bits_per_client=row['bits_per_client'])))
     if row['epsilon_round'] is not None:
       stddev = row['gauss_client_stddev']
