@@ -113,7 +113,8 @@ def test_every_experiment_runs_and_reports(name, tmp_path):
   report_lib.write_results(str(tmp_path), results)
   text = exp.report(report_lib.read_results(str(tmp_path)), str(tmp_path))
   assert text.startswith(f'## {name} (quick)')
-  assert '**yes**' in text or '**no**' in text or 'at 2 SEM' in text
+  assert ('**yes**' in text or '**no**' in text or 'at 2 SEM' in text
+          or '| Verdict |' in text)
   for run in results.get('runs', []):
     assert run['dataset'] == 'digits' and 'train_config' in run
 
