@@ -113,11 +113,12 @@ def exact_checks(rows) -> list[dict[str, Any]]:
              detail='largest clamped fraction '
              f"{max(r['clamped_fraction'] for r in clamp['spread']):.3g}"),
         dict(check='small X_max without rotation: spiky vectors are clamped '
-             'and their mean biased (||bias||^2 > 0 on every seed)',
+             'and their mean biased (squared norm of the bias > 0 on every '
+             'seed)',
              passed=min(bias) > 0,
              detail=f"clamped fraction up to "
              f"{max(r['clamped_fraction'] for r in clamp['spiky']):.3g}, "
-             f'||bias||^2 {min(bias):.3g} to {max(bias):.3g}')]
+             f'squared bias norm {min(bias):.3g} to {max(bias):.3g}')]
   if rotated:
     checks.append(dict(
         check='with rotation no coordinate is clamped (either input, every '

@@ -66,7 +66,7 @@ COLUMNS = [('input', 'input'), ('variant', 'variant'), ('levels', 'k'),
            ('mse', 'MSE'), ('sem', 'SEM over seeds'),
            ('expected', 'expected MSE'),
            ('mse_over_expected', 'MSE / expected'), ('bound', 'bound'),
-           ('clamped_fraction', 'clamped (max)'), ('bias_sq', '||bias||^2'),
+           ('clamped_fraction', 'clamped (max)'), ('bias_sq', 'squared bias norm'),
            ('epsilon_text', 'eps/round'),
            ('mse_vs_gaussian', 'MSE / Gaussian'),
            ('seconds', 's (point: compile + all rounds)')]
