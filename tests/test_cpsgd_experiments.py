@@ -1,4 +1,5 @@
-"""The cpSGD experiments: configuration checks, helpers, a tiny run of each."""
+"""The cpSGD experiments: configuration checks, helpers, claim logic, a tiny
+run of each."""
 
 import math
 
@@ -8,6 +9,8 @@ import pytest
 from experiments import cpsgd_dme
 from experiments import cpsgd_mechanisms
 from experiments.common import report as report_lib
+from experiments.cpsgd_dme import _claims as dme_claims
+from experiments.cpsgd_mechanisms import _run as mechanisms_run
 
 # ------------------------------------------------------------ configuration
 
@@ -32,6 +35,8 @@ def test_config_records_cli_options_and_refuses_a_dataset(module):
     (dict(samples=1), 'samples=1'),
     (dict(p=1.0), 'p=1.0'),
     (dict(accountant='exact'), 'accountant'),
+    (dict(num_seeds=0), 'num_seeds=0'),
+    (dict(match_tolerance=1.5), 'match_tolerance'),
 ])
 def test_mechanisms_config_rejects_bad_values(overrides, match):
   with pytest.raises(ValueError, match=match):
@@ -52,6 +57,8 @@ def test_mechanisms_epsilon_override_keeps_a_validation_point():
     (dict(spikes=300), 'spikes=300'),
     (dict(epsilons=[], num_trials=[]), 'at least one'),
     (dict(clamp_levels=[1]), 'clamp_levels'),
+    (dict(num_seeds=0), 'num_seeds=0'),
+    (dict(gaussian_tolerance=0.0), 'gaussian_tolerance'),
 ])
 def test_dme_config_rejects_bad_values(overrides, match):
   with pytest.raises(ValueError, match=match):
@@ -79,6 +86,103 @@ def test_dme_inputs_are_unit_vectors_and_seeded():
     np.testing.assert_array_equal(a[name], b[name])
     np.testing.assert_allclose(np.linalg.norm(a[name], axis=1), 1, rtol=1e-6)
   assert np.all(np.sum(a['spiky'] != 0, axis=1) == 3)
+  other = cpsgd_dme.make_inputs(cfg, seed=cfg['seed'] + 1)  # a seed's own data
+  assert not np.array_equal(a['spread'], other['spread'])
+
+
+def test_quick_modes_run_at_least_three_seeds_and_full_ten():
+  for module in (cpsgd_mechanisms, cpsgd_dme):
+    assert module.config('quick')['num_seeds'] >= 3
+    assert module.config('full')['num_seeds'] >= 10
+
+
+# ------------------------------------------------------------ claim logic
+
+
+def _point(formula, per_seed):
+  return dict(formula=formula, per_seed=list(per_seed))
+
+
+@pytest.mark.parametrize('scale, verdict', [
+    ([1.01, 0.99, 1.02, 0.98], 'held'),  # within 10% on every seed
+    ([1.3, 1.25, 1.35, 1.28], 'refuted'),  # a 30% bias
+    ([1.02, 1.2, 0.97, 1.01], 'inconclusive'),  # one bad seed: too wide
+])
+def test_mechanisms_sampling_claim_takes_the_worst_point_per_seed(scale,
+                                                                  verdict):
+  cfg = cpsgd_mechanisms.config('quick', num_seeds=4)
+  good = _point(10.0, [10.0, 10.05, 9.95, 10.0])
+  tested = _point(2.0, [2.0 * x for x in scale])
+  [c] = mechanisms_run.claims(cfg, [good, tested])
+  np.testing.assert_allclose(c['per_seed'], np.abs(np.asarray(scale) - 1))
+  assert (c['verdict'], c['n'], c['threshold']) == (verdict, 4, 0.1)
+  assert c['direction'] == 'lower is better'
+
+
+def test_mechanisms_formulas_are_exact_checks_not_claims():
+  rows = [dict(dim=1, epsilon=1.0, scale_denominator=j, ratio_tight=r,
+               ratio_classical=None, epsilon_theorem1=0.9)
+          for j, r in ((1, 5.0), (4, 3.0), (16, 3.5))]  # not monotone
+  checks = mechanisms_run.exact_checks(rows, [])
+  assert [c['passed'] for c in checks] == [False, True]
+  rows[2]['ratio_tight'] = 2.0
+  assert all(c['passed'] for c in mechanisms_run.exact_checks(rows, []))
+
+
+def _dme_row(variant, levels, name, mse, validation=None, test=None,
+             expected=None, bound=1e9):
+  seeds = len(mse)
+  return dict(variant=variant, levels=levels, input=name, num_trials=levels,
+              target_epsilon=1.0, target_epsilons=[1.0], mse=float(np.mean(
+                  mse)), bits_per_coordinate=float(levels), bound=bound,
+              clamped_fraction=0.0,
+              per_seed=dict(mse=list(mse), validation=list(validation or mse),
+                            test=list(test or mse),
+                            expected=list(expected or mse),
+                            expected_max=list(expected or mse),
+                            clamped=[0.0] * seeds, bias_sq=[0.0] * seeds))
+
+
+def test_dme_best_setting_is_chosen_on_validation_and_scored_on_test():
+  cfg = cpsgd_dme.config('quick', inputs=['spiky'], num_seeds=3)
+  # k=4 looks best on validation; k=8 would be best on test (best-of-k
+  # bias): the claim must score k=4's test MSE.
+  rows = [_dme_row('rotate', 4, 'spiky', [4.0] * 3, validation=[3.0] * 3,
+                   test=[4.1, 4.2, 4.0]),
+          _dme_row('rotate', 8, 'spiky', [4.0] * 3, validation=[3.5] * 3,
+                   test=[2.0, 2.0, 2.0])]
+  gauss = [dict(input='spiky', target_epsilon=1.0, expected=2.0,
+                per_seed=dict(mse=[2.0, 2.0, 2.0]))]
+  claims = dme_claims.claims(cfg, rows, gauss)
+  best = claims[-1]
+  assert best['chosen'] == ['rotate k=4'] * 3
+  np.testing.assert_allclose(best['per_seed'], [2.05, 2.1, 2.0])
+  assert best['verdict'] == 'refuted' and best['threshold'] == 1.1
+  # every claim of the experiment is one Bonferroni family
+  assert {c['comparisons'] for c in claims} == {len(claims)} == {2}
+  table = dme_claims.summary(cfg, rows, gauss)['selection']
+  assert table[0]['chosen'] == 'rotate k=4 (3/3)'
+
+
+def test_dme_rotation_claim_takes_the_smallest_gain_over_k():
+  cfg = cpsgd_dme.config('quick', inputs=['spiky'], num_seeds=3)
+  rows = [_dme_row('none', 2, 'spiky', [10.0, 11.0, 10.5]),
+          _dme_row('rotate', 2, 'spiky', [2.0, 2.1, 2.0]),
+          _dme_row('none', 4, 'spiky', [5.0, 5.0, 5.0]),
+          _dme_row('rotate', 4, 'spiky', [4.0, 5.5, 4.5])]
+  rotation = dme_claims.claims(cfg, rows, [])[0]
+  np.testing.assert_allclose(rotation['per_seed'], [1.25, 5 / 5.5, 5 / 4.5])
+  assert rotation['verdict'] == 'inconclusive'
+  assert rotation['claim'].startswith('rotation lowers the MSE of spiky')
+
+
+def test_dme_bound_is_an_exact_check():
+  rows = [_dme_row('none', 2, 'spread', [1.0, 1.0], bound=1.5),
+          _dme_row('clamp', 2, 'spread', [9.0, 9.0], bound=1.5)]
+  [bound] = dme_claims.exact_checks(rows)
+  assert bound['passed'] and bound['detail'] == '1 of 1 points'
+  rows[0]['per_seed']['expected_max'] = [1.0, 1.6]  # one seed's rotation
+  assert not dme_claims.exact_checks(rows)[0]['passed']
 
 
 # --------------------------------------------------------------- tiny runs
@@ -108,16 +212,25 @@ def test_mechanisms_tiny_run_and_report(tmp_path):
     assert e['exact_epsilon'] < e['epsilon']
     assert e['num_trials_exact'] <= e['num_trials']
   assert len(results['validation']) == 2  # validate_epsilons became [2.0]
-  assert all(abs(v['z']) < 5 for v in results['validation'])
+  seeds = cfg['num_seeds']
+  for v in results['validation']:
+    assert len(v['per_seed']) == seeds and 0.7 < v['ratio'] < 1.3
+  assert results['seeds'] == list(range(seeds))
+  assert all(c['passed'] for c in results['exact_checks'])
+  [claim] = results['claims']
+  assert claim['n'] == seeds and claim['verdict'] in ('held', 'refuted',
+                                                      'inconclusive')
   assert (tmp_path / 'error_vs_epsilon.png').stat().st_size > 0
-  assert 'approaches the Gaussian one' in text and '**' in text
+  assert '| Exact check |' in text and '| Verdict |' in text
+  assert '**yes**' not in text and '**no**' not in text
 
 
 def test_dme_tiny_run_and_report(tmp_path):
   # d = 64: the rotated X_max (0.76) is below D, and one spike of size 1
   # per client is clamped without rotation.
   cfg = cpsgd_dme.config('quick', num_clients=10, dimension=64, levels=[4],
-                         epsilons=[4.0], clamp_levels=[4], reps=2, spikes=1)
+                         epsilons=[4.0], clamp_levels=[4], reps=2, spikes=1,
+                         num_seeds=3)
   results, text = _run_and_report(cpsgd_dme, cfg, tmp_path)
   rows = results['rows']
   assert {(r['variant'], r['input']) for r in rows} == {
@@ -131,5 +244,12 @@ def test_dme_tiny_run_and_report(tmp_path):
   assert clamp['spread']['clamped_fraction'] == 0
   assert clamp['spiky']['bias_sq'] > 0
   assert [g['bits_per_coordinate'] for g in results['gaussian']] == [32, 32]
+  for r in rows + results['gaussian']:
+    assert len(r['per_seed']['mse']) == cfg['num_seeds']
   assert (tmp_path / 'mse_vs_bits.png').stat().st_size > 0
-  assert 'Rotation reduces the MSE for spiky vectors' in text
+  assert all(c['passed'] for c in results['exact_checks'])
+  claims = [c['claim'] for c in results['claims']]
+  assert len(claims) == 5  # rotation x 2 inputs, match, best vs Gaussian x 2
+  assert claims[0].startswith('rotation lowers the MSE of spread vectors')
+  assert all(c['n'] == cfg['num_seeds'] for c in results['claims'])
+  assert '| Verdict |' in text and '**yes**' not in text

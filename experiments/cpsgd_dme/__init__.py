@@ -19,14 +19,17 @@ without rotation X_max = D is needed.
 
 For each variant and k, m is (i) the smallest m whose per-round epsilon
 (Theorem 1 with N = n m, ``cpsgd_round_event``, replace-one neighbours) is
-at most each target epsilon, and (ii) any fixed ``num_trials``. Each point
-reports the bits, the measured MSE of the estimate against the mean of the
-clipped vectors (mean and SEM over repetitions), the exact expected MSE
-(``cpsgd_expected_mse``), the derived bound (``cpsgd_mse_bound``, which
-assumes no clamping) and the per-round epsilon. The Gaussian baseline
-(``gaussian_distributed_mean``, 32-bit floats) is calibrated to each target
-epsilon tightly (``accounting.calibrate_gaussian_stddev``, PLD accountant,
-sum sensitivity 2 D).
+at most each target epsilon, and (ii) any fixed ``num_trials``. Every seed
+generates its own client vectors and protocol keys and runs ``reps`` rounds
+per point. Each point reports the bits, the measured MSE of the estimate
+against the mean of the clipped vectors (mean over seeds of each seed's
+MSE, SEM over seeds), the exact expected MSE (``cpsgd_expected_mse``), the
+derived bound (``cpsgd_mse_bound``, which assumes no clamping) and the
+per-round epsilon. The Gaussian baseline (``gaussian_distributed_mean``,
+32-bit floats) is calibrated to each target epsilon tightly
+(``accounting.calibrate_gaussian_stddev``, PLD accountant, sum sensitivity
+2 D). The claims (seed verdicts) and the exact checks are described in
+``_claims``.
 """
 
 from experiments.cpsgd_dme._config import config

@@ -1,5 +1,13 @@
-"""cpsgd_dme's run: client vectors, measured and expected MSE, verdicts."""
+"""cpsgd_dme's run: client vectors per seed, measured and expected MSE.
 
+Each seed generates its own client vectors and protocol keys. The rounds of
+a point call the jitted ``distributed_mean`` (compiled once per protocol,
+vectorized over the clients) in a loop: vmapping the rounds as well was
+measured slower here, about twice the time per round and twice the compile
+time, since one round already fills the machine.
+"""
+
+import functools
 import math
 import sys
 import time
@@ -12,17 +20,28 @@ import numpy as np
 import dpjax
 from dpjax import accounting
 from dpjax import distributed
+from experiments.cpsgd_dme._claims import claims
+from experiments.cpsgd_dme._claims import exact_checks
+from experiments.cpsgd_dme._claims import summary
 from experiments.cpsgd_dme._config import CONDITION_FAILS
 from experiments.cpsgd_dme._config import NAME
 from experiments.cpsgd_dme._privacy import make_protocol
 from experiments.cpsgd_dme._privacy import round_epsilon
 from experiments.cpsgd_dme._privacy import trials_for_epsilon
 
+_GAUSSIAN_POINTS = 1_000_000  # key offset of the Gaussian points
 
-def make_inputs(cfg: dict[str, Any]) -> dict[str, np.ndarray]:
-  """Client vectors [n, d] on the sphere of radius D (float32), seeded."""
+
+def seeds(cfg: dict[str, Any]) -> list[int]:
+  return list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
+
+
+def make_inputs(cfg: dict[str, Any], seed: int | None = None
+                ) -> dict[str, np.ndarray]:
+  """Client vectors [n, d] on the sphere of radius D (float32) of one seed
+  (default ``cfg['seed']``)."""
   n, d, radius = cfg['num_clients'], cfg['dimension'], cfg['clip_norm']
-  rng = np.random.default_rng(cfg['seed'])
+  rng = np.random.default_rng(cfg['seed'] if seed is None else seed)
   out = {}
   spread = rng.normal(size=(n, d))
   out['spread'] = radius * spread / np.linalg.norm(spread, axis=1,
@@ -41,76 +60,124 @@ def _clipped_mean(xs: np.ndarray, clip_norm: float) -> np.ndarray:
   return (x * np.minimum(1.0, clip_norm / np.maximum(norms, 1e-300))).mean(0)
 
 
-def _keys(cfg, point_index, input_index):
-  """Round keys of one point and input: independent across points."""
-  base = jax.random.fold_in(jax.random.fold_in(
-      jax.random.key(cfg['seed']), point_index), input_index)
-  return [jax.random.fold_in(base, r) for r in range(cfg['reps'])]
+def _data(cfg) -> tuple[np.ndarray, np.ndarray]:
+  """Vectors [inputs * seeds, n, d] (input-major) and their clipped means."""
+  per_seed = [make_inputs(cfg, s) for s in seeds(cfg)]
+  xs = np.stack([p[name] for name in cfg['inputs'] for p in per_seed])
+  return xs, np.stack([_clipped_mean(x, cfg['clip_norm']) for x in xs])
 
 
-def _clamping(protocol, xs: np.ndarray, rotation_key) -> tuple[float, float]:
-  """(fraction of quantizer inputs outside [-X_max, X_max], ||bias||^2).
+def _round_keys(cfg, point: int) -> jax.Array:
+  """Keys [inputs * seeds * reps] of one point: key(seed), folded with the
+  point, the input and the round, so all of them are independent."""
+  grid = np.meshgrid(np.arange(len(cfg['inputs'])), seeds(cfg),
+                     np.arange(cfg['reps']), indexing='ij')
 
-  The quantizer's inputs are the clipped (padded, rotated) vectors; the bias
-  of the estimate is the mean clamping error, mapped back by R^-1 and
-  cropped to d when rotating.
-  """
-  n, d = xs.shape
-  norms = np.linalg.norm(xs.astype(np.float64), axis=1, keepdims=True)
-  x = xs * np.minimum(1.0, protocol.l2_norm_clip / np.maximum(norms, 1e-300))
+  def one(i, s, r):
+    return jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(
+        jax.random.key(s), point), i), r)
+  return jax.vmap(one)(*(jnp.asarray(g.ravel()) for g in grid))
+
+
+def _estimates(mean_fn, keys, xs) -> np.ndarray:
+  """Estimates [rounds, d]: round b runs on vectors ``xs[b // reps]``."""
+  reps = keys.shape[0] // len(xs)
+  xs = [jnp.asarray(x) for x in xs]
+  return np.asarray(jnp.stack([mean_fn(k, xs[b // reps])
+                               for b, k in enumerate(keys)]), np.float64)
+
+
+@functools.partial(jax.jit, static_argnames=('rotate', 'padded'))
+def _clamping(keys, xs, index, l2_norm_clip, linf_clip, *, rotate, padded):
+  """Per round: (fraction of quantizer inputs outside [-X_max, X_max],
+  ||bias||^2). The quantizer's inputs are the clipped (padded, rotated)
+  vectors; the bias is their mean clamping error, mapped back by R^-1 and
+  cropped to d when rotating."""
+  d = xs.shape[2]
+
+  def one(key, x):
+    norms = jnp.linalg.norm(x, axis=1, keepdims=True)
+    x = x * jnp.minimum(1.0, l2_norm_clip / jnp.maximum(norms, 1e-30))
+    if rotate:
+      rkey = distributed.shared_key(key)
+      x = jnp.pad(x, ((0, 0), (0, padded - d)))
+      x = dpjax.transforms.randomized_hadamard(x, key=rkey)
+    clamped = jnp.clip(x, -linf_clip, linf_clip)
+    bias = clamped.mean(0) - x.mean(0)
+    if rotate:
+      bias = dpjax.transforms.inverse_randomized_hadamard(bias, key=rkey)[:d]
+    return jnp.mean(clamped != x), jnp.sum(bias**2)
+  return jax.vmap(one)(keys, xs[index])
+
+
+def _expected(protocol, keys, xs) -> np.ndarray:
+  """Exact expected MSE per round: per round's rotation when rotating."""
+  reps = keys.shape[0] // xs.shape[0]
   if protocol.rotate:
-    dp = protocol.message_length(d)
-    x = np.pad(x, ((0, 0), (0, dp - d)))
-    x = np.asarray(dpjax.transforms.randomized_hadamard(
-        jnp.asarray(x, jnp.float32), key=rotation_key), np.float64)
-  clamped = np.clip(x, -protocol.linf_clip, protocol.linf_clip)
-  bias = clamped.mean(0) - x.mean(0)
-  if protocol.rotate:
-    bias = np.asarray(dpjax.transforms.inverse_randomized_hadamard(
-        jnp.asarray(bias, jnp.float32), key=rotation_key), np.float64)[:d]
-  return float(np.mean(clamped != x)), float(np.sum(bias**2))
+    return np.array([distributed.cpsgd_expected_mse(
+        protocol, xs[b // reps], rotation_key=distributed.shared_key(k))
+                     for b, k in enumerate(keys)])
+  return np.repeat([distributed.cpsgd_expected_mse(protocol, x) for x in xs],
+                   reps)
 
 
-def _point(cfg, index, protocol, inputs, means) -> list[dict[str, Any]]:
-  """Measured and expected MSE of one protocol on every input."""
+def _errors(est, means, shape) -> np.ndarray:
+  """Squared error per round, [inputs, seeds, reps], in float64."""
+  est = np.asarray(est, np.float64).reshape(shape + (-1,))
+  return np.sum((est - means.reshape(shape[:2] + (1, -1))) ** 2, axis=-1)
+
+
+def _seed_stats(errs: np.ndarray) -> dict[str, Any]:
+  """Mean over seeds of the per-seed MSE, its SEM over seeds, and the
+  per-seed MSE of all rounds, of the validation half and of the test half."""
+  half = errs.shape[1] // 2
+  mse = errs.mean(1)
+  return dict(mse=float(mse.mean()),
+              sem=(float(mse.std(ddof=1) / math.sqrt(mse.size))
+                   if mse.size > 1 else None),
+              per_seed=dict(mse=mse.tolist(),
+                            validation=errs[:, :half].mean(1).tolist(),
+                            test=errs[:, half:].mean(1).tolist()))
+
+
+def _point(cfg, index, protocol, xs, means) -> list[dict[str, Any]]:
+  """Measured and expected MSE of one protocol on every input and seed."""
   n, d = cfg['num_clients'], cfg['dimension']
+  shape = (len(cfg['inputs']), cfg['num_seeds'], cfg['reps'])
+  keys = _round_keys(cfg, index)
+  start = time.time()
+  errs = _errors(_estimates(functools.partial(distributed.distributed_mean,
+                                              protocol), keys, xs),
+                 means, shape)
+  seconds = time.time() - start
+  clamped, bias = (np.asarray(a, np.float64).reshape(shape) for a in
+                   _clamping(keys, jnp.asarray(xs),
+                             jnp.arange(keys.shape[0]) // cfg['reps'],
+                             protocol.l2_norm_clip, protocol.linf_clip,
+                             rotate=protocol.rotate,
+                             padded=protocol.message_length(d)))
+  expected = _expected(protocol, keys, xs).reshape(shape)
+  bound = distributed.cpsgd_mse_bound(d, n, protocol.levels, protocol.trials,
+                                      protocol.binomial_p, protocol.linf_clip)
   out = []
-  for i, (name, xs) in enumerate(inputs.items()):
-    xs_j = jnp.asarray(xs)
-    errs, expected, seconds, clamps = [], [], [], []
-    for r, key in enumerate(_keys(cfg, index, i)):
-      start = time.time()
-      est = np.asarray(distributed.distributed_mean(protocol, key, xs_j),
-                       np.float64)
-      if r > 0:  # the first call compiles
-        seconds.append(time.time() - start)
-      errs.append(float(np.sum((est - means[name]) ** 2)))
-      if protocol.rotate:  # depends on the round's rotation key
-        rkey = distributed.shared_key(key)
-        expected.append(distributed.cpsgd_expected_mse(protocol, xs_j,
-                                                       rotation_key=rkey))
-        clamps.append(_clamping(protocol, xs, rkey))
-      elif r == 0:
-        expected.append(distributed.cpsgd_expected_mse(protocol, xs_j))
-        clamps.append(_clamping(protocol, xs, None))
-    errs = np.asarray(errs)
-    mse, sem = float(errs.mean()), float(errs.std(ddof=1) / math.sqrt(
-        errs.size))
-    exp = float(np.mean(expected))
-    out.append(dict(input=name, mse=mse, sem=sem, expected=exp,
-                    clamped_fraction=float(np.mean([c[0] for c in clamps])),
-                    bias_sq=float(np.mean([c[1] for c in clamps])),
-                    z=(mse - exp) / sem if sem > 0 else 0.0,
-                    seconds_per_round=float(np.mean(seconds)) if seconds
-                    else None,
-                    bound=distributed.cpsgd_mse_bound(
-                        d, n, protocol.levels, protocol.trials,
-                        protocol.binomial_p, protocol.linf_clip)))
+  for i, name in enumerate(cfg['inputs']):
+    row = _seed_stats(errs[i])
+    exp = expected[i].mean(1)
+    row['per_seed'].update(expected=exp.tolist(),
+                           expected_max=expected[i].max(1).tolist(),
+                           clamped=clamped[i].max(1).tolist(),
+                           bias_sq=bias[i].mean(1).tolist())
+    out.append(dict(row, input=name, expected=float(exp.mean()),
+                    mse_over_expected=row['mse'] / float(exp.mean()),
+                    clamped_fraction=float(clamped[i].max()),
+                    bias_sq=float(bias[i].mean()), bound=bound,
+                    seconds=round(seconds, 3)))
   return out
 
 
-def _gaussian_rows(cfg, inputs, means) -> list[dict[str, Any]]:
+def _gaussian_rows(cfg, xs, means) -> list[dict[str, Any]]:
   n, d = cfg['num_clients'], cfg['dimension']
+  shape = (len(cfg['inputs']), cfg['num_seeds'], cfg['reps'])
   rows = []
   l2 = 2 * cfg['clip_norm']  # replace-one sensitivity of the sum
   for j, target in enumerate(cfg['epsilons']):
@@ -121,19 +188,17 @@ def _gaussian_rows(cfg, inputs, means) -> list[dict[str, Any]]:
     eps_check = accounting.epsilon(accounting.gaussian_protocol_event(
         tight, l2), cfg['delta'], cfg['accountant'])
     per_client = tight / math.sqrt(n)
-    for i, (name, xs) in enumerate(inputs.items()):
-      errs = []
-      for key in _keys(cfg, 1_000_000 + j, i):  # apart from cpSGD points
-        est = np.asarray(distributed.gaussian_distributed_mean(
-            key, jnp.asarray(xs), cfg['clip_norm'], per_client), np.float64)
-        errs.append(float(np.sum((est - means[name]) ** 2)))
-      errs = np.asarray(errs)
-      expected = d * tight**2 / n**2
-      sem = float(errs.std(ddof=1) / math.sqrt(errs.size))
+    errs = _errors(_estimates(
+        lambda k, x, s=per_client: distributed.gaussian_distributed_mean(
+            k, x, cfg['clip_norm'], s),
+        _round_keys(cfg, _GAUSSIAN_POINTS + j), xs), means, shape)
+    expected = d * tight**2 / n**2
+    for i, name in enumerate(cfg['inputs']):
+      row = _seed_stats(errs[i])
       rows.append(dict(
-          input=name, target_epsilon=target, epsilon=eps_check,
-          client_stddev=per_client, sum_stddev=tight, mse=float(errs.mean()),
-          sem=sem, expected=expected, z=(float(errs.mean()) - expected) / sem,
+          row, input=name, target_epsilon=target, epsilon=eps_check,
+          client_stddev=per_client, sum_stddev=tight, expected=expected,
+          mse_over_expected=row['mse'] / expected,
           expected_classical=None if classical is None else
           d * classical**2 / n**2,
           # float32 coordinates: one coordinate costs what a d = 1 client does
@@ -142,14 +207,8 @@ def _gaussian_rows(cfg, inputs, means) -> list[dict[str, Any]]:
   return rows
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
-  inputs = make_inputs(cfg)
-  means = {k: _clipped_mean(v, cfg['clip_norm']) for k, v in inputs.items()}
-  n, d = cfg['num_clients'], cfg['dimension']
-  rows = []
+def _protocols(cfg):
+  """(variant, k, m, target epsilons) of every cpSGD point."""
   for variant in cfg['variants']:
     for levels in cfg['levels']:
       if (variant == 'clamp' and cfg['clamp_levels'] is not None
@@ -162,85 +221,50 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
       for m in cfg['num_trials']:
         trials.setdefault(m, [])
       for m, targets in sorted(trials.items()):
-        protocol = make_protocol(cfg, variant, levels, m)
-        eps = round_epsilon(cfg, protocol)
-        common = dict(
-            variant=variant, levels=levels, num_trials=m,
-            target_epsilon=min(targets) if targets else None,
-            x_max=protocol.linf_clip, epsilon=eps,
-            epsilon_note=CONDITION_FAILS if eps is None else None,
-            bits_per_coordinate=distributed.bits_per_coordinate(levels, m),
-            bits_fixed=distributed.bits_per_coordinate(levels, m,
-                                                       fixed_width=True),
-            bits_per_client=distributed.cpsgd_bits(protocol, d),
-            bits_per_client_fixed=distributed.cpsgd_bits(
-                protocol, d, fixed_width=True))
-        index = len(rows) // len(inputs)
-        for point in _point(cfg, index, protocol, inputs, means):
-          rows.append(dict(common, **point))
-        if progress:
-          print(f'[{NAME}] {variant} k={levels} m={m} eps={eps} '
-                f'({time.time() - start:.0f} s)', file=sys.stderr)
-  gaussian = _gaussian_rows(cfg, inputs, means)
+        yield variant, levels, m, targets
+
+
+def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
+        ) -> dict[str, Any]:
+  del out_dir
+  start = time.time()
+  xs, means = _data(cfg)
+  d = cfg['dimension']
+  rows = []
+  for index, (variant, levels, m, targets) in enumerate(_protocols(cfg)):
+    protocol = make_protocol(cfg, variant, levels, m)
+    eps = round_epsilon(cfg, protocol)
+    common = dict(
+        variant=variant, levels=levels, num_trials=m,
+        target_epsilon=min(targets) if targets else None,
+        target_epsilons=targets, x_max=protocol.linf_clip, epsilon=eps,
+        epsilon_note=CONDITION_FAILS if eps is None else None,
+        bits_per_coordinate=distributed.bits_per_coordinate(levels, m),
+        bits_fixed=distributed.bits_per_coordinate(levels, m,
+                                                   fixed_width=True),
+        bits_per_client=distributed.cpsgd_bits(protocol, d),
+        bits_per_client_fixed=distributed.cpsgd_bits(protocol, d,
+                                                     fixed_width=True))
+    rows += [dict(common, **p) for p in _point(cfg, index, protocol, xs,
+                                               means)]
+    if progress:
+      print(f'[{NAME}] {variant} k={levels} m={m} eps={eps} '
+            f'({time.time() - start:.0f} s)', file=sys.stderr)
+  gaussian = _gaussian_rows(cfg, xs, means)
   for row in rows:  # compare with the Gaussian at the row's target epsilon
     g = next((g for g in gaussian if g['input'] == row['input']
               and g['target_epsilon'] == row['target_epsilon']), None)
     row['mse_vs_gaussian'] = None if g is None else row['mse'] / g['expected']
-  return dict(experiment=NAME, config=cfg, seed=cfg['seed'],
-              data=dict(name='generated unit vectors', inputs=list(inputs),
-                        num_clients=n, dimension=d, spikes=cfg['spikes'],
-                        clip_norm=cfg['clip_norm'],
-                        mean_norm_sq={k: float(np.sum(v**2))
-                                      for k, v in means.items()}),
+  sq = np.sum(means**2, axis=1).reshape(len(cfg['inputs']), -1).mean(1)
+  return dict(experiment=NAME, config=cfg, seed=cfg['seed'], seeds=seeds(cfg),
+              data=dict(name='generated unit vectors', inputs=cfg['inputs'],
+                        num_clients=cfg['num_clients'], dimension=d,
+                        spikes=cfg['spikes'], clip_norm=cfg['clip_norm'],
+                        mean_norm_sq=dict(zip(cfg['inputs'], sq.tolist()))),
               rotated_x_max=distributed.rotated_linf_clip(
-                  cfg['clip_norm'], d, n, cfg['delta']),
-              rows=rows, gaussian=gaussian, verdicts=verdicts(rows, gaussian),
+                  cfg['clip_norm'], d, cfg['num_clients'], cfg['delta']),
+              rows=rows, gaussian=gaussian, summary=summary(cfg, rows,
+                                                            gaussian),
+              exact_checks=exact_checks(rows),
+              claims=claims(cfg, rows, gaussian),
               wall_seconds=round(time.time() - start, 1))
-
-
-def verdicts(rows, gaussian) -> dict[str, Any]:
-  """Numbers behind the report's yes/no lines."""
-  gains = []
-  for r in rows:
-    if r['variant'] != 'rotate' or r['target_epsilon'] is None:
-      continue
-    base = next((b for b in rows if b['variant'] == 'none'
-                 and b['input'] == r['input'] and b['levels'] == r['levels']
-                 and b['target_epsilon'] == r['target_epsilon']), None)
-    if base is not None:
-      gains.append(dict(input=r['input'], epsilon=r['target_epsilon'],
-                        levels=r['levels'], mse_none=base['mse'],
-                        mse_rotate=r['mse'], gain=base['mse'] / r['mse'],
-                        m_none=base['num_trials'], m_rotate=r['num_trials']))
-  unclamped = [r for r in rows if r['variant'] != 'clamp']
-  best = []
-  for g in gaussian:
-    cands = [r for r in rows if r['input'] == g['input']
-             and r['target_epsilon'] == g['target_epsilon']]
-    for variant in sorted({r['variant'] for r in cands}):
-      r = min((c for c in cands if c['variant'] == variant),
-              key=lambda c: c['mse'])
-      best.append(dict(input=g['input'], epsilon=g['target_epsilon'],
-                       variant=variant, levels=r['levels'],
-                       num_trials=r['num_trials'],
-                       bits=r['bits_per_coordinate'], mse=r['mse'],
-                       gaussian=g['expected'], ratio=r['mse'] / g['expected']))
-  spiky = [g['gain'] for g in gains if g['input'] == 'spiky']
-  spread = [g['gain'] for g in gains if g['input'] == 'spread']
-  return dict(
-      spread_gain_range=[min(spread), max(spread)] if spread else None,
-      rotation_gains=gains,
-      rotation_helps_spiky=bool(spiky) and all(x > 1 for x in spiky),
-      spiky_gain_range=[min(spiky), max(spiky)] if spiky else None,
-      within_3sem=sum(abs(r['z']) <= 3 for r in rows + gaussian),
-      points=len(rows) + len(gaussian),
-      expected_below_bound=sum(r['expected'] <= r['bound'] * (1 + 1e-9)
-                               for r in unclamped),
-      measured_below_bound=sum(r['mse'] <= r['bound'] + 3 * r['sem']
-                               for r in unclamped),
-      bound_points=len(unclamped),
-      clamp=[dict(input=r['input'], variant=r['variant'],
-                  levels=r['levels'], clamped=r['clamped_fraction'],
-                  bias_sq=r['bias_sq'])
-             for r in rows if r['variant'] in ('clamp', 'rotate')],
-      best_vs_gaussian=best)
