@@ -307,6 +307,66 @@ def test_huge_clip_gives_the_plain_gradient_sum():
   assert_same(out.grad_sum, plain)
 
 
+# --- overflow: finite gradients whose squared norm exceeds float32 ------------
+
+
+def _scaled_down(tree, factor=1e25):
+  return jax.tree.map(lambda x: x / factor, tree)
+
+
+@pytest.mark.parametrize('name', CASES)
+def test_huge_finite_gradients_are_clipped_like_vmap(name):
+  """The loss times 1e25: every gradient is finite (norm ~1e25) but its
+  factored squared norm, e.g. ||a||^2 ||g||^2 or the Gram form, overflows
+  float32. Before, ghost clipping dropped every such example as non-finite;
+  now it rescales the factors and clips them as the vmap path does."""
+  loss, params, batch = CASES[name]()
+  huge = lambda p, example: 1e25 * loss(p, example)  # noqa: E731
+  clip = 1e25 * median_clip(loss, params, batch)
+  outs = both(huge, clip, params, batch, coordinate_mask=random_mask(params),
+              also_unmasked=True)
+  for exact, ghost in (outs[:2], outs[2:]):
+    assert int(dpjax.clipping.count_nonfinite(ghost.norms)) == 0
+    assert_same(_scaled_down(ghost), _scaled_down(exact), rtol=1e-5)
+
+
+class _LinearSeq(nn.Module):
+  """Dense layers on a [T = 7, 6] sequence, no squashing: huge inputs stay
+  huge through the direct (T^2 > 6 * 5) and the Gram (T^2 <= 5 * 40) form."""
+
+  @nn.compact
+  def __call__(self, x):
+    h = nn.Dense(40)(nn.Dense(5)(x))
+    return nn.Dense(3)(h.mean(0))
+
+
+class _LinearConv(nn.Module):
+
+  @nn.compact
+  def __call__(self, x):
+    return nn.Dense(3)(nn.Conv(4, (3, 3))(x).reshape(-1))
+
+
+@pytest.mark.parametrize('model, shape', [
+    (nn.Dense(3), (7,)), (_LinearSeq(), (7, 6)), (_LinearConv(), (6, 6, 2))],
+                         ids=['dense', 'sequence', 'conv'])
+def test_huge_inputs_are_clipped_like_vmap(model, shape):
+  """Softmax regression with inputs of magnitude 1e25 in half of the rows:
+  the weight gradients (input times a bounded residual) have norm ~1e25 and
+  squared norm ~1e50. Both the huge and the ordinary rows must match vmap,
+  with flat and per-layer bounds."""
+  x = np.array(normal(0, (B,) + shape))
+  x[::2] *= 1e25
+  loss, params, batch = linen_case(model, jnp.asarray(x))
+  per_layer = jax.tree.map(lambda _: 0.7, params)
+  for clip in (1.0, per_layer):
+    exact, ghost = both(loss, clip, params, batch)
+    assert int(dpjax.clipping.count_nonfinite(ghost.norms)) == 0
+    assert_same(ghost.grad_sum, exact.grad_sum, rtol=1e-5)
+    chex.assert_trees_all_close(ghost.norms, exact.norms, rtol=1e-5)
+    assert float(np.max(jax.tree.leaves(ghost.norms)[-1])) > 1e24
+
+
 # --- jit, recompilation, sensitivity ------------------------------------------
 
 

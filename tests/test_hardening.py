@@ -156,6 +156,18 @@ def test_huge_finite_gradient_is_clipped_not_dropped():
   assert int(state.num_dropped) == 0
 
 
+def test_huge_finite_gradient_is_clipped_not_dropped_by_ghost_clipping():
+  """Before: ghost clipping's factored norm ||a||^2 ||g||^2 overflowed."""
+  loss = lambda w, x: jnp.sum(x @ w)  # per-example gradient x^T: norm ||x||
+  x = jnp.array([[3e30, 4e30], [0.3, 0.4]], jnp.float32)
+  out = dpjax.clipped_grad_sum(loss, 1.0, 'ghost')(
+      jnp.zeros((2, 1)), x, jnp.ones(2, bool))
+  np.testing.assert_allclose(out.grad_sum[:, 0], [0.6 + 0.3, 0.8 + 0.4],
+                             rtol=1e-5)
+  np.testing.assert_allclose(out.norms, [5e30, 0.5], rtol=1e-6)
+  assert int(dpjax.clipping.count_nonfinite(out.norms)) == 0
+
+
 def test_integer_gradients_are_refused():
   params = jnp.zeros(2, jnp.int32)
   tx = dpjax.clip_per_example(1.0)

@@ -29,6 +29,12 @@ per-example filter gradient, and book-keeping is one filter-gradient
 convolution. An embedding lookup (a row ``gather``) has ``||G_i||^2 =
 sum_{t,s} [idx_t = idx_s] (g_t . g_s)`` and a scatter-add as book-keeping.
 
+Overflow: the squared forms overflow float32 for a finite gradient of norm
+above about 1.8e19 (or when one factor's square does, e.g. ||a||^2 for
+inputs of magnitude 1e20). ``tap_norm`` then gives the norm from factors
+divided by per-example powers of two (exact), and the clipping rule uses it
+wherever the plain sum of squares is not finite (``_per_example``).
+
 Example:
   >>> a = jnp.ones((2, 1, 3, 4))  # [B, H, T, K]: T = 3 positions
   >>> g = jnp.ones((2, 1, 3, 5))  # [B, H, T, N]
@@ -257,6 +263,52 @@ def tap_sq_norm(tap: _ghost_plan.Tap, a, g, mask) -> jax.Array:
   if mask is not None:
     per = per * mask
   return jnp.sum(jnp.square(per), axis=tuple(range(1, per.ndim)))
+
+
+def _pow2(e: jax.Array) -> jax.Array:
+  """2^e as float32, exactly, for integer e in [-126, 127] (bit pattern)."""
+  return lax.bitcast_convert_type((e + 127) << 23, jnp.float32)
+
+
+def _pow2_exponent(x, per_example: bool = True) -> jax.Array:
+  """e with max|x| / 2^e in [1, 2) (per example, or one scalar), clamped to
+  [-100, 127]; 0 where the max is 0 or not finite (non-finite stays so)."""
+  x = jnp.abs(x.astype(jnp.float32))
+  biggest = jnp.max(x, axis=tuple(range(1 if per_example else 0, x.ndim)))
+  e = jnp.frexp(biggest)[1] - 1
+  e = jnp.where((biggest > 0) & jnp.isfinite(biggest), e, 0)
+  return jnp.clip(e, -100, 127)
+
+
+def _scaled(x, e):
+  """x / 2^e per example (exact: a power of two), in x's dtype."""
+  s = _pow2(e).reshape((-1,) + (1,) * (x.ndim - 1))
+  return (x.astype(jnp.float32) / s).astype(x.dtype)
+
+
+def tap_norm(tap: _ghost_plan.Tap, a, g, mask) -> jax.Array:
+  """Per-example norms [B] f32 of a tapped leaf's gradients, overflow-safe.
+
+  ``tap_sq_norm`` squares the factors, so a finite gradient whose squared
+  norm (or a factor's, e.g. ||a||^2 in ||a||^2 ||g||^2) exceeds float32
+  overflows. Here the layer input and output gradient of each example and
+  the coordinate mask are first divided by powers of two 2^e_a, 2^e_g, 2^e_m
+  that bring their largest magnitude to [1, 2) (exact), so the norm, bilinear
+  in them, is ``sqrt(tap_sq_norm(scaled)) 2^(e_a + e_g + e_m)``: finite for
+  every finite gradient of norm below float32's largest value.
+  """
+  exps = jnp.zeros((g.shape[0],), jnp.int32)
+  if tap.kind != 'gather':  # a gather's a are row indices, not values
+    e_a = _pow2_exponent(a)
+    a, exps = _scaled(a, e_a), exps + e_a
+  e_g = _pow2_exponent(g)
+  g, exps = _scaled(g, e_g), exps + e_g
+  if mask is not None:
+    e_m = _pow2_exponent(mask, per_example=False)
+    mask, exps = mask / _pow2(e_m), exps + e_m
+  norm = jnp.sqrt(tap_sq_norm(tap, a, g, mask))
+  first = jnp.clip(exps, -126, 127)  # 2^exps as two exact factors
+  return norm * _pow2(first) * _pow2(jnp.clip(exps - first, -126, 127))
 
 
 def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):

@@ -173,7 +173,8 @@ def _clip_factored(sq_norms: list[jax.Array],
                    weighted_sums: Callable[[list[jax.Array], jax.Array], list],
                    l2_norm_clip: Any, treedef: Any,
                    keep: jax.Array,
-                   safe_norms: list[jax.Array] | None = None
+                   safe_norms: (list[jax.Array]
+                                | Callable[[], list[jax.Array]]) = None
                    ) -> ClippedGradSum:
   """The clipping rule on per-leaf squared norms; shared by vmap and ghost.
 
@@ -184,25 +185,35 @@ def _clip_factored(sq_norms: list[jax.Array],
     l2_norm_clip: scalar or pytree prefix of ``treedef``'s tree.
     treedef: the parameter tree structure.
     keep: bool [B], False for padded rows.
-    safe_norms: optional overflow-safe per-leaf norms [B], used where the
-      sum of squared norms overflows float32 (finite gradients are then
-      clipped, not dropped).
+    safe_norms: overflow-safe per-leaf norms [B], or a function returning
+      them (then called, under ``lax.cond``, only when some kept row's sum of
+      squared norms overflows); used where that sum overflows float32, so
+      finite gradients are clipped, not dropped. Elsewhere the norm is
+      exactly sqrt(sum of squared norms).
   """
   clips, clip_def = jax.tree.flatten(l2_norm_clip)
   index_tree = jax.tree.unflatten(treedef, list(range(treedef.num_leaves)))
   groups = [jax.tree.leaves(sub) for sub in clip_def.flatten_up_to(index_tree)]
-  norms = []
-  for group in groups:
-    sq = [sq_norms[i] for i in group]
-    if not sq:
-      norms.append(jnp.zeros(keep.shape, jnp.float32))
-      continue
-    total = sum(sq[1:], sq[0])
-    norm = jnp.sqrt(total)
-    if safe_norms is not None:
-      norm = jnp.where(jnp.isfinite(total), norm, _numerics.combine_norms(
-          [safe_norms[i] for i in group]))
-    norms.append(norm)
+  totals = [sum((sq_norms[i] for i in group[1:]), sq_norms[group[0]])
+            if group else jnp.zeros(keep.shape, jnp.float32)
+            for group in groups]
+  plain = [jnp.sqrt(total) for total in totals]
+
+  def rescued(safe):
+    return [jnp.where(jnp.isfinite(total), norm, _numerics.combine_norms(
+        [safe[i] for i in group])) if group else norm
+            for total, norm, group in zip(totals, plain, groups)]
+
+  if safe_norms is None:
+    norms = plain
+  elif callable(safe_norms):
+    overflow = jnp.zeros(keep.shape, bool)
+    for total in totals:
+      overflow = overflow | ~jnp.isfinite(total)
+    norms = jax.lax.cond(jnp.any(overflow & keep),
+                         lambda: rescued(safe_norms()), lambda: plain)
+  else:
+    norms = rescued(safe_norms)
   # A non-finite norm in any group drops the whole example, so one example's
   # contribution stays inside the product of the group balls.
   valid = keep
@@ -372,6 +383,7 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
     return _clip_factored(
         grads.sq_norms(masks),
         lambda weights, valid: grads.weighted_sums(weights, valid, masks),
-        l2_norm_clip, treedef, _keep(mask, grads.batch_size))
+        l2_norm_clip, treedef, _keep(mask, grads.batch_size),
+        lambda: grads.norms(masks))
 
   return vmap_fn if method == 'vmap' else ghost_fn
