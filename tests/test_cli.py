@@ -10,6 +10,7 @@ import pytest
 from experiments import __main__ as cli
 from experiments import registry
 from experiments.common import report as report_lib
+from experiments.common import verdict as verdict_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -113,7 +114,10 @@ def test_every_experiment_runs_and_reports(name, tmp_path):
   report_lib.write_results(str(tmp_path), results)
   text = exp.report(report_lib.read_results(str(tmp_path)), str(tmp_path))
   assert text.startswith(f'## {name} (quick)')
-  assert '**yes**' in text or '**no**' in text or 'at 2 SEM' in text
+  if 'claims' in results:  # claims go through the verdict rule's table
+    assert verdict_lib.claims_table(results['claims']) in text
+  else:
+    assert '**yes**' in text or '**no**' in text or 'at 2 SEM' in text
   for run in results.get('runs', []):
     assert run['dataset'] == 'digits' and 'train_config' in run
 
