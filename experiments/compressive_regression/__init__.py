@@ -30,10 +30,17 @@ Methods (one curve each):
 Privacy epsilon is per step (per release), as in the paper; T - 1 releases
 compose (basic composition and PLD at ``delta``).
 
-Modes: quick (3 seeds, per-step eps in {1, 10, 100, 1000, 10^4}, kappa in
-{1, 3, 5}; about 75 s on 2 CPU cores) and full (20 seeds, eps from 0.1 to
-10^5, kappa in {1, 2, 3, 5, 8, 10, 15, 20}). CoSaMP dominates the cost:
-6 (kappa + 1) iterations per step, each a small Cholesky solve.
+Modes: quick (5 seeds, per-step eps in {1, 10, 100, 1000, 10^4}, kappa in
+{1, 3, 5}) and full (20 seeds, eps from 0.1 to 10^5, kappa in {1, 2, 3, 5,
+8, 10, 15, 20}). Seeds and eps of one method run as one vmapped, jitted
+program. The cost is the per-example clipping of n gradients at every step
+(every private method) plus, for the compressive mechanism, CoSaMP: 6 (kappa
++ 1) iterations per step, each a small Cholesky solve.
+
+Claims (``_verdicts.py``) are paired by seed: every private method of seed s
+runs with the key of seed s. The kappa of the best-kappa claims is picked per
+seed on validation runs (seeds offset by ``VALIDATION_OFFSET``, independent
+keys), never on the runs that measure it.
 
 Data: features scaled per column to [-1, 1] by the max-abs of the training
 set, a constant 1 feature for the intercept, target scaled to [-1, 1] by its

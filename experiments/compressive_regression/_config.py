@@ -9,7 +9,7 @@ NAME = 'compressive_regression'
 DESCRIPTION = ('sparsified private GD with the compressive mechanism on '
                'regression (Farokhi, Figs. 1-2)')
 MODES = {
-    'quick': dict(num_seeds=3, kappas=[1, 3, 5],
+    'quick': dict(num_seeds=5, kappas=[1, 3, 5],
                   epsilons=[1.0, 10.0, 100.0, 1000.0, 10000.0]),
     'full': dict(num_seeds=20, kappas=[1, 2, 3, 5, 8, 10, 15, 20],
                  epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0,

@@ -19,7 +19,11 @@ from experiments.compressive_regression._config import COMPRESSIVE
 from experiments.compressive_regression._config import METHODS
 from experiments.compressive_regression._config import NAME
 from experiments.compressive_regression._config import PRIVATE
-from experiments.compressive_regression._verdicts import verdicts
+from experiments.compressive_regression._verdicts import claims
+
+# Validation runs (the kappa choice) use seeds VALIDATION_OFFSET + s: keys
+# independent of every test run's.
+VALIDATION_OFFSET = 1_000_000
 
 
 def load_problem(cfg) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
@@ -60,13 +64,12 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
     def loss(theta):
       return jnp.mean(jnp.square(x @ theta - y))
 
-    def clipped_mean_grad(theta):  # Assumption 1, per example
-      residual = x @ theta - y
+    def clipped_mean_grad(residual):  # Assumption 1, per example
       per_example = 2 * residual[:, None] * x
       return jnp.clip(per_example, -xi, xi).mean(axis=0)
 
-    def full_grad(theta):
-      return 2 * (x.T @ (x @ theta - y)) / n
+    def full_grad(residual):
+      return 2 * (x.T @ residual) / n
 
     if method in COMPRESSIVE:
       tx = dpjax.transforms.compressive_privatizer(
@@ -84,22 +87,24 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
 
     def step(carry, k):
       theta, state = carry
-      grad = (clipped_mean_grad(theta) if method in PRIVATE
-              else full_grad(theta))
+      residual = x @ theta - y  # one matvec: the loss of theta_k and g_k
+      grad = (clipped_mean_grad(residual) if method in PRIVATE
+              else full_grad(residual))
       update, state = tx.update(grad, state)
       realized = (state.epsilon.astype(x.dtype) if method in COMPRESSIVE
                   else jnp.asarray(eps if method in PRIVATE else 0.0, x.dtype))
       rate = learning_rate / jnp.sqrt(k.astype(x.dtype))
-      theta = theta - rate * update
-      return (theta, state), (loss(theta), realized)
+      return (theta - rate * update, state), (
+          jnp.mean(jnp.square(residual)), realized)
 
     theta1 = jnp.zeros(x.shape[1], x.dtype)
     state = tx.init(theta1)
     if method in PRIVATE:  # Alg. 3: k = 1..T-1; step k uses fold_in(key, k)
       state = state._replace(count=jnp.ones([], jnp.int32))
-    _, (losses, realized) = jax.lax.scan(
+    (theta_t, _), (losses, realized) = jax.lax.scan(
         step, (theta1, state), jnp.arange(1, steps, dtype=jnp.int32))
-    return jnp.concatenate([loss(theta1)[None], losses]), realized
+    # losses[k - 1] = f(theta_k), k = 1..T-1; then f(theta_T)
+    return jnp.concatenate([losses, loss(theta_t)[None]]), realized
 
   return jax.jit(jax.vmap(jax.vmap(run, (None, None, 0, None)),
                           (None, None, None, 0)))
@@ -168,6 +173,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   clipped_at_zero = float(np.mean(np.abs(2 * y[:, None] * x) > cfg['xi']))
   seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
   keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.uint32))
+  validation_keys = jax.vmap(jax.random.key)(
+      jnp.asarray(seeds, jnp.uint32) + VALIDATION_OFFSET)
   releases = cfg['steps'] - 1
   epsilons = [float(e) for e in cfg['epsilons']]
   points = _curve_points(cfg['steps'])
@@ -190,7 +197,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
       row = dict(method=method, epsilon=row_eps, kappa=cfg['kappa'],
                  measurements=cfg['num_measurements'],
                  final_rel_loss_mean=mean, final_rel_loss_sem=sem,
-                 seeds=rel.shape[1])
+                 seeds=rel.shape[1], per_seed=rel[i, :, -1].tolist())
       final.append(row)
       if not private or eps in shown:
         sub = rel[i][:, np.asarray(points) - 1]  # [seeds, points]
@@ -211,7 +218,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
             realized_total_mean=float(per_seed_total.mean()),
             realized_total_max=float(per_seed_total.max()),
             claimed_total=releases * eps,
-            ratio=float(per_seed_total.mean() / (releases * eps))))
+            ratio=float(per_seed_total.mean() / (releases * eps)),
+            per_seed_ratio=(per_seed_total / (releases * eps)).tolist()))
     losses[method] = rel[:, :, -1]
 
   privacy = []
@@ -225,7 +233,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         cfg['pld_max_epsilon']).items()})
   say('accounting done')
 
-  kappa_rows = []
+  kappa_rows, validation_rows = [], []
   for kappa in cfg['kappas']:
     if kappa > d:
       continue
@@ -249,7 +257,17 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         kappa_rows.append(dict(
             method=method, epsilon=eps, kappa=kappa, measurements=p,
             final_rel_loss_mean=mean, final_rel_loss_sem=sem,
-            realized_eps_mean=realized_mean[i], seeds=len(seeds)))
+            realized_eps_mean=realized_mean[i], seeds=len(seeds),
+            per_seed=rel_final[i].tolist()))
+    # The kappa choice of the certified mechanism: same settings, new keys.
+    loss, _ = train(x, y, 'compressive', validation_keys, list(shown), cfg,
+                    kappa, p)
+    for i, eps in enumerate(shown):
+      rel_final = loss[i, :, -1] / f_star - 1
+      validation_rows.append(dict(
+          method='compressive', epsilon=eps, kappa=kappa, measurements=p,
+          final_rel_loss_mean=float(rel_final.mean()),
+          per_seed=rel_final.tolist()))
     say(f'kappa={kappa} done')
 
   return dict(experiment=NAME, config=cfg, dataset=dataset, seeds=seeds,
@@ -261,5 +279,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
               clipped_fraction_at_zero=clipped_at_zero,
               final=final, curves=curves, privacy=privacy,
               realized=realized_rows, kappa_sweep=kappa_rows,
-              verdicts=verdicts(final, cfg),
+              kappa_validation=validation_rows,
+              validation_seeds=[s + VALIDATION_OFFSET for s in seeds],
+              claims=claims(final, kappa_rows, validation_rows,
+                            realized_rows, cfg),
               wall_seconds=round(time.time() - start, 1))
