@@ -14,6 +14,7 @@ import pytest
 import dp_accounting
 import dpjax
 from dpjax import distributed
+from dpjax import noise
 from dpjax import transforms
 
 KEY = jax.random.key(0)
@@ -349,6 +350,100 @@ def test_exact_laplace_needs_concrete_hyperparameters():
       e, 1.0, key=KEY, exact=False).update(jnp.ones(3), dpjax.laplace_privatizer(
           1.0, 1.0, key=KEY, exact=False).init(None))[0])
   assert tx(2.0).shape == (3,)
+
+
+def test_add_laplace_noise_releases_grid_values_of_the_stated_scale():
+  """Before: x + float Laplace, whose low-order bits leak x (Mironov 2012)."""
+  scale, n = 1.7, 20000
+  eta = transforms.laplace_grid_spacing(scale)
+  assert eta == 2.0**-10
+  v = jax.random.uniform(jax.random.key(9), (n,), minval=-5.0, maxval=5.0)
+  tx = dpjax.add_laplace_noise(scale, key=KEY)
+  out = np.asarray(jax.jit(tx.update)(v, tx.init(None))[0], np.float64)
+  codes = out / eta
+  np.testing.assert_array_equal(codes, np.round(codes))  # on eta Z exactly
+  from scipy import stats  # pylint: disable=import-outside-toplevel
+  err = (out - np.asarray(v, np.float64)) / scale  # off-grid inputs too
+  assert stats.kstest(err, 'laplace').pvalue > 1e-3
+  assert stats.kstest(err / 1.15, 'laplace').pvalue < 1e-6
+  # A coarser grid given explicitly is used as given.
+  tx = dpjax.add_laplace_noise(scale, key=KEY, eta=0.25)
+  coarse = np.asarray(tx.update(v, tx.init(None))[0], np.float64) / 0.25
+  np.testing.assert_array_equal(coarse, np.round(coarse))
+
+
+def _release_log_pmf(x, scale, eta, support):
+  """log P[eta (R(x / eta) + Z) = eta k] + const for k in ``support``: R
+  randomized rounding, Z the discrete Laplace that add_laplace_noise samples
+  (the constant, its normalization, is the same for every x)."""
+  b = float(noise.discrete_laplace_scale(
+      transforms.laplace_grid_scale(scale, eta)))
+  u = x / eta
+  j, f = np.floor(u), u - np.floor(u)
+  with np.errstate(divide='ignore'):
+    return np.logaddexp(np.log1p(-f) - np.abs(support - j) / b,
+                        np.log(f) - np.abs(support - j - 1) / b)
+
+
+@pytest.mark.parametrize('eta', [None, 2.0**-4, 1.0])
+def test_randomized_rounding_keeps_the_laplace_epsilon_exact(eta):
+  """The log-likelihood ratio of two inputs x, x' never exceeds
+  |x - x'| / scale, on or off the grid, for the grids the exact Laplace
+  uses; rounding to the nearest grid point instead would break it."""
+  scale = 1.0
+  eta = transforms.laplace_grid_spacing(scale) if eta is None else eta
+  support = np.arange(-60000, 60001)
+  worst = 0.0
+  for x, x2 in [(0.0, eta / 3), (0.49 * eta, 0.51 * eta), (0.1, 0.1 + eta),
+                (-0.3 * eta, 0.7 * eta), (2.0, 3.5)]:
+    ratio = np.abs(_release_log_pmf(x, scale, eta, support)
+                   - _release_log_pmf(x2, scale, eta, support))
+    assert np.all(np.isfinite(ratio))
+    worst = max(worst, float(np.max(ratio)) / (abs(x - x2) / scale))
+  assert worst <= 1 + 1e-9
+  # Nearest rounding: x = 0.49 eta and 0.51 eta land one grid step apart.
+  b = float(noise.discrete_laplace_scale(
+      transforms.laplace_grid_scale(scale, eta)))
+  assert (1 / b) / (0.02 * eta / scale) > 10
+
+
+def test_float_laplace_remains_an_explicit_option():
+  v = jnp.linspace(-1.0, 1.0, 64)
+  tx = dpjax.add_laplace_noise(0.5, key=KEY, exact=False)
+  out = tx.update(v, tx.init(None))[0]
+  want = v + noise.laplace(jax.random.split(jax.random.fold_in(KEY, 0), 1)[0],
+                           v.shape, scale=0.5)
+  np.testing.assert_array_equal(out, want)
+  # Traced scales need the float path; the exact one says so.
+  fn = lambda s, e: dpjax.add_laplace_noise(s, key=KEY, exact=e).update(  # noqa: E731
+      v, transforms.KeyStepState.create(KEY))[0]
+  assert jax.jit(lambda s: fn(s, False))(0.5).shape == v.shape
+  with pytest.raises(ValueError, match='exact=False'):
+    jax.jit(lambda s: fn(s, True))(0.5)
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(eta=0.3), 'eta=0.3'), (dict(eta=2.0**-30), 'scale / eta'),
+    (dict(eta=2.0**-4, exact=False), 'eta=0.0625'),
+])
+def test_laplace_grid_is_validated(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    dpjax.add_laplace_noise(1.0, key=KEY, **kwargs)
+
+
+def test_randomized_rounding_is_unbiased_with_exact_probabilities():
+  """P[round up] is the fractional part itself, also far below 2^-24."""
+  n = 400000
+  for x, p in [(-2.3, 0.7), (5.0 + 2.0**-3, 2.0**-3), (0.9999, 0.9999)]:
+    r = np.asarray(noise.randomized_round(jax.random.key(5), jnp.full(n, x)))
+    lo = np.floor(np.float32(x))
+    assert set(np.unique(r)) <= {lo, lo + 1}
+    hits = int(np.sum(r == lo + 1))
+    assert abs(hits - n * p) < 5 * np.sqrt(n * p * (1 - p))
+  # f = 2^-30: 2^22 draws give 2^-8 expected hits; with key 0, none.
+  tiny = noise.randomized_round(jax.random.key(0),
+                                jnp.full(2**22, 2.0**-30, jnp.float32))
+  assert int(jnp.sum(tiny)) <= 2
 
 
 def test_rs_dpsgd_refuses_one_key_for_noise_and_masks():

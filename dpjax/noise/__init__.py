@@ -30,6 +30,7 @@ from dpjax.noise._discrete import MAX_DISCRETE_SIGMA
 from dpjax.noise._float import gaussian
 from dpjax.noise._float import laplace
 from dpjax.noise._float import tree_noise
+from dpjax.noise._rounding import randomized_round
 
 __all__ = [
     'binomial',
@@ -44,5 +45,6 @@ __all__ = [
     'laplace',
     'MAX_DISCRETE_SCALE',
     'MAX_DISCRETE_SIGMA',
+    'randomized_round',
     'tree_noise',
 ]

@@ -19,6 +19,11 @@ from dpjax.transforms._adding_noise import add_gaussian_noise
 from dpjax.transforms._adding_noise import add_gaussian_noise_event
 from dpjax.transforms._adding_noise import add_laplace_noise
 from dpjax.transforms._adding_noise import add_laplace_noise_event
+from dpjax.transforms._adding_noise import laplace_grid_scale
+from dpjax.transforms._adding_noise import laplace_grid_spacing
+from dpjax.transforms._adding_noise import laplace_privatizer
+from dpjax.transforms._adding_noise import laplace_privatizer_bits
+from dpjax.transforms._adding_noise import laplace_privatizer_event
 from dpjax.transforms._alias import compressive_dpsgd
 from dpjax.transforms._alias import dpsgd
 from dpjax.transforms._alias import rs_dpsgd
@@ -29,11 +34,9 @@ from dpjax.transforms._compressing import compressive_privatizer
 from dpjax.transforms._compressing import compressive_privatizer_bits
 from dpjax.transforms._compressing import compressive_privatizer_epsilons
 from dpjax.transforms._compressing import compressive_privatizer_event
+from dpjax.transforms._compressing import compressive_sensitivity_margin
 from dpjax.transforms._compressing import CompressivePrivatizerState
 from dpjax.transforms._compressing import CompressiveRelease
-from dpjax.transforms._compressing import laplace_privatizer
-from dpjax.transforms._compressing import laplace_privatizer_bits
-from dpjax.transforms._compressing import laplace_privatizer_event
 from dpjax.transforms._dpsgd_noise import add_dpsgd_noise
 from dpjax.transforms._dpsgd_noise import dpsgd_step_event
 from dpjax.transforms._dpsgd_noise import DpsgdNoiseState
@@ -89,6 +92,7 @@ __all__ = [
     'compressive_privatizer_bits',
     'compressive_privatizer_epsilons',
     'compressive_privatizer_event',
+    'compressive_sensitivity_margin',
     'CompressivePrivatizerState',
     'CompressiveRelease',
     'decode_sparse',
@@ -103,6 +107,8 @@ __all__ = [
     'k_level_quantizer',
     'keyed_transformation',
     'KeyStepState',
+    'laplace_grid_scale',
+    'laplace_grid_spacing',
     'laplace_privatizer',
     'laplace_privatizer_bits',
     'laplace_privatizer_event',

@@ -167,6 +167,7 @@ def compressive_dpsgd(learning_rate: optax.ScalarOrSchedule, kappa: int,
                       num_measurements: int, epsilon: float,
                       linf_clip: float, *, key: jax.Array,
                       noise_calibration: str = 'certified',
+                      exact: bool = True,
                       **cosamp_options: Any) -> optax.GradientTransformation:
   """Private gradient descent with the compressive mechanism (Farokhi Alg. 3).
 
@@ -177,7 +178,7 @@ def compressive_dpsgd(learning_rate: optax.ScalarOrSchedule, kappa: int,
 
   Args:
     learning_rate: step size or schedule; may be traced.
-    kappa, num_measurements, epsilon, linf_clip, noise_calibration,
+    kappa, num_measurements, epsilon, linf_clip, noise_calibration, exact,
       cosamp_options: as ``compressive_privatizer``.
     key: PRNG key (required).
 
@@ -200,6 +201,7 @@ def compressive_dpsgd(learning_rate: optax.ScalarOrSchedule, kappa: int,
   return optax.chain(
       _compressing.compressive_privatizer(
           kappa, num_measurements, epsilon, linf_clip, key=key,
-          noise_calibration=noise_calibration, **cosamp_options),
+          noise_calibration=noise_calibration, exact=exact,
+          **cosamp_options),
       optax.sgd(learning_rate),
   )

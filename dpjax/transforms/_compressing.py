@@ -30,6 +30,18 @@ Two noise calibrations:
   so among many columns some exceed sqrt(p)). The transform records that
   realized epsilon in its state, so a ledger can hold the guarantee that
   actually ran.
+
+Noise without floating-point leaks (``exact=True``, default; Mironov
+2012). Delta(Psi) is traced (Psi is drawn under jit), but the certified query
+q = Psi x / Delta(Psi) has L1 sensitivity 1 for any two inputs, so its
+Laplace scale 1 / epsilon is static (the paper's sqrt(p) / epsilon on Psi x
+is static too). q goes through ``dpjax.add_laplace_noise``'s mechanism
+(exact randomized rounding to a grid, exact discrete Laplace noise widened
+so that its epsilon per unit of L1 distance is exactly 1 / scale) and is
+multiplied back by Delta(Psi): the certified mechanism, with a noise scale
+larger by a factor below 1 + 2^-11 for epsilon <= 2^20, and Delta(Psi)
+enlarged by ``compressive_sensitivity_margin`` for float32 rounding.
+``exact=False`` keeps the paper's float Laplace (and a traced epsilon).
 """
 
 import math
@@ -48,7 +60,7 @@ from dpjax import accounting
 from dpjax import noise as noise_lib
 from dpjax.recovery import _cosamp
 from dpjax.recovery import _sensing
-from dpjax.transforms._state import keyed_transformation
+from dpjax.transforms import _adding_noise
 
 
 CALIBRATIONS = ('certified', 'paper')
@@ -65,15 +77,19 @@ class CompressiveRelease(NamedTuple):
     noise_scale: the Laplace scale used on the measurements.
     sensing_matrix: Psi, data-independent (it may be published; unused
       fields cost nothing under jit).
+    measurements: the noisy measurements y (the private message; ``value``
+      is recovered from y and Psi). With ``exact``, y is an integer times
+      the grid spacing (times Delta(Psi), computed, under ``"certified"``).
   """
   value: jax.Array
   epsilon: jax.Array
   noise_scale: jax.Array
   sensing_matrix: jax.Array
+  measurements: jax.Array
 
 
 def _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
-                        calibration):
+                        calibration, exact=False):
   _validate.positive_int(kappa=kappa, num_measurements=num_measurements)
   if num_measurements < 3:
     raise ValueError(
@@ -82,11 +98,83 @@ def _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
   if calibration not in CALIBRATIONS:
     raise ValueError(
         f'Expected noise_calibration={calibration!r} in {CALIBRATIONS}.')
+  if exact:
+    if not _validate.concrete(epsilon):
+      raise ValueError('The exact compressive mechanism needs a concrete '
+                       'epsilon (the exact sampler takes a rational scale); '
+                       'pass exact=False to trace it.')
+    _validate.finite(epsilon=epsilon)
+    if num_measurements + 2 * kappa > 2**20:
+      raise ValueError(f'Expected num_measurements + 2 kappa = '
+                       f'{num_measurements + 2 * kappa} <= 2^20 (exact=True).')
+    try:
+      _grid(num_measurements, epsilon, calibration)
+    except ValueError:
+      raise ValueError(f'epsilon={epsilon} is too large for the exact '
+                       'sampler; pass exact=False.') from None
+
+
+def _grid(num_measurements, epsilon, calibration):
+  """(unit-free Laplace scale, grid spacing eta) of the exact mechanism.
+
+  Certified: scale 1 / epsilon on q = Psi x / Delta(Psi), |q_i| < 1.
+  Paper: sqrt(p) / epsilon on Psi x, |(Psi x)_i| <= max_j |Psi_ij| / 2,
+  which exceeds 16 only if a N(0, 1) entry of sqrt(p) Psi exceeds 32
+  sqrt(p); the grid covers 16 (larger values would be clipped, a contraction
+  that leaves the privacy as stated).
+  """
+  if calibration == 'certified':
+    scale, bound = 1 / float(epsilon), 1.0
+  else:
+    scale, bound = math.sqrt(num_measurements) / float(epsilon), 16.0
+  eta = _adding_noise.laplace_grid_spacing(scale, bound)
+  return scale, _adding_noise.grid_spacing(scale, eta)
+
+
+def compressive_sensitivity_margin(num_measurements: int,
+                                   kappa: int) -> float:
+  """1 + (p + 2 kappa + 8) 2^-23: Delta(Psi) as computed, times this, bounds
+  the L1 sensitivity of Psi x as computed in float32.
+
+  x's entries are at most (1 + 3u) / (2 kappa) (u = 2^-24, rounding of
+  x / (2 xi kappa)); Psi x sums at most kappa nonzero products (error
+  gamma_kappa = kappa u / (1 - kappa u) relative to sum |Psi_ij x_j|);
+  the computed Delta(Psi) is at least (1 - gamma_p)(1 - gamma_kappa)(1 - u)
+  Delta(Psi), and dividing by it (and rounding this factor) costs 2u more:
+  to first order (p + 2 kappa + 7) u, doubled here, which covers the
+  second-order terms for p + 2 kappa <= 2^20.
+
+  Example:
+    >>> compressive_sensitivity_margin(20, 2) - 1 == 32 * 2.0**-23
+    True
+  """
+  return 1 + (num_measurements + 2 * kappa + 8) * 2.0**-23
+
+
+def _exact_measurements(noise_key, psi, x, kappa, epsilon, calibration):
+  """(y, epsilon, noise scale) of the exact mechanism (module docstring)."""
+  p = psi.shape[0]
+  measured = jnp.dot(psi, x, precision=jax.lax.Precision.HIGHEST)
+  # bound >= the L1 sensitivity of ``measured`` as computed
+  bound = _sensing.sensing_l1_sensitivity(
+      psi, kappa) * compressive_sensitivity_margin(p, kappa)
+  scale, eta = _grid(p, epsilon, calibration)
+  if calibration == 'certified':
+    unit = bound  # q = measured / bound has L1 sensitivity <= 1
+    realized = jnp.asarray(float(epsilon), jnp.float32)
+  else:
+    unit, realized = jnp.ones([], jnp.float32), bound / scale
+  grid = _adding_noise.laplace_grid_scale(scale, eta)
+  y = unit * _adding_noise.grid_laplace(noise_key, measured / unit, grid, eta)
+  noise_scale = unit * (eta * float(noise_lib.discrete_laplace_scale(grid)))
+  return y, realized, noise_scale
 
 
 def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
                           kappa: int, num_measurements: int, epsilon: float,
-                          linf_clip: float, noise_calibration: str = 'certified',
+                          linf_clip: float,
+                          noise_calibration: str = 'certified',
+                          exact: bool = True,
                           **cosamp_options: Any) -> CompressiveRelease:
   """Alg. 2 on a flat vector: top-kappa, clip, measure, add Laplace, recover.
 
@@ -97,9 +185,12 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
       xi = ``linf_clip``.
     kappa: sparsity, 1 <= kappa <= n.
     num_measurements: p >= 3 (the paper takes p = O(kappa log(n / kappa))).
-    epsilon: per-release privacy budget (> 0); may be traced.
+    epsilon: per-release privacy budget (> 0); concrete when ``exact``,
+      else it may be traced.
     linf_clip: xi, the coordinate bound of Assumption 1 (> 0); may be traced.
     noise_calibration: ``"certified"`` or ``"paper"`` (module docstring).
+    exact: grid-valued exact noise in float32 (default; module docstring) or
+      the paper's float Laplace in v's dtype.
     **cosamp_options: passed to ``cosamp``.
 
   Returns:
@@ -110,11 +201,16 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
     relation), conditional on Psi, which is data-independent and may be
     public. ``"paper"``: ``release.epsilon``-DP given Psi, which may exceed
     the requested epsilon; the paper's epsilon-DP claim holds only when
-    Delta(Psi) <= sqrt(p).
+    Delta(Psi) <= sqrt(p). ``exact``: these hold for the float32 computation
+    as run, up to the exact sampler's int32 range (probability below
+    e^-1000, as ``add_laplace_noise``): Delta(Psi) is enlarged by
+    ``compressive_sensitivity_margin`` to cover float32 rounding, so the paper
+    calibration's ``release.epsilon`` is larger by that factor. Without
+    ``exact``: the guarantee of ideal real-valued Laplace noise.
 
   References:
     Farokhi, Alg. 2 and Prop. 1-2; Li, Zhang, Winslett, Yang, "Compressive
-    mechanism", WPES 2011.
+    mechanism", WPES 2011; Mironov 2012 (float leaks).
 
   Example:
     >>> out = compressive_mechanism(jax.random.key(0), jnp.arange(50.), kappa=3,
@@ -127,23 +223,31 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
   if v.ndim != 1:
     raise ValueError(f'Expected a flat vector v, got shape {v.shape}.')
   _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
-                      noise_calibration)
+                      noise_calibration, exact)
   _cosamp.validate_sparsity(kappa, v.shape[0], 'kappa')
   psi_key, noise_key = jax.random.split(_validate.key(key))
   psi = _sensing.gaussian_sensing_matrix(psi_key, num_measurements, v.shape[0])
+  xi = linf_clip
+  if exact:
+    x = jnp.clip(_cosamp.keep_top_k(v.astype(jnp.float32), kappa), -xi,
+                 xi) / (2 * xi * kappa)
+    y, realized, scale = _exact_measurements(noise_key, psi, x, kappa,
+                                             epsilon, noise_calibration)
+    x_star = _cosamp.cosamp(psi, y, kappa, **cosamp_options)
+    return CompressiveRelease((2 * xi * kappa * x_star).astype(v.dtype),
+                              realized, scale, psi, y)
   psi = psi.astype(v.dtype)
   sensitivity = _sensing.sensing_l1_sensitivity(psi, kappa)
   if noise_calibration == 'certified':
     scale = sensitivity / epsilon
   else:
     scale = jnp.asarray(math.sqrt(num_measurements) / epsilon, v.dtype)
-  xi = linf_clip
   x = jnp.clip(_cosamp.keep_top_k(v, kappa), -xi, xi) / (2 * xi * kappa)
   y = psi @ x + noise_lib.laplace(noise_key, (num_measurements,), scale=1.0,
                                   dtype=v.dtype) * scale
   x_star = _cosamp.cosamp(psi, y, kappa, **cosamp_options)
   return CompressiveRelease(2 * xi * kappa * x_star, sensitivity / scale,
-                            scale, psi)
+                            scale, psi, y)
 
 
 class CompressivePrivatizerState(NamedTuple):
@@ -160,7 +264,7 @@ class CompressivePrivatizerState(NamedTuple):
 def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
                            linf_clip: float, *, key: jax.Array,
                            noise_calibration: str = 'certified',
-                           **cosamp_options: Any
+                           exact: bool = True, **cosamp_options: Any
                            ) -> optax.GradientTransformation:
   """Farokhi's Alg. 2 as a transform on the aggregated update.
 
@@ -172,11 +276,14 @@ def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
   Args:
     kappa: sparsity (1 <= kappa <= n); static.
     num_measurements: p >= 3; static.
-    epsilon: per-step budget (> 0); may be traced.
+    epsilon: per-step budget (> 0); concrete when ``exact``, else it may be
+      traced.
     linf_clip: xi (> 0), the kept coordinates are clipped to [-xi, xi]; may
       be traced.
     key: PRNG key (required).
     noise_calibration: ``"certified"`` (default) or ``"paper"``; static.
+    exact: exact grid-valued noise (default) or the paper's float Laplace
+      (``compressive_mechanism``).
     **cosamp_options: passed to ``cosamp``.
 
   Returns:
@@ -185,9 +292,11 @@ def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
   Privacy:
     Per step, as ``compressive_mechanism``: ``"certified"`` is epsilon-DP
     given the public sensing matrix, for any two inputs; ``"paper"`` is
-    ``state.epsilon``-DP given it, not the requested epsilon.
-    ``compressive_privatizer_event`` builds the event of a run from the same
-    hyperparameters and key (recomputing each step's sensing matrix).
+    ``state.epsilon``-DP given it, not the requested epsilon; ``exact``
+    holds them for the float32 computation as run (without it, for ideal
+    real-valued noise). ``compressive_privatizer_event`` builds the event
+    of a run from the same hyperparameters and key (recomputing each step's
+    sensing matrix).
 
   References:
     Farokhi, Alg. 2-3.
@@ -200,7 +309,7 @@ def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
     (True, 1.0)
   """
   _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
-                      noise_calibration)
+                      noise_calibration, exact)
   key = _validate.key(key)
 
   def init_fn(params):
@@ -215,7 +324,7 @@ def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
         jax.random.fold_in(state.key, state.count), flat, kappa=kappa,
         num_measurements=num_measurements, epsilon=epsilon,
         linf_clip=linf_clip, noise_calibration=noise_calibration,
-        **cosamp_options)
+        exact=exact, **cosamp_options)
     return unflatten(release.value), CompressivePrivatizerState(
         optax.safe_increment(state.count), state.key,
         release.epsilon.astype(jnp.float32))
@@ -227,14 +336,16 @@ def compressive_privatizer_epsilons(kappa: int, num_measurements: int,
                                     epsilon: float, *, key: jax.Array,
                                     dimension: int, steps: int,
                                     first_step: int = 0,
-                                    noise_calibration: str = 'certified'
-                                    ) -> np.ndarray:
+                                    noise_calibration: str = 'certified',
+                                    exact: bool = True) -> np.ndarray:
   """The pure-DP epsilon of each step of ``compressive_privatizer``.
 
   Recomputes the sensing matrix of steps ``first_step .. first_step + steps
   - 1`` from the key (it never depends on the data) and returns
   Delta(Psi_t) / (noise scale_t): ``epsilon`` at every step under
-  ``"certified"``, the realized epsilon under ``"paper"``.
+  ``"certified"``, the realized epsilon under ``"paper"`` (with ``exact``,
+  Delta(Psi_t) enlarged by ``compressive_sensitivity_margin``, as the
+  mechanism states).
 
   Example:
     >>> compressive_privatizer_epsilons(2, 8, 1.0, key=jax.random.key(0),
@@ -242,7 +353,7 @@ def compressive_privatizer_epsilons(kappa: int, num_measurements: int,
     [1.0, 1.0, 1.0]
   """
   _validate_mechanism(kappa, num_measurements, epsilon, 1.0,
-                      noise_calibration)
+                      noise_calibration, exact)
   _validate.positive_int(dimension=dimension, steps=steps)
   _cosamp.validate_sparsity(kappa, dimension, 'kappa')
   if noise_calibration == 'certified':
@@ -256,16 +367,18 @@ def compressive_privatizer_epsilons(kappa: int, num_measurements: int,
     return _sensing.sensing_l1_sensitivity(psi, kappa)
 
   sens = jax.jit(jax.vmap(one))(jnp.arange(first_step, first_step + steps))
-  return np.asarray(sens, np.float64) * float(epsilon) / math.sqrt(
-      num_measurements)
+  sens = np.asarray(sens, np.float64)
+  if exact:
+    sens = sens * compressive_sensitivity_margin(num_measurements, kappa)
+  return sens * float(epsilon) / math.sqrt(num_measurements)
 
 
 def compressive_privatizer_event(kappa: int, num_measurements: int,
                                  epsilon: float, *, key: jax.Array,
                                  dimension: int, steps: int,
                                  first_step: int = 0,
-                                 noise_calibration: str = 'certified'
-                                 ) -> dp_accounting.DpEvent:
+                                 noise_calibration: str = 'certified',
+                                 exact: bool = True) -> dp_accounting.DpEvent:
   """DpEvent of ``steps`` steps of ``compressive_privatizer`` (same arguments).
 
   ``"certified"``: ``steps`` self-composed ``laplace_event(epsilon)``.
@@ -280,7 +393,8 @@ def compressive_privatizer_event(kappa: int, num_measurements: int,
   """
   eps = compressive_privatizer_epsilons(
       kappa, num_measurements, epsilon, key=key, dimension=dimension,
-      steps=steps, first_step=first_step, noise_calibration=noise_calibration)
+      steps=steps, first_step=first_step, noise_calibration=noise_calibration,
+      exact=exact)
   if noise_calibration == 'certified':
     return dp_accounting.SelfComposedDpEvent(
         accounting.laplace_event(float(epsilon)), steps)
@@ -302,120 +416,3 @@ def compressive_privatizer_bits(num_measurements: int,
   _validate.positive_int(num_measurements=num_measurements,
                          value_bits=value_bits)
   return num_measurements * value_bits
-
-
-def _exact_grid_bits(n: int, epsilon: float) -> int:
-  """k with grid eta = xi / 2^k: as fine as 2^-10 xi while the noise scale
-  in grid units, 2^(k+1) n / epsilon, stays <= 2^20 (so |noise| < 2^30)."""
-  k = min(10, math.floor(19 - math.log2(n / epsilon)))
-  if k < 0:
-    raise ValueError(
-        f'n / epsilon = {n / epsilon:g} is too large for the exact discrete '
-        'Laplace (scale above 2^20 grid units); pass exact=False.')
-  return k
-
-
-def laplace_privatizer(epsilon: float, linf_clip: float, *,
-                       key: jax.Array, exact: bool = True
-                       ) -> optax.GradientTransformation:
-  """The unsparsified baseline: clip every coordinate to [-xi, xi], add Laplace.
-
-  The O(n) mechanism Farokhi compares against: Laplace noise of scale
-  2 xi n / epsilon on each of the n coordinates of the flattened update,
-  xi = ``linf_clip``.
-
-  ``exact=True`` (default) draws the noise without floating point: each
-  clipped coordinate is rounded to the grid eta Z with eta = xi / 2^k (k <=
-  10, so the rounding moves it by at most xi / 2^11), exact discrete Laplace
-  noise of the same scale is added to the integer codes
-  (``dpjax.noise.discrete_laplace``), and the integer sum times eta is
-  released, a function of the noisy integer alone (no low-order-bit leak,
-  Mironov 2012). ``exact=False`` adds float32 Laplace noise to the float
-  value, as the paper does; it allows traced hyperparameters.
-
-  Args:
-    epsilon: per-step budget (> 0); concrete when ``exact``, else may be
-      traced.
-    linf_clip: coordinate bound xi (> 0); concrete when ``exact``, else may
-      be traced.
-    key: PRNG key (required); step t uses ``fold_in(key, t)``.
-    exact: discrete noise on a grid (default) or float noise.
-
-  Returns:
-    An optax transformation with ``KeyStepState``.
-
-  Privacy:
-    Two clipped updates differ by at most 2 xi n in L1, for ANY two inputs
-    (on the grid: codes in [-2^k, 2^k], so at most 2^(k+1) n grid units
-    against a scale of 2^(k+1) n / epsilon units, rounded up by the exact
-    sampler), so a step is epsilon-DP: ``laplace_privatizer_event(epsilon)``,
-    the same event as the certified compressive mechanism.
-
-  References:
-    Farokhi, Sec. 1 (the O(n_theta) baseline); Dwork & Roth 2014, Thm 3.6;
-    Mironov, "On significance of the least significant bits for
-    differential privacy", CCS 2012; Canonne, Kamath, Steinke 2020.
-
-  Example:
-    >>> tx = laplace_privatizer(1.0, 0.5, key=jax.random.key(0))
-    >>> tx.update(jnp.zeros(3), tx.init(None))[0].shape
-    (3,)
-  """
-  _validate.positive(epsilon=epsilon, linf_clip=linf_clip)
-  _validate.finite(epsilon=epsilon, linf_clip=linf_clip)
-  if exact and not all(_validate.concrete(v) for v in (epsilon, linf_clip)):
-    raise ValueError('laplace_privatizer(exact=True) needs concrete Python '
-                     'numbers for epsilon and linf_clip (the exact sampler '
-                     'takes a rational scale); pass exact=False to trace them.')
-
-  def exact_step(updates, step_key, params):
-    del params
-    flat, unflatten = flatten_util.ravel_pytree(updates)
-    flat = _numerics.zero_nonfinite(flat)  # NaN/inf: released as 0
-    n = flat.shape[0]
-    k = _exact_grid_bits(n, float(epsilon))
-    eta = float(linf_clip) / 2**k
-    codes = jnp.round(jnp.clip(flat.astype(jnp.float32) / eta, -2**k, 2**k))
-    noise = noise_lib.discrete_laplace(
-        step_key, flat.shape, scale=2**(k + 1) * n / float(epsilon))
-    total = codes.astype(jnp.int32) + noise
-    return unflatten((total.astype(jnp.float32) * eta).astype(flat.dtype))
-
-  if exact:
-    return keyed_transformation(key, exact_step)
-
-  def step(updates, step_key, params):
-    del params
-    flat, unflatten = flatten_util.ravel_pytree(updates)
-    flat = _numerics.zero_nonfinite(flat)  # NaN/inf: released as 0
-    scale = 2 * linf_clip * flat.shape[0] / epsilon
-    noise = noise_lib.laplace(step_key, flat.shape, scale=scale,
-                              dtype=flat.dtype)
-    return unflatten(jnp.clip(flat, -linf_clip, linf_clip) + noise)
-
-  return keyed_transformation(key, step)
-
-
-def laplace_privatizer_event(epsilon: float,
-                             steps: int = 1) -> dp_accounting.DpEvent:
-  """DpEvent of ``steps`` steps of ``laplace_privatizer(epsilon, ...)``.
-
-  Example:
-    >>> dpjax.accounting.basic_composition(laplace_privatizer_event(0.5, 3))
-    (1.5, 0.0)
-  """
-  _validate.positive(epsilon=epsilon)
-  _validate.positive_int(steps=steps)
-  return dp_accounting.SelfComposedDpEvent(
-      accounting.laplace_event(float(epsilon)), steps)
-
-
-def laplace_privatizer_bits(dimension: int, value_bits: int = 32) -> int:
-  """Bits of one step's message: every coordinate, ``value_bits`` each.
-
-  Example:
-    >>> laplace_privatizer_bits(64)
-    2048
-  """
-  _validate.positive_int(dimension=dimension, value_bits=value_bits)
-  return dimension * value_bits

@@ -28,7 +28,10 @@ Methods (one curve each):
   datasets, so its input bound is 2 xi kappa whatever n is.
 
 Privacy epsilon is per step (per release), as in the paper; T - 1 releases
-compose (basic composition and PLD at ``delta``).
+compose (basic composition and PLD at ``delta``). Every private method adds
+the paper's float Laplace noise (``exact=False``): the sweep traces eps, which
+the exact grid samplers (the library default) cannot take, and it keeps the
+published numbers; its epsilons are those of ideal real-valued noise.
 
 Modes: quick (5 seeds, per-step eps in {1, 10, 100, 1000, 10^4}, kappa in
 {1, 3, 5}) and full (20 seeds, eps from 0.1 to 10^5, kappa in {1, 2, 3, 5,

@@ -71,15 +71,18 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
     def full_grad(residual):
       return 2 * (x.T @ residual) / n
 
+    # Every private method runs the paper's float Laplace (exact=False): eps
+    # is traced (one compile for the whole sweep), which the exact samplers
+    # cannot take, and the published numbers are those of the float path.
     if method in COMPRESSIVE:
       tx = dpjax.transforms.compressive_privatizer(
           kappa, num_measurements, eps, xi, key=key,
-          noise_calibration='certified' if method == 'compressive' else 'paper')
+          noise_calibration='certified' if method == 'compressive' else 'paper',
+          exact=False)
     elif method == 'laplace':
-      # The paper's float Laplace: eps is traced (one compile for the sweep).
       tx = dpjax.laplace_privatizer(eps, xi, key=key, exact=False)
     elif method == 'laplace_mean':  # L1 sensitivity 2 xi d / n of the mean
-      tx = dpjax.add_laplace_noise(2 * xi * d / n / eps, key=key)
+      tx = dpjax.add_laplace_noise(2 * xi * d / n / eps, key=key, exact=False)
     elif method == 'top_k':
       tx = dpjax.sparsify_top_k(kappa)
     else:
