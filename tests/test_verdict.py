@@ -253,3 +253,10 @@ def test_rule_states_every_part_once():
 def test_docstring_examples():
   result = doctest.testmod(vlib, optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0
+
+
+def test_claim_details_cannot_overwrite_the_verdict():
+  v = vlib.paired_verdict([1.0, 2.0, 3.0])
+  assert vlib.claim('up', v, rate=0.5)['rate'] == 0.5
+  with pytest.raises(ValueError, match='method'):
+    vlib.claim('up', v, method='x')

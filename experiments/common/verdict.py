@@ -199,8 +199,13 @@ def verdict_table_row(claim: str, v: Union[Verdict, Mapping[str, Any]]
 
 def claim(text: str, v: Verdict, **details: Any) -> dict[str, Any]:
   """A claim as stored in ``results['claims']``: its text, its verdict's
-  fields and any ``details`` (e.g. the setting chosen)."""
-  return dict(claim=text, **v.to_dict(), **details)
+  fields and any ``details`` (e.g. the setting chosen), whose names must not
+  be the verdict's own."""
+  fields = v.to_dict()
+  clash = sorted(set(details) & (set(fields) | {'claim'}))
+  if clash:
+    raise ValueError(f'details {clash} would overwrite the verdict\'s fields')
+  return dict(claim=text, **fields, **details)
 
 
 def claims_table(claims: Sequence[Mapping[str, Any]]) -> str:
