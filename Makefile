@@ -31,6 +31,7 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 bench: $(BENCH_STAMP)
 	$(PY) -m experiments.bench
 	$(PY) -m experiments.bench_noise
+	$(PY) -m experiments.bench_seeds
 
 clean:
 	rm -rf $(VENV) results

@@ -282,11 +282,13 @@ def test_ablation_configuration_is_checked():
   assert not train.TrainConfig(**dict(CONFIG, ablation='noisy_sgd')).private
 
 
-def test_vmapped_seeds_are_the_single_seed_runs(digits, model):
-  """Seeds trained as one vmapped program give each seed's own run."""
+@pytest.mark.parametrize('seeds_as', ['vmap', 'map'])
+def test_seeds_in_one_program_are_the_single_seed_runs(digits, model,
+                                                       seeds_as):
+  """Seeds trained as one program give each seed's own run."""
   cfg = train.TrainConfig(**dict(CONFIG, checkpoint_every=0))
   together = train.train_seeds(model, digits, cfg, (3, 7), delta=DELTA,
-                               progress=False)
+                               progress=False, seeds_as=seeds_as)
   for seed, res in zip((3, 7), together):
     alone = train.train(model, digits, dataclasses.replace(cfg, seed=seed),
                         delta=DELTA, progress=False)
@@ -298,3 +300,6 @@ def test_vmapped_seeds_are_the_single_seed_runs(digits, model):
                          jax.tree.leaves(together[1].params)[0])
   with pytest.raises(ValueError, match='distinct seeds'):
     train.train_seeds(model, digits, cfg, (1, 1), progress=False)
+  with pytest.raises(ValueError, match='seeds_as'):
+    train.train_seeds(model, digits, cfg, (1, 2), progress=False,
+                      seeds_as='pmap')

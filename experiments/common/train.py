@@ -5,14 +5,13 @@ shape, masked), computes the clipped per-example gradient sum with
 ``dpjax.clipped_grad_sum``, adds Gaussian noise of stddev sigma * C, divides by
 the expected batch size and takes an (optionally momentum) SGD step
 (Abadi et al. 2016, Alg. 1). The non-private baseline runs on the same batches
-without clipping or noise. After every step that ran, the step's DpEvent is
-appended to a ``dpjax.accounting.PrivacyLedger``; the reported epsilon is read
-from that ledger, so sampler, step count and accounting cannot disagree.
+without clipping or noise. Every step that ran appends its DpEvent, read from
+the chain's state, to a ``dpjax.accounting.PrivacyLedger``; epsilon is read
+from that ledger. Several seeds run as one jitted program.
 
-Everything random derives from ``config.seed``: model init, the batch of step t
-(``fold_in(batch_key, t)``) and the noise of step t (the noise transform's
-``fold_in``). With checkpoints, a run killed and resumed ends bit-identical to
-an uninterrupted one (see ``experiments.common.checkpoint``).
+Everything random derives from the seed: model init, the batch of step t
+(``fold_in(batch_key, t)``) and the noise of step t. With checkpoints, a run
+killed and resumed ends bit-identical to an uninterrupted one.
 """
 
 import dataclasses
@@ -232,25 +231,36 @@ def _hyperparameters(config: TrainConfig, schedule) -> dict[str, Any]:
   return hp
 
 
+def seeds_as_default() -> str:
+  """'vmap' on accelerators; 'map' (a loop inside the one jitted program) on
+  CPU, where vmapped seeds of the digits CNN ran about 1.35x slower than
+  one seed after another (``BUILD_NOTES.md``, "Claim verdicts")."""
+  return 'map' if jax.default_backend() == 'cpu' else 'vmap'
+
+
 def _make_step(model, config: TrainConfig, data: Dataset, params,
-               seeds: tuple[int, ...]):
+               seeds: tuple[int, ...], seeds_as: str | None = None):
   """``(init_state, step)`` of the seeds' runs, stacked on a leading axis.
 
   The step draws the batch, takes the (clipped) gradient sum of the masked
   coordinates (``dpjax.clipped_grad_sum``, vmap or ghost) and applies the
   run's ``dpjax`` chain (``_transform``): noise, the same mask again,
-  normalization and SGD. It is ``jax.vmap``-ed over the seeds (their keys
-  are the mapped hyperparameters) and jitted, so S seeds are one program.
+  normalization and SGD. The seeds (their keys are the mapped
+  hyperparameters) run as one jitted program, ``jax.vmap``-ed or, with
+  ``seeds_as='map'``, as a ``jax.lax.map`` loop (``seeds_as_default``).
   Hyperparameters are traced arguments, so every run of a sweep with the
   same static settings and number of seeds shares one compilation.
   """
+  seeds_as = seeds_as or seeds_as_default()
+  if seeds_as not in ('vmap', 'map'):
+    raise ValueError(f"Expected seeds_as={seeds_as!r} in ('vmap', 'map').")
   one = jax.tree.map(lambda x: x[0], params)
   schedule = _mask_schedule(config, one, len(data.x_train))
   static = (config.clips, config.noise_multiplier is not None,
             config.clipping, config.expected_batch_size, config.momentum,
             None if schedule is None else
             (schedule.steps_per_epoch, schedule.refresh_per_epoch),
-            len(seeds))
+            len(seeds), seeds_as)
 
   def build():
     loss_fn = per_example_loss(model, data.task)
@@ -276,7 +286,10 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
       updates, opt_state = tx.update(grad_sum, opt_state, params)
       return optax.apply_updates(params, updates), opt_state
 
-    return jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0)))
+    if seeds_as == 'vmap':
+      return jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0)))
+    return jax.jit(lambda p, o, t, h: jax.lax.map(
+        lambda a: step(a[0], a[1], t, a[2]), (p, o, h)))
 
   step = _compiled('step', model, data, static, build)
   hp = _stack([_hyperparameters(dataclasses.replace(config, seed=s), schedule)
@@ -319,13 +332,11 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
                 seeds: Sequence[int], *, delta: float = 1e-5,
                 checkpoint_dir: str | None = None, progress: bool = True,
                 desc: str = '',
-                on_step: Callable[[int], None] | None = None
-                ) -> list[TrainResult]:
-  """Trains one run per seed, all seeds as one vmapped, jitted program.
+                on_step: Callable[[int], None] | None = None,
+                seeds_as: str | None = None) -> list[TrainResult]:
+  """Trains one run per seed, all seeds as one jitted program.
 
-  Seed s is exactly the run ``config`` with ``seed=s`` (its own init, batch,
-  noise and mask keys); the runs share every other hyperparameter. Resumes
-  from ``checkpoint_dir`` if it holds these runs.
+  Seed s is exactly the run ``config`` with ``seed=s`` (its own keys).
 
   Args:
     model: a flax module applied to ONE example.
@@ -335,21 +346,18 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
     delta: the delta at which epsilon is reported.
     checkpoint_dir: where checkpoints go; an existing run there is resumed
       (its configuration and seeds must match) and never silently restarted.
-    progress: show a tqdm bar with the first seed's loss, accuracy and
-      epsilon so far.
+    progress: show a tqdm bar (the first seed's metrics).
     desc: the bar's label.
     on_step: called with the step count after every step (tests use it).
+    seeds_as: 'vmap' or 'map' (see ``seeds_as_default``, the default).
 
   Returns:
     One ``TrainResult`` per seed, in the order of ``seeds``.
 
   Privacy:
-    With ``config.noise_multiplier`` set, each step of each seed is the
-    Poisson-subsampled Gaussian mechanism (add/remove-one, L2 sensitivity
-    C); each seed's ledger holds one event per executed step, read from its
-    chain's own state by ``dpjax.transforms.dpsgd_step_event`` (the sigma
-    and divisor that ran, checked against the config and the sampler, bound
-    to the step's noise).
+    Each private step of each seed is the Poisson-subsampled Gaussian
+    mechanism; each seed's ledger holds one event per executed step, read
+    from its chain's state by ``dpjax.transforms.dpsgd_step_event``.
   """
   validation.open_unit(delta=delta)
   seeds = tuple(int(s) for s in seeds)
@@ -363,7 +371,8 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
                    lambda: jax.jit(jax.vmap(model.init, in_axes=(0, None))))
   params = init(jnp.stack([_keys(dataclasses.replace(config, seed=s))['init']
                            for s in seeds]), data.x_train[0])
-  opt_state, step_fn = _make_step(model, config, data, params, seeds)
+  opt_state, step_fn = _make_step(model, config, data, params, seeds,
+                                  seeds_as)
   state = {'params': params, 'opt_state': opt_state}
   ledgers = [accounting.PrivacyLedger() for _ in seeds]
   histories, step, resumed_from = [[] for _ in seeds], 0, None
@@ -457,15 +466,6 @@ def sweep_base(cfg: dict[str, Any], num_examples: int) -> dict[str, Any]:
               learning_rate=cfg['learning_rate'], momentum=cfg['momentum'],
               l2_norm_clip=cfg['l2_norm_clip'],
               eval_every=max(1, steps // cfg['evals']))
-
-
-def run_and_record(module: nn.Module, data: Dataset, config: TrainConfig, *,
-                   delta: float, out_dir: str, label: str,
-                   progress: bool = True, **fields: Any) -> dict[str, Any]:
-  """``run_seeds_and_record`` of ``config.seed`` alone: its row."""
-  return run_seeds_and_record(module, data, config, (config.seed,),
-                              delta=delta, out_dir=out_dir, label=label,
-                              progress=progress, **fields)[0]
 
 
 def run_seeds_and_record(module: nn.Module, data: Dataset,
