@@ -231,15 +231,8 @@ def _hyperparameters(config: TrainConfig, schedule) -> dict[str, Any]:
   return hp
 
 
-def seeds_as_default() -> str:
-  """'vmap' on accelerators; 'map' (a loop inside the one jitted program) on
-  CPU, where vmapped seeds of the digits CNN ran about 1.35x slower than
-  one seed after another (``BUILD_NOTES.md``, "Claim verdicts")."""
-  return 'map' if jax.default_backend() == 'cpu' else 'vmap'
-
-
 def _make_step(model, config: TrainConfig, data: Dataset, params,
-               seeds: tuple[int, ...], seeds_as: str | None = None):
+               seeds: tuple[int, ...], seeds_as: str = 'vmap'):
   """``(init_state, step)`` of the seeds' runs, stacked on a leading axis.
 
   The step draws the batch, takes the (clipped) gradient sum of the masked
@@ -247,11 +240,11 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
   run's ``dpjax`` chain (``_transform``): noise, the same mask again,
   normalization and SGD. The seeds (their keys are the mapped
   hyperparameters) run as one jitted program, ``jax.vmap``-ed or, with
-  ``seeds_as='map'``, as a ``jax.lax.map`` loop (``seeds_as_default``).
+  ``seeds_as='map'``, as a ``jax.lax.map`` loop (``experiments.bench_seeds``
+  compares both with separate runs).
   Hyperparameters are traced arguments, so every run of a sweep with the
   same static settings and number of seeds shares one compilation.
   """
-  seeds_as = seeds_as or seeds_as_default()
   if seeds_as not in ('vmap', 'map'):
     raise ValueError(f"Expected seeds_as={seeds_as!r} in ('vmap', 'map').")
   one = jax.tree.map(lambda x: x[0], params)
@@ -333,7 +326,7 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
                 checkpoint_dir: str | None = None, progress: bool = True,
                 desc: str = '',
                 on_step: Callable[[int], None] | None = None,
-                seeds_as: str | None = None) -> list[TrainResult]:
+                seeds_as: str = 'vmap') -> list[TrainResult]:
   """Trains one run per seed, all seeds as one jitted program.
 
   Seed s is exactly the run ``config`` with ``seed=s`` (its own keys).
@@ -349,7 +342,7 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
     progress: show a tqdm bar (the first seed's metrics).
     desc: the bar's label.
     on_step: called with the step count after every step (tests use it).
-    seeds_as: 'vmap' or 'map' (see ``seeds_as_default``, the default).
+    seeds_as: 'vmap' (default) or 'map' (a loop in the one program).
 
   Returns:
     One ``TrainResult`` per seed, in the order of ``seeds``.
