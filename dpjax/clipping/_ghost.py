@@ -60,12 +60,10 @@ class GhostGrads:
     m = jnp.asarray(m).astype(self._params[leaf].dtype)
     return _ghost_plan.replay(tap.chain, m).astype(jnp.float32)
 
-  def sq_norms(self, masks: Sequence[Any] | None = None) -> list[jax.Array]:
-    """Squared per-example norms ||m * g_i||^2 of every leaf, each [B] f32.
-
-    Args:
-      masks: optional per-leaf coordinate masks (same shapes as the leaves).
-    """
+  def _per_leaf(self, masks, materialized, tap_rule) -> list[jax.Array]:
+    """One [B] f32 value per leaf: 0 for unused leaves, ``materialized(g)``
+    on a materialized (masked) per-example gradient, else ``tap_rule`` on
+    the leaf's tap."""
     plan = self._plan
     out = []
     for leaf in range(len(self._params)):
@@ -76,14 +74,23 @@ class GhostGrads:
         g = self._g_leaves[leaf]
         if m is not None:
           g = g * jnp.asarray(m).astype(g.dtype)
-        g = g.astype(jnp.float32)
-        out.append(jnp.sum(jnp.square(g), axis=tuple(range(1, g.ndim))))
+        out.append(materialized(g))
       else:
         path = plan.leaf_of_tap[leaf]
-        out.append(_ghost_rules.tap_sq_norm(
-            plan.taps[path], self._captured[path], self._g_taps[path],
-            self._view_mask(leaf, m)))
+        out.append(tap_rule(plan.taps[path], self._captured[path],
+                            self._g_taps[path], self._view_mask(leaf, m)))
     return out
+
+  def sq_norms(self, masks: Sequence[Any] | None = None) -> list[jax.Array]:
+    """Squared per-example norms ||m * g_i||^2 of every leaf, each [B] f32.
+
+    Args:
+      masks: optional per-leaf coordinate masks (same shapes as the leaves).
+    """
+    def materialized(g):
+      g = g.astype(jnp.float32)
+      return jnp.sum(jnp.square(g), axis=tuple(range(1, g.ndim)))
+    return self._per_leaf(masks, materialized, _ghost_rules.tap_sq_norm)
 
   def norms(self, masks: Sequence[Any] | None = None) -> list[jax.Array]:
     """Per-example norms ||m * g_i|| of every leaf, each [B] f32, computed
@@ -93,23 +100,9 @@ class GhostGrads:
     rounding; where it overflows, a finite gradient still has a finite norm
     here. Costs about as much as ``sq_norms`` again.
     """
-    plan = self._plan
-    out = []
-    for leaf in range(len(self._params)):
-      m = None if masks is None else masks[leaf]
-      if leaf in plan.unused:
-        out.append(jnp.zeros((self.batch_size,), jnp.float32))
-      elif leaf in plan.materialized:
-        g = self._g_leaves[leaf]
-        if m is not None:
-          g = g * jnp.asarray(m).astype(g.dtype)
-        out.append(_numerics.l2_norm(g, tuple(range(1, g.ndim))))
-      else:
-        path = plan.leaf_of_tap[leaf]
-        out.append(_ghost_rules.tap_norm(
-            plan.taps[path], self._captured[path], self._g_taps[path],
-            self._view_mask(leaf, m)))
-    return out
+    return self._per_leaf(
+        masks, lambda g: _numerics.l2_norm(g, tuple(range(1, g.ndim))),
+        _ghost_rules.tap_norm)
 
   def weighted_sums(self, weights: Sequence[jax.Array], valid: jax.Array,
                     masks: Sequence[Any] | None = None) -> list[jax.Array]:
