@@ -155,3 +155,8 @@ def test_compressive_regression_accepts_a_csv_dataset(tmp_path):
   results = exp.run(cfg, str(tmp_path), progress=False)
   assert results['dataset']['name'] == f'csv:{path}'
   assert (results['n'], results['n_theta']) == (60, 3)  # intercept, 2 cols
+
+
+def test_rs_tradeoff_needs_the_reference_rate():
+  with pytest.raises(ValueError, match='to hold 0'):
+    registry.EXPERIMENTS['rs_tradeoff'].config('quick', rates=[0.5, 0.9])

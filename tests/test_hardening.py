@@ -290,6 +290,15 @@ def test_ledger_follows_a_traced_sigma_changed_mid_run():
   np.testing.assert_allclose(sigmas, [2.0, 2.0, 0.7], rtol=1e-6)
 
 
+def test_dpsgd_noise_releases_non_finite_sums_as_their_zero_substitute():
+  tx = dpjax.transforms.add_dpsgd_noise(1.0, 1.1, key=KEY)
+  bad = jnp.array([jnp.nan, jnp.inf, 2.0, -jnp.inf])
+  good = jnp.array([0.0, 0.0, 2.0, 0.0])
+  out_bad, _ = tx.update(bad, tx.init(None))
+  out_good, _ = tx.update(good, tx.init(None))
+  np.testing.assert_array_equal(out_bad, out_good)
+
+
 def test_normalize_divisor_must_match_the_sampler():
   """Before: dividing by a batch size other than the sampler's q N (e.g. the
   padded size) was never checked."""
