@@ -7,6 +7,9 @@ Example:
   True
 """
 
+from dpjax.sampling._deadline import DeadlineSampler
+from dpjax.sampling._deadline import Speed
+from dpjax.sampling._deadline import uniform_speed
 from dpjax.sampling._poisson import DEFAULT_OVERFLOW_PROBABILITY
 from dpjax.sampling._poisson import PaddedBatch
 from dpjax.sampling._poisson import poisson_batch_cap
@@ -15,10 +18,13 @@ from dpjax.sampling._uniform import FixedSizeSampler
 from dpjax.sampling._uniform import ShuffleSampler
 
 __all__ = [
+    'DeadlineSampler',
     'DEFAULT_OVERFLOW_PROBABILITY',
     'FixedSizeSampler',
     'PaddedBatch',
     'poisson_batch_cap',
     'PoissonSampler',
     'ShuffleSampler',
+    'Speed',
+    'uniform_speed',
 ]
