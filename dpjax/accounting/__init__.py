@@ -9,8 +9,10 @@ from dpjax.accounting._accountants import calibrate_noise_multiplier
 from dpjax.accounting._accountants import calibrate_trials
 from dpjax.accounting._accountants import delta
 from dpjax.accounting._accountants import epsilon
+from dpjax.accounting._accountants import epsilon_from_rdp
 from dpjax.accounting._accountants import infer_neighboring_relation
 from dpjax.accounting._accountants import make_accountant
+from dpjax.accounting._accountants import rdp_curve
 from dpjax.accounting._accountants import TruncationSlackError
 from dpjax.accounting._binomial import advanced_composition
 from dpjax.accounting._binomial import binomial_epsilon
@@ -59,6 +61,7 @@ __all__ = [
     'discrete_gaussian_event',
     'dpsgd_event',
     'epsilon',
+    'epsilon_from_rdp',
     'EpsilonDeltaDpEvent',
     'event_from_dict',
     'event_to_dict',
@@ -74,5 +77,6 @@ __all__ = [
     'key_fingerprint',
     'PrivacyLedger',
     'pure_dp_event',
+    'rdp_curve',
     'TruncationSlackError',
 ]

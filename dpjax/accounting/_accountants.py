@@ -10,11 +10,12 @@ by the untruncated Poisson event plus a total-variation slack (see
 """
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import dp_accounting
 from dp_accounting import pld
 from dp_accounting import rdp
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_accountant_lib
 import numpy as np
 
 from dpjax import _validate
@@ -358,3 +359,37 @@ def calibrate_trials(epsilon_of: Callable[[int], float],
     else:
       lo = mid
   return hi
+
+
+def rdp_curve(event: dp_accounting.DpEvent, orders: Sequence[float],
+              neighboring_relation: NeighboringRelation | None = None
+              ) -> np.ndarray:
+  """The RDP of ``event`` at each of ``orders``, as dp_accounting computes it.
+
+  Curves add under composition, so a caller composing many events drawn from
+  a few distinct ones can compute each distinct curve once, sum them with
+  their counts and convert with ``epsilon_from_rdp``.
+
+  Example:
+    >>> rdp_curve(dp_accounting.GaussianDpEvent(2.0), [2.0, 4.0]).tolist()
+    [0.25, 0.5]
+  """
+  if neighboring_relation is None:
+    neighboring_relation = infer_neighboring_relation(event)
+  acc = _RdpAccountant(orders=[float(a) for a in orders],
+                       neighboring_relation=neighboring_relation)
+  acc.compose(event)
+  return np.asarray(acc._rdp, np.float64).copy()  # pylint: disable=protected-access
+
+
+def epsilon_from_rdp(orders: Sequence[float], rdp: Sequence[float],
+                     delta: float) -> float:
+  """Smallest epsilon at ``delta`` from an RDP curve (dp_accounting's conversion).
+
+  Example:
+    >>> round(epsilon_from_rdp([2.0, 4.0], [0.25, 0.5], 1e-5), 3) > 0
+    True
+  """
+  _validate.open_unit(delta=delta)
+  return float(rdp_accountant_lib.compute_epsilon(
+      [float(a) for a in orders], np.asarray(rdp, np.float64), delta)[0])

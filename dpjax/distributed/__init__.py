@@ -17,6 +17,15 @@ baseline. Each protocol has an event companion (``cpsgd_round_event``,
 (``cpsgd_bits``, ``gaussian_protocol_bits``) built from the same
 hyperparameters.
 
+Decentralized learning (Ding et al., Q-DPSGD): gossip graphs
+(``erdos_renyi``, ``ring``, ``complete``) and their mixing matrices
+(``mixing_matrix``, ``spectral_gap``); ``gossip`` and the agent harness
+``run_agents`` (vmapped, or sharded over a mesh axis bit-identically); the
+algorithms ``qdpsgd1``, ``qdpsgd2``, ``dsgd`` and ``sdm`` as jitted rounds
+over all agents; and their per-agent accounting (``agent_ledgers``,
+``run_epsilon``, ``calibrate_decentralized``, the paper's Theorems 1 and 5 in
+``paper_epsilon`` beside the sound bound).
+
 Example:
   >>> cfg = dpjax.distributed.CpsgdConfig(l2_norm_clip=1.0, levels=16,
   ...                                     trials=32)
@@ -26,6 +35,28 @@ Example:
 """
 
 from dpjax.distributed._cpsgd import client_encode
+from dpjax.distributed._decentralized import AgentBatch
+from dpjax.distributed._decentralized import ALGORITHMS
+from dpjax.distributed._decentralized import DecentralizedAlgorithm
+from dpjax.distributed._decentralized import DecentralizedState
+from dpjax.distributed._decentralized import dsgd
+from dpjax.distributed._decentralized import qdpsgd1
+from dpjax.distributed._decentralized import qdpsgd2
+from dpjax.distributed._decentralized import RoundMetrics
+from dpjax.distributed._decentralized import sdm
+from dpjax.distributed._decentralized_privacy import agent_epsilons
+from dpjax.distributed._decentralized_privacy import agent_ledgers
+from dpjax.distributed._decentralized_privacy import calibrate_decentralized
+from dpjax.distributed._decentralized_privacy import DecentralizedPrivacy
+from dpjax.distributed._decentralized_privacy import paper_epsilon
+from dpjax.distributed._decentralized_privacy import paper_is_upper_bound
+from dpjax.distributed._decentralized_privacy import paper_rdp_coefficients
+from dpjax.distributed._decentralized_privacy import qdpsgd2_sensitivities
+from dpjax.distributed._decentralized_privacy import qdpsgd_step_event
+from dpjax.distributed._decentralized_privacy import run_epsilon
+from dpjax.distributed._gossip import agent_mesh
+from dpjax.distributed._gossip import gossip
+from dpjax.distributed._gossip import run_agents
 from dpjax.distributed._cpsgd import cpsgd_round_event
 from dpjax.distributed._cpsgd import distributed_mean
 from dpjax.distributed._cpsgd import distributed_mean_sharded
@@ -42,23 +73,59 @@ from dpjax.distributed._gaussian import gaussian_protocol_round_event
 from dpjax.distributed._harness import client_keys
 from dpjax.distributed._harness import client_sum
 from dpjax.distributed._harness import shared_key
+from dpjax.distributed._topology import complete
+from dpjax.distributed._topology import erdos_renyi
+from dpjax.distributed._topology import laplacian
+from dpjax.distributed._topology import mixing_matrix
+from dpjax.distributed._topology import num_components
+from dpjax.distributed._topology import ring
+from dpjax.distributed._topology import spectral_gap
 
 __all__ = [
+    'agent_epsilons',
+    'agent_ledgers',
+    'agent_mesh',
+    'AgentBatch',
+    'ALGORITHMS',
     'bits_per_coordinate',
+    'calibrate_decentralized',
     'client_encode',
     'client_keys',
     'client_sum',
+    'complete',
     'cpsgd_bits',
     'cpsgd_expected_mse',
     'cpsgd_mse_bound',
     'cpsgd_round_event',
     'CpsgdConfig',
+    'DecentralizedAlgorithm',
+    'DecentralizedPrivacy',
+    'DecentralizedState',
     'distributed_mean',
     'distributed_mean_sharded',
+    'dsgd',
+    'erdos_renyi',
     'gaussian_distributed_mean',
     'gaussian_protocol_bits',
     'gaussian_protocol_round_event',
+    'gossip',
+    'laplacian',
+    'mixing_matrix',
+    'num_components',
+    'paper_epsilon',
+    'paper_is_upper_bound',
+    'paper_rdp_coefficients',
+    'qdpsgd1',
+    'qdpsgd2',
+    'qdpsgd2_sensitivities',
+    'qdpsgd_step_event',
+    'ring',
     'rotated_linf_clip',
+    'RoundMetrics',
+    'run_agents',
+    'run_epsilon',
+    'sdm',
     'server_decode',
     'shared_key',
+    'spectral_gap',
 ]
