@@ -104,6 +104,9 @@ TINY = {
                       epsilons=[4.0], variants=['none'], reps=2),
     'cpsgd_training': dict(num_clients=20, rounds=2, levels=[2],
                            trials=[256], unrotated=[], num_seeds=1),
+    'qdpsgd': dict(rounds=3, num_seeds=2, agents=[4], epsilons=[2.0],
+                   hidden=8, evals=2, data_options=dict(
+                       n_samples=400, n_features=16, n_classes=3)),
 }
 
 

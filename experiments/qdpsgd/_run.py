@@ -1,0 +1,281 @@
+"""qdpsgd's run: every algorithm on one gossip graph, seeds vmapped.
+
+Per scenario (agents n, expected batch B) one Erdos-Renyi graph G(n, p_c)
+is drawn from the experiment seed (redrawn until connected); the training
+records are split at random into n equal shards per seed. Every seed s has
+its own model init ``fold_in(key(s), 0)``, shards and run key
+``fold_in(key(s), 1)``; round t uses ``fold_in(run key, t)``, split into a
+batch key and the algorithm's key, so all algorithms see the same speeds.
+
+Q-DPSGD-1/2 use deadline batches (``DeadlineSampler``: |S| = floor(V T_d),
+V ~ Uniform(10, 90), T_d = B / E[V]); DSGD and SDM wait for every agent to
+finish a fixed batch of B, which takes max_i B / V_i. Simulated round time
+is that compute time plus T_c x (bits sent by the busiest agent) / (16 p).
+Noise is calibrated per algorithm and epsilon to the sound accounting, on
+the batch sizes every seed will draw (public randomness), so that each
+seed's run spends at most the target.
+"""
+
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax import distributed as dd
+from dpjax import sampling
+from dpjax import transforms
+from experiments.common import data as data_lib
+from experiments.common import models
+from experiments.common import train as train_lib
+from experiments.qdpsgd._config import LABELS
+from experiments.qdpsgd._config import step_sizes
+
+
+def connected_graph(seed: int, n: int, p: float) -> np.ndarray:
+  """G(n, p) from ``key(seed)``, redrawn with ``fold_in`` until connected."""
+  for attempt in range(1000):
+    a = dd.erdos_renyi(jax.random.fold_in(jax.random.key(seed), attempt), n, p)
+    if dd.num_components(a) == 1:
+      return a
+  raise ValueError(f'G({n}, {p}) was disconnected in 1000 draws; raise '
+                   'edge_probability')
+
+
+class Scenario:
+  """Data, model, graph and samplers of one (agents, batch size) setting."""
+
+  def __init__(self, cfg, ds, n: int, batch: float):
+    self.n, self.batch = n, batch
+    self.model = models.make_model('mlp', ds.num_classes,
+                                   input_shape=ds.input_shape,
+                                   hidden=(cfg['hidden'],),
+                                   activation='sigmoid')
+    self.loss_fn = train_lib.per_example_loss(self.model, 'classification')
+    records = min(cfg['train_records'], len(ds.x_train))
+    self.m = records // n
+    if self.m < 1:
+      raise ValueError(f'{n} agents need at least {n} training records')
+    self.records = records
+    self.adjacency = connected_graph(cfg['seed'], n, cfg['edge_probability'])
+    lam_max = float(np.linalg.eigvalsh(dd.laplacian(self.adjacency))[-1])
+    # kappa = lambda_max(L): every eigenvalue of W in [0, 1). With the
+    # fastest-mixing default some are negative, and SDM's 1/c-scaled
+    # sparsified steps diverged (NaN on digits).
+    self.mixing = dd.mixing_matrix(self.adjacency, kappa=lam_max)
+    self.gap = dd.spectral_gap(self.mixing)
+    self.deadline = sampling.DeadlineSampler(self.m, batch)
+    self.fixed = int(round(batch))
+    if not 1 <= self.fixed <= self.m:
+      raise ValueError(f'batch size {batch} must be in [1, m={self.m}]')
+    self.seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
+    x0 = jnp.asarray(ds.x_train[:1])
+    params = [self.model.init(jax.random.fold_in(jax.random.key(s), 0), x0)
+              for s in self.seeds]
+    self.params0 = jax.tree.map(lambda *a: jnp.stack(a), *params)
+    self.dimension = models.num_params(params[0])
+    self.shards = jnp.asarray(np.stack([
+        np.random.default_rng(s).permutation(len(ds.x_train))[
+            :n * self.m].reshape(n, self.m) for s in self.seeds]), jnp.int32)
+    self.keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1)
+                           for s in self.seeds])
+    self.rounds = cfg['rounds']
+    self.x_tr, self.y_tr = jnp.asarray(ds.x_train), jnp.asarray(ds.y_train)
+    self.x_te, self.y_te = jnp.asarray(ds.x_test), jnp.asarray(ds.y_test)
+
+  def round_keys(self, key, t):
+    return jax.random.split(jax.random.fold_in(key, t))
+
+  def deadline_sizes(self) -> np.ndarray:
+    """|S_{t,i}| of every seed: [seeds, rounds, agents] (drawn in advance)."""
+    def sizes(key):
+      return jax.vmap(lambda t: self.deadline.batch_sizes(
+          self.round_keys(key, t)[0], self.n))(jnp.arange(self.rounds))
+    return np.asarray(jax.jit(jax.vmap(sizes))(self.keys))
+
+  def trainer(self, alg, deadline: bool):
+    """jit(vmap over seeds) of a whole run: per-round curves [S, T]."""
+    n, fixed, m = self.n, self.fixed, self.m
+    x_tr, y_tr, x_te, y_te = self.x_tr, self.y_tr, self.x_te, self.y_te
+    loss_fn, model = self.loss_fn, self.model
+
+    def evaluate(params):
+      mean = jax.tree.map(lambda p: jnp.mean(p, axis=0), params)
+      loss = jnp.mean(jax.vmap(loss_fn, in_axes=(None, 0))(mean, (x_tr, y_tr)))
+      pred = jnp.argmax(model.apply(mean, x_te), axis=-1)
+      return loss, jnp.mean((pred == y_te).astype(jnp.float32))
+
+    def one(key, params0, shard, hyper):
+      state = alg.init(params0)
+
+      def step(state, t):
+        k_batch, k_alg = self.round_keys(key, t)
+        speeds = self.deadline.speeds(k_batch, n)
+        if deadline:
+          b = self.deadline.sample(k_batch, n)
+          idx, mask = b.indices, b.mask
+          compute = jnp.float32(self.deadline.time)
+        else:
+          keys = jax.random.split(jax.random.split(k_batch)[1], n)
+          idx = jax.vmap(lambda k: jax.random.choice(
+              k, m, (fixed,), replace=False))(keys).astype(jnp.int32)
+          mask = jnp.ones((n, fixed), bool)
+          compute = jnp.max(fixed / jnp.maximum(speeds, 1e-6))
+        rows = jnp.take_along_axis(shard, idx, axis=1)
+        batch = dd.AgentBatch((x_tr[rows], y_tr[rows]), mask)
+        state, met = alg.round(state, k_alg, batch, hyper)
+        loss, acc = evaluate(state.params)
+        return state, dict(loss=loss, test_accuracy=acc,
+                           consensus=met.consensus, batch_size=met.batch_size,
+                           bits=met.bits, compute_time=compute)
+
+      _, curves = jax.lax.scan(step, state, jnp.arange(self.rounds))
+      return curves
+
+    if alg.name == 'qdpsgd2':  # exact sampler: sequential seeds are faster
+      return jax.jit(lambda k, p, s, h: jax.lax.map(
+          lambda a: one(*a, h), (k, p, s)))
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)))
+
+
+def privacy_setting(cfg, sc: Scenario, algorithm: str, sigma: float,
+                    copies: int = 1) -> dd.DecentralizedPrivacy:
+  """The run's privacy setting; ``copies`` tiles the agents (seeds stacked)."""
+  alpha, rate = step_sizes(cfg)
+  return dd.DecentralizedPrivacy(
+      algorithm, sigma, cfg['clip_norm'], sc.m, alpha, rate, cfg['eta'],
+      sc.dimension, tuple(float(w) for w in np.diag(sc.mixing)) * copies,
+      cfg['amplified'])
+
+
+def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float):
+  alpha, rate = step_sizes(cfg)
+  clip = cfg['clip_norm']
+  quantizer = transforms.low_precision_quantizer(cfg['eta'], cfg['bits'])
+  if algorithm == 'qdpsgd1':
+    return dd.qdpsgd1(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
+                      noise_multiplier=sigma, learning_rate=alpha,
+                      mixing_rate=rate, quantizer=quantizer)
+  if algorithm == 'qdpsgd2':
+    return dd.qdpsgd2(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
+                      noise_multiplier=sigma, learning_rate=alpha,
+                      mixing_rate=rate, quantizer=quantizer)
+  if algorithm == 'sdm':
+    return dd.sdm(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
+                  noise_multiplier=sigma,
+                  learning_rate=cfg['baseline_learning_rate'],
+                  theta=cfg['theta'], rate=cfg['sdm_rate'])
+  return dd.dsgd(sc.loss_fn, sc.mixing,
+                 learning_rate=cfg['baseline_learning_rate'])
+
+
+def settings(cfg):
+  """(algorithm, epsilon or None) pairs, in run order."""
+  out = [('dsgd', None)]
+  for eps in cfg['epsilons']:
+    out += [(a, float(eps)) for a in ('qdpsgd1', 'qdpsgd2', 'sdm')]
+  return out
+
+
+def run_scenario(cfg, ds, n: int, batch: float, progress: bool = True
+                 ) -> dict[str, Any]:
+  """Every setting of one scenario: rows per (setting, seed) and curves."""
+  sc = Scenario(cfg, ds, n, batch)
+  deadline_sizes = sc.deadline_sizes()  # [S, T, n]
+  stacked = np.concatenate(list(deadline_sizes), axis=1)  # [T, S n]
+  fixed_sizes = np.full_like(stacked, sc.fixed)
+  delta = cfg['delta']
+  rows, curves, privacy = [], {}, []
+  trainers = {}  # one compilation per algorithm (and per Q-DPSGD-2 sigma)
+  for algorithm, eps in settings(cfg):
+    t0 = time.time()
+    deadline = algorithm in ('qdpsgd1', 'qdpsgd2')
+    sizes = stacked if deadline else fixed_sizes
+    sigma = 0.0
+    if eps is not None:
+      sigma = dd.calibrate_decentralized(
+          privacy_setting(cfg, sc, algorithm, 1.0, len(sc.seeds)), sizes,
+          eps, delta)
+    setting = privacy_setting(cfg, sc, algorithm, sigma)
+    label = LABELS[algorithm] + ('' if eps is None else f' eps={eps:g}')
+    static = (algorithm, sigma if algorithm == 'qdpsgd2' else None)
+    if static not in trainers:
+      trainers[static] = sc.trainer(
+          make_algorithm(cfg, sc, algorithm, sigma), deadline)
+    hyper = ({} if algorithm in ('qdpsgd2', 'dsgd')
+             else dict(noise_multiplier=sigma))
+    out = trainers[static](sc.keys, sc.params0, sc.shards, hyper)
+    out = {k: np.asarray(v) for k, v in out.items()}
+    p_bits = 16.0 * sc.dimension
+    times = np.cumsum(out['compute_time'] + cfg['comm_time']
+                      * out['bits'].max(axis=-1) / p_bits, axis=1)
+    evals = eval_points(cfg['rounds'], cfg['evals'])
+    for j, s in enumerate(sc.seeds):
+      used = out['batch_size'][j]  # [T, n]
+      eps_run = (None if eps is None else
+                 float(dd.run_epsilon(setting, used, delta)))
+      eps_curve = ([None] * len(evals) if eps is None else
+                   [float(dd.run_epsilon(setting, used[:r], delta))
+                    for r in evals])
+      paper = (dd.paper_epsilon(setting, used, delta)
+               if algorithm in ('qdpsgd1', 'qdpsgd2') and sigma > 0 else None)
+      ledgers = dd.agent_ledgers(setting, used, out['bits'][j])
+      rows.append(dict(
+          setting=label, algorithm=algorithm, target_epsilon=eps, seed=s,
+          agents=n, batch=batch, noise_multiplier=sigma, epsilon=eps_run,
+          paper_epsilon=paper, final_loss=float(out['loss'][j, -1]),
+          final_test_accuracy=float(out['test_accuracy'][j, -1]),
+          final_consensus=float(out['consensus'][j, -1]),
+          total_time=float(times[j, -1]),
+          bits_per_agent=float(max(l.bits for l in ledgers)),
+          mean_batch=float(used.mean())))
+      curves.setdefault(label, []).append(dict(
+          seed=s, loss=out['loss'][j].tolist(),
+          test_accuracy=out['test_accuracy'][j].tolist(),
+          consensus=out['consensus'][j].tolist(), time=times[j].tolist(),
+          epsilon_rounds=evals, epsilon=eps_curve))
+    privacy.append(dict(setting=label, algorithm=algorithm,
+                        target_epsilon=eps, noise_multiplier=sigma,
+                        noise_stddev=sigma * cfg['clip_norm'],
+                        paper_noise_multiplier=paper_sigma(
+                            cfg, sc, algorithm, sizes, eps, delta,
+                            len(sc.seeds))))
+    if progress:
+      print(f'  n={n} B={batch:g} {label}: sigma={sigma:.4g}, final loss '
+            f'{np.mean([r["final_loss"] for r in rows if r["setting"] == label]):.4f} '
+            f'({time.time() - t0:.1f}s)', flush=True)
+  return dict(agents=n, batch=batch, m=sc.m, records=sc.records,
+              dimension=sc.dimension, spectral_gap=sc.gap,
+              edges=int(sc.adjacency.sum() // 2),
+              deadline=sc.deadline.time, max_batch=sc.deadline.max_batch_size,
+              rows=rows, curves=curves, privacy=privacy, seeds=sc.seeds)
+
+
+def paper_sigma(cfg, sc, algorithm, sizes, eps, delta, copies):
+  """The sigma the paper's Thm. 1 / 5 would take for the same target."""
+  if eps is None or algorithm not in ('qdpsgd1', 'qdpsgd2'):
+    return None
+  setting = privacy_setting(cfg, sc, algorithm, 1.0, copies)
+  lo, hi = 1e-6, 1e8
+  for _ in range(100):
+    mid = (lo * hi)**0.5
+    if dd.paper_epsilon(setting._replace(noise_multiplier=mid), sizes,
+                        delta) <= eps:
+      hi = mid
+    else:
+      lo = mid
+  return hi
+
+
+def eval_points(rounds: int, evals: int) -> list[int]:
+  return sorted({min(rounds, max(1, round((i + 1) * rounds / evals)))
+                 for i in range(evals)})
+
+
+def load_data(cfg):
+  options = cfg['data_options'] if cfg['dataset'] == 'synthetic' else {}
+  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'], **options)
+  if ds.task != 'classification':
+    raise ValueError(f"qdpsgd needs a classification dataset, got {ds.name}")
+  return ds
