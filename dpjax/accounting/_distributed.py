@@ -85,7 +85,7 @@ def rounded_l2_norm_bound(l2_norm: float, dimension: int,
 
   Example:
     >>> round(rounded_l2_norm_bound(100.0, 100, math.exp(-0.5)), 4)
-    104.5924
+    100.6479
   """
   _validate.positive(l2_norm=l2_norm)
   _validate.positive_int(dimension=dimension)
@@ -126,7 +126,7 @@ def ddg_tau(sigma: float, num_clients: int) -> float:
 
   Example:
     >>> ddg_tau(1.0, 1), f'{ddg_tau(1.0, 100):.4g}'
-    (0.0, '6.886e-07')
+    (0.0, '0.0005478')
   """
   _validate.positive(sigma=sigma)
   _validate.positive_int(num_clients=num_clients)
@@ -174,7 +174,7 @@ def ddg_event(sigma: float, num_clients: int, l2_sensitivity: float,
   Example:
     >>> ev = ddg_event(10.0, 100, 50.0, 500.0, 1000)
     >>> round(epsilon(ev, 1e-5), 3)
-    1.148
+    2.166
   """
   _validate.positive(sigma=sigma)
   _validate.positive_int(num_clients=num_clients, dimension=dimension)
@@ -214,7 +214,7 @@ def skellam_event(variance: float, l2_sensitivity: float,
 
   Example:
     >>> round(epsilon(skellam_event(2500.0, 50.0, 500.0), 1e-5), 3)
-    5.086
+    4.754
   """
   _validate.positive(variance=variance)
   _check_sensitivities(l2_sensitivity, l1_sensitivity)

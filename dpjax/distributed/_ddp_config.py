@@ -194,7 +194,7 @@ def distributed_dp_round_event(config: DistributedDpConfig, dimension: int,
     ...                           num_clients=100)
     >>> ev = distributed_dp_round_event(cfg, 1000)
     >>> round(accounting.epsilon(ev, 1e-5), 2)
-    2.85
+    2.17
   """
   _check_config(config)
   if config.stddev == 0:
