@@ -10,6 +10,7 @@ from experiments import compressive_regression
 from experiments import cpsgd_dme
 from experiments import cpsgd_mechanisms
 from experiments import cpsgd_training
+from experiments import distributed_dp
 from experiments import dpsgd_baseline
 from experiments import rs_attack
 from experiments import rs_privacy
@@ -18,4 +19,4 @@ from experiments import rs_tradeoff
 EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff, rs_privacy,
                                    rs_attack, compressive_regression,
                                    cpsgd_mechanisms, cpsgd_dme,
-                                   cpsgd_training)}
+                                   cpsgd_training, distributed_dp)}

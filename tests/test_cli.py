@@ -104,6 +104,9 @@ TINY = {
                       epsilons=[4.0], variants=['none'], reps=2),
     'cpsgd_training': dict(num_clients=20, rounds=2, levels=[2],
                            trials=[256], unrotated=[], num_seeds=1),
+    'distributed_dp': dict(num_clients=4, dimension=16, bits=[16],
+                           num_seeds=2, reps=2, levels=[4],
+                           epsilons=[4.0]),
 }
 
 

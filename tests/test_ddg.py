@@ -197,7 +197,7 @@ def test_skellam_noise_shares_sum_to_the_stated_total():
   assert _chi2_pvalue(s, sk(72.0 * 1.3)) < 1e-6
 
 
-@pytest.mark.parametrize('lam', [0.7, 25.0, 900.0])
+@pytest.mark.parametrize('lam', [0.7, 25.0, 900.0, 2.0**16])
 def test_jax_poisson_sampler_matches_the_poisson_pmf(lam):
   # jax.random.poisson is not an exact sampler (float32 arithmetic; Knuth's
   # product below lam = 10, transformed rejection above): test its law.
@@ -205,6 +205,16 @@ def test_jax_poisson_sampler_matches_the_poisson_pmf(lam):
                                     dtype=jnp.int32), np.int64)
   assert _chi2_pvalue(x, lambda k: stats.poisson.pmf(k, lam)) > 1e-3
   assert _chi2_pvalue(x, lambda k: stats.poisson.pmf(k, 1.15 * lam)) < 1e-6
+
+
+def test_large_skellam_rates_are_split_into_tested_parts():
+  # mu = 3e6 > 2^16: 46 parts; the sum is Sk(3e6) (variance 6e6).
+  from dpjax.distributed import _ddp  # pylint: disable=g-import-not-at-top
+  x = np.asarray(_ddp._skellam(jax.random.key(4), 3e6, 20000), np.float64)
+  z = x / math.sqrt(6e6)
+  assert abs(z.mean()) < 0.03 and abs(z.var() - 1) < 0.04
+  assert stats.kstest(z, 'norm').pvalue > 1e-3
+  assert np.abs(z).max() < 6  # no outliers from the unreliable regime
 
 
 def test_wraparound_is_measured_and_flags_the_round():
