@@ -82,9 +82,8 @@ def test_noise_free_decoding_recovers_the_rounded_sum_exactly():
   assert np.max(np.abs(np.asarray(est) - clipped.mean(0))) < 3 * cfg.gamma
 
 
-@pytest.mark.parametrize('cfg,masked,devices', [(CFG_DDG, False, 4),
-                                                (CFG_SKELLAM, True, 2)])
-def test_sharded_modular_sum_equals_vmapped_bitwise(cfg, masked, devices):
+def test_sharded_modular_sum_equals_vmapped_bitwise():
+  cfg, masked, devices = CFG_DDG, True, 4
   key = jax.random.key(5)
   xs = _clients()
   r1 = dist.secure_sum_round(cfg, key, xs, masked=masked)
@@ -102,7 +101,7 @@ def test_sharded_modular_sum_equals_vmapped_bitwise(cfg, masked, devices):
 
 
 def test_masks_cancel_and_hide_each_message():
-  cfg = CFG_SKELLAM
+  cfg = CFG_DDG
   key = jax.random.key(7)
   xs = _clients()
   np.testing.assert_array_equal(
@@ -171,6 +170,7 @@ def _chi2_pvalue(sample, pmf):
   p = p / p.sum()
   idx = np.searchsorted(edges[1:-1], support, side='right')
   expected = np.bincount(idx, weights=p, minlength=len(counts)) * len(sample)
+  expected = np.maximum(expected, 1e-12)  # an empty bin rejects, no warning
   return stats.chisquare(counts, expected).pvalue
 
 
@@ -217,6 +217,13 @@ def test_large_skellam_rates_are_split_into_tested_parts():
   assert np.abs(z).max() < 6  # no outliers from the unreliable regime
 
 
+def test_skellam_beyond_the_sampler_range_is_refused():
+  big = _config('skellam', bits=24, gamma=1e-6, stddev=1.0)  # mu ~ 6e10
+  assert big.local_mu > dist.MAX_SKELLAM_MU
+  with pytest.raises(ValueError, match='local Skellam parameter mu'):
+    dist.secure_sum_round(big, jax.random.key(0), _clients())
+
+
 def test_wraparound_is_measured_and_flags_the_round():
   xs = _clients()
   r = dist.secure_sum_round(CFG_DDG, jax.random.key(0), xs)
@@ -230,7 +237,7 @@ def test_wraparound_is_measured_and_flags_the_round():
 
 
 def test_deterministic_and_key_sensitive():
-  cfg = CFG_DDG
+  cfg = CFG_SKELLAM
   xs = _clients()
   a = dist.secure_sum_round(cfg, jax.random.key(1), xs).estimate
   b = dist.secure_sum_round(cfg, jax.random.key(1), xs).estimate

@@ -46,6 +46,7 @@ from dpjax.distributed._cpsgd_error import cpsgd_expected_mse
 from dpjax.distributed._cpsgd_error import cpsgd_mse_bound
 from dpjax.distributed._ddp import client_encode_modular
 from dpjax.distributed._ddp import conditional_round
+from dpjax.distributed._ddp import MAX_SKELLAM_MU
 from dpjax.distributed._ddp import secure_sum
 from dpjax.distributed._ddp import secure_sum_round
 from dpjax.distributed._ddp import SecureSumRound
@@ -73,6 +74,7 @@ __all__ = [
     'distributed_dp_bits',
     'distributed_dp_round_event',
     'DistributedDpConfig',
+    'MAX_SKELLAM_MU',
     'pairwise_mask',
     'secure_sum',
     'secure_sum_round',

@@ -15,7 +15,9 @@ leading client axis on the client harness, vmapped or sharded with
 3. adds its noise share: N_Z(0, sigma^2)^d' from the exact sampler
    (``noise.discrete_gaussian``), or Sk(mu)^d' = Poisson(mu) - Poisson(mu)
    from ``jax.random.poisson``, which is NOT an exact sampler (float32
-   arithmetic; its distribution is tested against the Skellam pmf, and the
+   arithmetic; rates above ``MAX_POISSON_RATE`` = 2^16 are split into J
+   i.i.d. parts, since its law is visibly wrong from about 1e6 on; its
+   distribution is tested against the Poisson and Skellam pmfs, and the
    accounting assumes the ideal distribution);
 4. reduces modulo M = 2^b (uint32) and, optionally, adds its pairwise mask;
 5. the aggregator adds the messages modulo M; the server centres the sum,
@@ -29,6 +31,7 @@ whose wrap-around rate exceeds ``max_wraparound_rate`` is flagged
 """
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -46,6 +49,21 @@ from dpjax.transforms._rotating import randomized_hadamard
 
 _MASK_TAG = 0x6D61736B  # 'mask': the mask key is fold_in(round key, tag)
 _U = 2.0**-24  # float32 unit roundoff
+# Largest rate passed to jax.random.poisson (its law is tested up to here;
+# at 1e6 and above its float32 acceptance test visibly distorts the law).
+MAX_POISSON_RATE = 2.0**16
+# Largest Skellam parameter a client may draw: 64 parts of 2^16 (the cost
+# grows with mu / MAX_POISSON_RATE; mu grows as 4^b at a fixed noise).
+MAX_SKELLAM_MU = 64 * MAX_POISSON_RATE
+
+
+def _check_sampler_range(config: DistributedDpConfig) -> None:
+  if config.mechanism == 'skellam' and config.local_mu > MAX_SKELLAM_MU:
+    raise ValueError(
+        f'Expected the local Skellam parameter mu = {config.local_mu:.6g} <= '
+        f'{MAX_SKELLAM_MU:g} (2^22), the range where the Poisson sampler is '
+        f'drawn in tested parts; use fewer bits={config.bits} or more '
+        f'clients (mu grows as 4^b / n at a fixed central noise).')
 
 
 class SecureSumRound(NamedTuple):
@@ -116,10 +134,19 @@ def _noise(config: DistributedDpConfig, key: jax.Array,
     return jnp.zeros((length,), jnp.int32)
   if config.mechanism == 'ddg':
     return noise.discrete_gaussian(key, (length,), sigma=config.local_sigma)
-  k1, k2 = jax.random.split(key)
-  mu = jnp.asarray(config.local_mu, jnp.float32)
-  return (jax.random.poisson(k1, mu, (length,), dtype=jnp.int32)
-          - jax.random.poisson(k2, mu, (length,), dtype=jnp.int32))
+  return _skellam(key, config.local_mu, length)
+
+
+def _skellam(key: jax.Array, mu: float, length: int) -> jax.Array:
+  """Sk(mu) = Poisson(mu) - Poisson(mu), each Poisson(mu) drawn as the sum
+  of J = ceil(mu / MAX_POISSON_RATE) i.i.d. Poisson(mu / J) (an exact
+  identity), since ``jax.random.poisson`` is unreliable at larger rates
+  (float32 log-gamma in its acceptance test)."""
+  parts = max(1, math.ceil(mu / MAX_POISSON_RATE))
+  rate = jnp.asarray(mu / parts, jnp.float32)
+  draws = jax.random.poisson(key, rate, (2, parts, length), dtype=jnp.int32)
+  sums = jnp.sum(draws, axis=1)
+  return sums[0] - sums[1]
 
 
 def _client_values(config, key, x, rotation_key):
@@ -168,6 +195,7 @@ def client_encode_modular(config: DistributedDpConfig, key: jax.Array,
     (dtype('uint32'), (4,))
   """
   _check_config(config)
+  _check_sampler_range(config)
   key = _validate.key(key)
   rotation_key = _validate.key(rotation_key, 'rotation_key')
   x = _harness._as_float_vector(x, 'x', 1)
@@ -289,6 +317,7 @@ def secure_sum_round(config: DistributedDpConfig, key: jax.Array,
     ((3,), True)
   """
   _check_config(config)
+  _check_sampler_range(config)
   key = _validate.key(key)
   xs = _harness._as_float_vector(xs, 'xs', 2)
   if xs.shape[0] != config.num_clients:
@@ -352,6 +381,7 @@ def secure_sum(config: DistributedDpConfig, key: jax.Array,
     True
   """
   _check_config(config)
+  _check_sampler_range(config)
   key = _validate.key(key)
   xs = _harness._as_float_vector(xs, 'xs', 2)
   if xs.shape[0] != config.num_clients:

@@ -24,7 +24,7 @@ DETAIL = [('mechanism', 'mechanism'), ('bits', 'b'),
           ('flagged_rounds', 'flagged rounds'),
           ('rounding_failures', 'rounding failures'),
           ('bits_per_client', 'bits/client/round'),
-          ('seconds', 's (compile + rounds)')]
+          ('seconds', 's (compile + rounds)'), ('note', 'note')]
 
 
 def table(results) -> list[dict[str, Any]]:

@@ -79,6 +79,12 @@ def _ddp_row(cfg, point, xs, means, mech, bits, eps):
       replace_one=True)
   event = distributed.distributed_dp_round_event(protocol, d,
                                                  replace_one=True)
+  base = dict(mechanism=mech, bits=bits, target_epsilon=eps,
+              epsilon=accounting.epsilon(event, cfg['delta']),
+              gamma=protocol.gamma, stddev=protocol.stddev)
+  if mech == 'skellam' and protocol.local_mu > distributed.MAX_SKELLAM_MU:
+    return dict(base, mse=None, note=f'local mu = {protocol.local_mu:.3g} '
+                'above the Skellam sampler range (2^22)')
 
   def fn(key, x):
     r = distributed.secure_sum_round(
@@ -87,10 +93,7 @@ def _ddp_row(cfg, point, xs, means, mech, bits, eps):
                         bool(r.accepted))
   m, seconds = _measure(cfg, point, xs, means, fn)
   extras = m.pop('extras')
-  return dict(m, mechanism=mech, bits=bits, target_epsilon=eps,
-              epsilon=accounting.epsilon(event, cfg['delta']),
-              gamma=protocol.gamma, stddev=protocol.stddev,
-              noise_multiplier=protocol.stddev / (2 * cfg['clip_norm']),
+  return dict(m, **base, noise_multiplier=protocol.stddev / (2 * cfg['clip_norm']),
               bits_per_client=distributed.distributed_dp_bits(protocol, d),
               wraparound_max=max(e[0] for e in extras),
               rounding_failures=sum(e[1] for e in extras),
