@@ -10,6 +10,7 @@ from experiments import compressive_regression
 from experiments import cpsgd_dme
 from experiments import cpsgd_mechanisms
 from experiments import cpsgd_training
+from experiments import distributed_dp
 from experiments import dpsgd_baseline
 from experiments import qdpsgd
 from experiments import rs_attack
@@ -19,4 +20,4 @@ from experiments import rs_tradeoff
 EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff, rs_privacy,
                                    rs_attack, compressive_regression,
                                    cpsgd_mechanisms, cpsgd_dme,
-                                   cpsgd_training, qdpsgd)}
+                                   cpsgd_training, distributed_dp, qdpsgd)}

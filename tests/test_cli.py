@@ -107,6 +107,9 @@ TINY = {
     'qdpsgd': dict(rounds=3, num_seeds=2, agents=[4], epsilons=[2.0],
                    hidden=8, evals=2, data_options=dict(
                        n_samples=400, n_features=16, n_classes=3)),
+    'distributed_dp': dict(num_clients=4, dimension=16, bits=[16],
+                           num_seeds=2, reps=2, levels=[4],
+                           epsilons=[4.0]),
 }
 
 

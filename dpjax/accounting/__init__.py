@@ -22,6 +22,16 @@ from dpjax.accounting._binomial import calibrate_binomial_trials
 from dpjax.accounting._binomial import cpsgd_sensitivities
 from dpjax.accounting._binomial_exact import binomial_exact_epsilon
 from dpjax.accounting._binomial_exact import calibrate_binomial_exact_trials
+from dpjax.accounting._distributed import ddg_event
+from dpjax.accounting._distributed import ddg_rdp
+from dpjax.accounting._distributed import ddg_tau
+from dpjax.accounting._distributed import DistributedDiscreteGaussianDpEvent
+from dpjax.accounting._distributed import rounded_l1_norm_bound
+from dpjax.accounting._distributed import rounded_l2_norm_bound
+from dpjax.accounting._distributed import skellam_event
+from dpjax.accounting._distributed import skellam_rdp
+from dpjax.accounting._distributed import SkellamDpEvent
+from dpjax.accounting._distributed import subsampled_rdp
 from dpjax.accounting._events import basic_composition
 from dpjax.accounting._events import discrete_gaussian_event
 from dpjax.accounting._events import dpsgd_event
@@ -57,7 +67,11 @@ __all__ = [
     'calibrate_trials',
     'classical_gaussian_stddev',
     'cpsgd_sensitivities',
+    'ddg_event',
+    'ddg_rdp',
+    'ddg_tau',
     'delta',
+    'DistributedDiscreteGaussianDpEvent',
     'discrete_gaussian_event',
     'dpsgd_event',
     'epsilon',
@@ -78,5 +92,11 @@ __all__ = [
     'PrivacyLedger',
     'pure_dp_event',
     'rdp_curve',
+    'rounded_l1_norm_bound',
+    'rounded_l2_norm_bound',
+    'skellam_event',
+    'skellam_rdp',
+    'SkellamDpEvent',
+    'subsampled_rdp',
     'TruncationSlackError',
 ]

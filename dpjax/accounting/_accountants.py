@@ -19,6 +19,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_accountant_lib
 import numpy as np
 
 from dpjax import _validate
+from dpjax.accounting import _distributed
 from dpjax.accounting import _events
 
 NeighboringRelation = dp_accounting.NeighboringRelation
@@ -31,9 +32,14 @@ class TruncationSlackError(ValueError):
 
 
 class _RdpAccountant(rdp.RdpAccountant):
-  """RdpAccountant that also composes pure ``EpsilonDeltaDpEvent``s."""
+  """RdpAccountant that also composes pure ``EpsilonDeltaDpEvent``s and the
+  distributed discrete Gaussian and Skellam events (alone or
+  Poisson-subsampled under add/remove-one neighbours)."""
 
   def _maybe_compose(self, event, count, do_compose):
+    distributed = self._maybe_compose_distributed(event, count, do_compose)
+    if distributed is not False:
+      return distributed
     if not isinstance(event, _events.EpsilonDeltaDpEvent):
       return super()._maybe_compose(event, count, do_compose)
     if event.delta > 0:
@@ -42,6 +48,24 @@ class _RdpAccountant(rdp.RdpAccountant):
     if do_compose:
       eps = float(event.epsilon)
       self._rdp += count * np.minimum(eps, self._orders * eps**2 / 2)
+    return None
+
+
+  def _maybe_compose_distributed(self, event, count, do_compose):
+    """None or error details if ``event`` is a distributed event, else False."""
+    q = 1.0
+    inner = event
+    if (isinstance(event, dp_accounting.PoissonSampledDpEvent)
+        and isinstance(event.event, _distributed.EVENT_TYPES)):
+      if self._neighboring_relation != NeighboringRelation.ADD_OR_REMOVE_ONE:
+        return _Errors(event, 'Poisson-subsampled distributed DP events are '
+                       'accounted under add/remove-one neighbours only.')
+      q, inner = float(event.sampling_probability), event.event
+    elif not isinstance(event, _distributed.EVENT_TYPES):
+      return False
+    if do_compose:
+      self._rdp += count * _distributed.subsampled_rdp(inner, q,
+                                                       self._orders)
     return None
 
 
@@ -127,6 +151,12 @@ def _composed(event, accountant, neighboring_relation):
   Under PLD, zCDP events (the discrete Gaussian) are rejected: dp_accounting
   has no PLD for them.
   """
+  if accountant == 'pld' and any(
+      isinstance(e, _distributed.EVENT_TYPES) for e in _walk(event)):
+    raise ValueError(
+        'accountant="pld" does not support the distributed discrete Gaussian '
+        'or Skellam events (known by an RDP bound only); use '
+        'accountant="rdp".')
   if accountant == 'pld' and any(
       isinstance(e, dp_accounting.ZCDpEvent) for e in _walk(event)):
     raise ValueError(

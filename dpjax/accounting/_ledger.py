@@ -11,6 +11,7 @@ import numpy as np
 
 from dpjax import _validate
 from dpjax.accounting import _accountants
+from dpjax.accounting import _distributed
 from dpjax.accounting import _events
 
 _EVENT_TYPES = {
@@ -18,6 +19,8 @@ _EVENT_TYPES = {
     if isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)
 }
 _EVENT_TYPES['EpsilonDeltaDpEvent'] = _events.EpsilonDeltaDpEvent
+for _cls in _distributed.EVENT_TYPES:
+  _EVENT_TYPES[_cls.__name__] = _cls
 
 
 def event_to_dict(event: dp_accounting.DpEvent) -> dict[str, Any]:

@@ -26,6 +26,14 @@ over all agents; and their per-agent accounting (``agent_ledgers``,
 ``run_epsilon``, ``calibrate_decentralized``, the paper's Theorems 1 and 5 in
 ``paper_epsilon`` beside the sound bound).
 
+The distributed discrete Gaussian (Kairouz et al., ICML 2021) and Skellam
+(Agarwal et al., NeurIPS 2021) protocols (``DistributedDpConfig``,
+``secure_sum_round``): clip, rotate, scale, round conditionally, add an
+exact discrete Gaussian or a Skellam share, reduce modulo 2^b; the modular
+sum (optionally pairwise-masked) is decoded by the server. Their companion
+is ``distributed_dp_round_event``, their bits ``distributed_dp_bits`` and
+``calibrate_distributed_dp`` chooses gamma and the noise as the papers do.
+
 Example:
   >>> cfg = dpjax.distributed.CpsgdConfig(l2_norm_clip=1.0, levels=16,
   ...                                     trials=32)
@@ -67,6 +75,20 @@ from dpjax.distributed._cpsgd_config import CpsgdConfig
 from dpjax.distributed._cpsgd_config import rotated_linf_clip
 from dpjax.distributed._cpsgd_error import cpsgd_expected_mse
 from dpjax.distributed._cpsgd_error import cpsgd_mse_bound
+from dpjax.distributed._ddp import client_encode_modular
+from dpjax.distributed._ddp import conditional_round
+from dpjax.distributed._ddp import MAX_SKELLAM_MU
+from dpjax.distributed._ddp import secure_sum
+from dpjax.distributed._ddp import secure_sum_round
+from dpjax.distributed._ddp import SecureSumRound
+from dpjax.distributed._ddp import server_decode_modular
+from dpjax.distributed._ddp_calibrate import calibrate_distributed_dp
+from dpjax.distributed._ddp_config import distributed_dp_bits
+from dpjax.distributed._ddp_config import distributed_dp_round_event
+from dpjax.distributed._ddp_config import DistributedDpConfig
+from dpjax.distributed._secure_sum import centered
+from dpjax.distributed._secure_sum import pairwise_mask
+from dpjax.distributed._secure_sum import to_modular
 from dpjax.distributed._gaussian import gaussian_distributed_mean
 from dpjax.distributed._gaussian import gaussian_protocol_bits
 from dpjax.distributed._gaussian import gaussian_protocol_round_event
@@ -89,6 +111,20 @@ __all__ = [
     'ALGORITHMS',
     'bits_per_coordinate',
     'calibrate_decentralized',
+    'calibrate_distributed_dp',
+    'centered',
+    'client_encode_modular',
+    'conditional_round',
+    'distributed_dp_bits',
+    'distributed_dp_round_event',
+    'DistributedDpConfig',
+    'MAX_SKELLAM_MU',
+    'pairwise_mask',
+    'secure_sum',
+    'secure_sum_round',
+    'SecureSumRound',
+    'server_decode_modular',
+    'to_modular',
     'client_encode',
     'client_keys',
     'client_sum',

@@ -1,0 +1,28 @@
+"""Distributed DP mean estimation: DDG and Skellam vs cpSGD and the Gaussian.
+
+Kairouz, Liu, Steinke (ICML 2021) and Agarwal, Kairouz, Liu (NeurIPS 2021):
+n clients hold unit vectors in random directions; each protocol releases
+their mean under secure aggregation at a matched target epsilon (replace-one
+client, one release), and the MSE is measured against the true mean at
+every b in ``bits``:
+
+* DDG and Skellam (``dpjax.distributed.secure_sum_round``), gamma and noise
+  from ``calibrate_distributed_dp``; the wrap-around rate, the rounds it
+  flags and the conditional-rounding failures are reported;
+* cpSGD (``dpjax.distributed.distributed_mean``, rotation on), at the k of
+  smallest analytic MSE bound among those that fit a b-bit modular sum of
+  n messages in {0..k-1+m} (m from Theorem 1);
+* the central Gaussian (32-bit floats; PLD-calibrated).
+
+Claims in ``_claims``. Federated training on digits is not part of this
+experiment (see cpsgd_training for the cpSGD and Gaussian protocols).
+"""
+
+from experiments.distributed_dp._config import config
+from experiments.distributed_dp._config import DESCRIPTION
+from experiments.distributed_dp._config import MODES
+from experiments.distributed_dp._config import NAME
+from experiments.distributed_dp._report import report
+from experiments.distributed_dp._run import run
+
+__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
