@@ -104,6 +104,8 @@ TINY = {
                       epsilons=[4.0], variants=['none'], reps=2),
     'cpsgd_training': dict(num_clients=20, rounds=2, levels=[2],
                            trials=[256], unrotated=[], num_seeds=1),
+    'compgd': dict(num_seeds=2, dims=[20], epochs=[1], n=200, n_test=20,
+                   solver_iterations=5),
 }
 
 

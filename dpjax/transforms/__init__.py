@@ -40,6 +40,7 @@ from dpjax.transforms._compressed_gd import dp_compsgd
 from dpjax.transforms._compressed_gd import dp_compsgd_event
 from dpjax.transforms._compressed_gd import dp_projected_gd
 from dpjax.transforms._compressed_gd import dp_projected_sgd
+from dpjax.transforms._compressed_gd import private_estimate
 from dpjax.transforms._compressed_gd import projected_gd
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
@@ -106,6 +107,7 @@ __all__ = [
     'dp_compsgd_event',
     'dp_projected_gd',
     'dp_projected_sgd',
+    'private_estimate',
     'projected_gd',
     'gaussian_projection',
     'GaussianProjection',

@@ -107,7 +107,44 @@ def _flat_rows(updates) -> jax.Array:
 def _masked(rows, mask):
   if mask is None:
     return rows
-  return rows * jnp.asarray(mask, rows.dtype)[:, None]
+  return jnp.where(jnp.asarray(mask, bool)[:, None], rows, 0)
+
+
+def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
+                     noise_multiplier: Any, key: jax.Array, *,
+                     sensitivity_factor: float, divisor: Any,
+                     mask: jax.typing.ArrayLike | None = None,
+                     dtype=jnp.float32) -> jax.Array:
+  """The released gradient estimate of one private step.
+
+  (sum_i clip_L(Phi g_i) + N(0, (k L sigma)^2 I)) / divisor over the rows of
+  ``per_example`` (a pytree with a leading batch axis; ``mask`` zeroes padded
+  rows), with Phi the identity when ``phi`` is None (DP-GD). Rows of Phi
+  beyond its ``active_rows`` get no noise (they carry no signal either).
+
+  Privacy:
+    Changing one row changes the clipped sum by at most 2L (replace, k = 2)
+    or L (add/remove, k = 1), for every Phi: one step is the Gaussian
+    mechanism with noise multiplier sigma (``dp_compgd_event``,
+    ``dp_compsgd_event``).
+
+  Example:
+    >>> h = private_estimate(jnp.ones((2, 3)), None, 1.0, 0.0,
+    ...                      jax.random.key(0), sensitivity_factor=2.0,
+    ...                      divisor=2)
+    >>> [round(float(v), 4) for v in h]
+    [0.5774, 0.5774, 0.5774]
+  """
+  rows = _masked(_flat_rows(per_example).astype(dtype), mask)
+  if phi is not None:
+    rows = phi.matvec(rows)  # [B, m]
+  total = _numerics.zero_nonfinite(_clip_rows(rows, l2_norm_clip).sum(axis=0))
+  stddev = (jnp.asarray(noise_multiplier, dtype) * sensitivity_factor *
+            jnp.asarray(l2_norm_clip, dtype))
+  noise = noise_lib.gaussian(key, total.shape, stddev=stddev, dtype=dtype)
+  if phi is not None:
+    noise = noise * (jnp.arange(phi.num_rows) < phi.active_rows).astype(dtype)
+  return (total + noise) / jnp.asarray(divisor, dtype)
 
 
 def _factory(learning_rate, radius, ball, *, key, num_rows, private,
@@ -155,19 +192,10 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
       phi = _projecting.gaussian_projection(
           phi_key, num_rows, dim, block_size=block_size, active_rows=rows)
     if private:
-      per_example = _masked(_flat_rows(updates), mask)
-      if phi is not None:
-        per_example = phi.matvec(per_example)  # [B, m]
-      total = _numerics.zero_nonfinite(
-          _clip_rows(per_example, l2_norm_clip).sum(axis=0))
-      stddev = (jnp.asarray(noise_multiplier, w.dtype) * sensitivity_factor *
-                jnp.asarray(l2_norm_clip, w.dtype))
-      noise = noise_lib.gaussian(noise_key, total.shape, stddev=stddev,
-                                 dtype=w.dtype)
-      if phi is not None:  # rows beyond m_t carry neither signal nor noise
-        noise = noise * (jnp.arange(num_rows) < phi.active_rows).astype(
-            w.dtype)
-      grad = (total + noise) / jnp.asarray(divisor, w.dtype)
+      grad = private_estimate(
+          updates, phi, l2_norm_clip, noise_multiplier, noise_key,
+          sensitivity_factor=sensitivity_factor, divisor=divisor, mask=mask,
+          dtype=w.dtype)
     else:
       grad = flatten_util.ravel_pytree(updates)[0]
       if phi is not None:

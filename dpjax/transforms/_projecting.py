@@ -39,13 +39,17 @@ class GaussianProjection(NamedTuple):
 
   Build with ``gaussian_projection``. ``num_rows``, ``dim`` and
   ``block_size`` are static; ``active_rows`` (m, may be traced) keeps the
-  first m rows and zeroes the rest.
+  first m rows and zeroes the rest. Without blocks the matrix is drawn once
+  (``dense``) and reused by every product; with blocks each product
+  regenerates the blocks from the key (memory O(m block_size + d), time one
+  Gaussian draw per entry per product).
   """
   key: jax.Array
   num_rows: int
   dim: int
   block_size: int | None
   active_rows: jax.Array
+  dense: jax.Array | None = None
 
   @property
   def _num_blocks(self) -> int:
@@ -64,6 +68,8 @@ class GaussianProjection(NamedTuple):
   def matrix(self, dtype=jnp.float32) -> jax.Array:
     """The dense [num_rows, dim] matrix (the same entries the blocks use)."""
     if self.block_size is None:
+      if self.dense is not None:
+        return self.dense.astype(dtype)
       z = jax.random.normal(self.key, (self.num_rows, self.dim), dtype)
       return z * self._scale(dtype)[:, None]
     blocks = [self._block(b, dtype) for b in range(self._num_blocks)]
@@ -137,8 +143,11 @@ def gaussian_projection(key: jax.Array, num_rows: int, dim: int, *,
     active_rows = num_rows
   elif _validate.concrete(active_rows):
     validate_rows(int(active_rows), num_rows)
-  return GaussianProjection(_validate.key(key), num_rows, dim, block_size,
-                            jnp.asarray(active_rows, jnp.int32))
+  phi = GaussianProjection(_validate.key(key), num_rows, dim, block_size,
+                           jnp.asarray(active_rows, jnp.int32))
+  if block_size is None:  # draw once; every product reuses it
+    phi = phi._replace(dense=phi.matrix())
+  return phi
 
 
 def l1_ball_gaussian_width(dim: int, radius: float = 1.0) -> float:
