@@ -232,6 +232,8 @@ def test_compgd_decreases_a_logistic_loss():
      'num_examples=0'),
     (lambda: T.compgd(0.1, 2, 1.0, key=jax.random.key(0), ball='l3'),
      "ball='l3'"),
+    (lambda: T.dp_compsgd(0.1, 2, 1.0, 1.0, 1.0, 0.0, key=jax.random.key(0)),
+     'expected_batch_size=0.0'),
     (lambda: T.calibrate_dp_compgd(0.0, 0.01, 5), 'target_epsilon=0.0'),
     (lambda: T.calibrate_dp_compgd(-1.0, 0.01, 5), 'target_epsilon=-1.0'),
     (lambda: T.calibrate_dp_compgd(2.0, 1.5, 5), 'delta=1.5'),

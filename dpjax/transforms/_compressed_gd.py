@@ -358,6 +358,7 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
     >>> u.shape
     (4,)
   """
+  _validate.positive(expected_batch_size=expected_batch_size)
   return _factory(learning_rate, radius, ball, key=key, num_rows=num_rows,
                   private=True, l2_norm_clip=l2_norm_clip,
                   noise_multiplier=noise_multiplier,
@@ -369,6 +370,9 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
 def projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any, *,
                  ball: str = 'l1') -> optax.GradientTransformationExtraArgs:
   """GD projected onto C (non-private baseline): w - eta g, then Pi_C.
+
+  References:
+    Huang thesis, ch. 6-7 (the GD baseline of Figs. 7.1-7.3).
 
   Example:
     >>> tx = projected_gd(1.0, 1.0)
@@ -389,6 +393,10 @@ def dp_projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any,
   Privacy:
     Replace-one sensitivity 2L of the clipped sum: the same event as
     ``dp_compgd`` (``dp_compgd_event``), with the noise in d dimensions.
+
+  References:
+    Huang thesis, ch. 7 (the DP-GD baseline of Figs. 7.1-7.3); Bassily,
+    Smith, Thakurta, FOCS 2014 (projected noisy gradient descent).
 
   Example:
     >>> tx = dp_projected_gd(0.5, 1.0, 1.0, 1.0, 3, key=jax.random.key(0))
@@ -411,6 +419,9 @@ def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
 
   Privacy:
     The DP-SGD event: ``dp_compsgd_event(sigma, q, T)``.
+
+  References:
+    Abadi et al. 2016, Alg. 1 (with a projection onto C).
 
   Example:
     >>> tx = dp_projected_sgd(0.5, 1.0, 1.0, 1.0, 2.0, key=jax.random.key(0))
