@@ -17,7 +17,7 @@ or d); non-private methods have s = 0. lr_scale = 3 is the value of {1, 3,
 0.018, 0.022 on 3 seeds); the DP comparison depends on it (at 10, DP-GD
 gains more than DP-CompGD), see the issue note.
 
-Modes: quick (5 seeds, d in {30, 100, 300, 1000}, k = 1, 2 and 5 epochs) and
+Modes: quick (5 seeds, d in {100, 300, 1000}, k = 1, 2 and 5 epochs) and
 full (10 seeds, d up to 3000, k in {1, 3, 10}, 1-10 epochs). Seeds run
 vmapped in one jitted program per (method, d, k); the number of epochs is a
 traced argument, so one compile serves every T.

@@ -7,7 +7,7 @@ DESCRIPTION = ('compressed private gradient descent with random projections '
                'vs DP-GD on sparse logistic regression (Huang thesis, '
                'Figs. 7.1-7.3)')
 MODES = {
-    'quick': dict(num_seeds=5, dims=[30, 100, 300, 1000], intrinsic=[1],
+    'quick': dict(num_seeds=5, dims=[100, 300, 1000], intrinsic=[1],
                   epochs=[2, 5]),
     'full': dict(num_seeds=10, dims=[30, 100, 300, 1000, 3000],
                  intrinsic=[1, 3, 10], epochs=list(range(1, 11))),
