@@ -6,6 +6,7 @@ An experiment module defines ``NAME``, ``DESCRIPTION``, ``MODES`` (at least
 ``report(results, out_dir) -> markdown``.
 """
 
+from experiments import compgd
 from experiments import compressive_regression
 from experiments import cpsgd_dme
 from experiments import cpsgd_mechanisms
@@ -20,4 +21,5 @@ from experiments import rs_tradeoff
 EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff, rs_privacy,
                                    rs_attack, compressive_regression,
                                    cpsgd_mechanisms, cpsgd_dme,
-                                   cpsgd_training, distributed_dp, qdpsgd)}
+                                   cpsgd_training, distributed_dp, qdpsgd,
+                                   compgd)}

@@ -110,6 +110,8 @@ TINY = {
     'distributed_dp': dict(num_clients=4, dimension=16, bits=[16],
                            num_seeds=2, reps=2, levels=[4],
                            epsilons=[4.0]),
+    'compgd': dict(num_seeds=2, dims=[20], epochs=[1], n=200, n_test=20,
+                   solver_iterations=5),
 }
 
 

@@ -29,6 +29,19 @@ from dpjax.transforms._alias import dpsgd
 from dpjax.transforms._alias import rs_dpsgd
 from dpjax.transforms._clipping import clip_per_example
 from dpjax.transforms._clipping import ClipPerExampleState
+from dpjax.transforms._compressed_gd import average_iterate
+from dpjax.transforms._compressed_gd import calibrate_dp_compgd
+from dpjax.transforms._compressed_gd import calibrate_dp_compsgd
+from dpjax.transforms._compressed_gd import compgd
+from dpjax.transforms._compressed_gd import CompressedGdState
+from dpjax.transforms._compressed_gd import dp_compgd
+from dpjax.transforms._compressed_gd import dp_compgd_event
+from dpjax.transforms._compressed_gd import dp_compsgd
+from dpjax.transforms._compressed_gd import dp_compsgd_event
+from dpjax.transforms._compressed_gd import dp_projected_gd
+from dpjax.transforms._compressed_gd import dp_projected_sgd
+from dpjax.transforms._compressed_gd import private_estimate
+from dpjax.transforms._compressed_gd import projected_gd
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
 from dpjax.transforms._compressing import compressive_privatizer_bits
@@ -43,6 +56,12 @@ from dpjax.transforms._dpsgd_noise import DpsgdNoiseState
 from dpjax.transforms._dpsgd_noise import privacy_states
 from dpjax.transforms._normalizing import normalize
 from dpjax.transforms._normalizing import NormalizeState
+from dpjax.transforms._projecting import gaussian_projection
+from dpjax.transforms._projecting import GaussianProjection
+from dpjax.transforms._projecting import l1_ball_gaussian_width
+from dpjax.transforms._projecting import l2_ball_gaussian_width
+from dpjax.transforms._projecting import project_gaussian
+from dpjax.transforms._projecting import projection_dim_schedule
 from dpjax.transforms._quantizing import GridQuantizer
 from dpjax.transforms._quantizing import k_level_quantizer
 from dpjax.transforms._quantizing import low_precision_quantizer
@@ -77,6 +96,25 @@ from dpjax.transforms._state import KeyStepState
 from dpjax.transforms._state import keyed_transformation
 
 __all__ = [
+    'average_iterate',
+    'calibrate_dp_compgd',
+    'calibrate_dp_compsgd',
+    'compgd',
+    'CompressedGdState',
+    'dp_compgd',
+    'dp_compgd_event',
+    'dp_compsgd',
+    'dp_compsgd_event',
+    'dp_projected_gd',
+    'dp_projected_sgd',
+    'private_estimate',
+    'projected_gd',
+    'gaussian_projection',
+    'GaussianProjection',
+    'l1_ball_gaussian_width',
+    'l2_ball_gaussian_width',
+    'project_gaussian',
+    'projection_dim_schedule',
     'add_discrete_gaussian_noise',
     'add_dpsgd_noise',
     'add_discrete_gaussian_noise_event',

@@ -1,0 +1,491 @@
+"""Compressed gradient descent with random projections (Huang thesis ch. 6-7).
+
+Each step of CompGD / DP-CompGD / DP-CompSGD draws a fresh Gaussian Phi_t
+(``gaussian_projection``), forms a projected gradient h_t in R^m, and solves
+``w_{t+1} = argmin_{w in C} ||Phi_t w - (Phi_t w_t - eta_t h_t)||``, i.e.
+theta_t = Pi_{Phi_t C}(Phi_t w_t - eta_t h_t) and a lift w_{t+1} in C with
+Phi_t w_{t+1} = theta_t (``dpjax.recovery.constrained_lift``). The baselines
+(projected GD, DP-GD, DP-SGD) step in R^d and project onto C. C is an l1 or
+l2 ball of radius r. Every optimizer is an optax transformation whose update
+is ``w_{t+1} - w_t`` (apply with ``optax.apply_updates``) and whose state
+accumulates the step-size-weighted average iterate
+sum_t eta_t w_t / sum_t eta_t (``average_iterate``).
+
+Privacy: what is released, and its sensitivity (a deviation from the thesis).
+Alg. 8 releases s_t Phi_t g_t + e, with g_t the mean gradient and s_t =
+||g_t|| / ||Phi_t g_t||, and calibrates e to a replace-one sensitivity of
+order L / n. That bound does not hold: ||s_t Phi_t g|| = ||g|| <= L, and the
+direction Phi_t g / ||Phi_t g|| is not continuous in g. With m < d, Phi_t has
+a null space; for v in it and any w with Phi_t w != 0, the mean gradients
+g = a v + b w and g' = a v - b w of two neighbours (||g - g'|| = 2 b ||w||,
+as small as we like) give releases of opposite directions and norm ||g||, so
+||s Phi g - s' Phi g'|| = 2 ||g|| -> 2L. The replace-one sensitivity of the
+thesis's release is therefore 2L (tight), n times what it is calibrated to.
+We release instead the projected per-example clipped sum
+
+  h_t = (1 / n) [ sum_i clip_L(Phi_t grad l(w_t, z_i)) + N(0, (k L sigma)^2 I_m) ]
+
+with clip_L(u) = u min(1, L / ||u||). Phi_t comes from the key, independent
+of the data, and may be conditioned on. Given Phi_t and w_t, replacing one
+example changes one summand, each of norm <= L, so ||sum - sum'|| <= 2L
+(k = 2, full batch, replace-one); adding or removing one changes the sum by
+<= L (k = 1, Poisson sampling, add/remove-one). This holds for EVERY Phi_t,
+so each step is the Gaussian mechanism with noise multiplier sigma, composed
+over T steps (``dp_compgd_event``) or Poisson-subsampled
+(``dp_compsgd_event``). No rescaling s_t is needed: E ||Phi u||^2 = ||u||^2.
+"""
+
+from typing import Any, NamedTuple
+
+import dp_accounting
+import jax
+from jax import flatten_util
+import jax.numpy as jnp
+import optax
+
+from dpjax import _numerics
+from dpjax import _validate
+from dpjax import accounting
+from dpjax import noise as noise_lib
+from dpjax.recovery import _balls
+from dpjax.recovery import _constrained
+from dpjax.transforms import _projecting
+from dpjax.transforms._state import KeyStepState
+
+LIPSCHITZ_MARGIN = 1.1  # power-iteration estimate of ||Phi||^2 times this
+
+
+class CompressedGdState(NamedTuple):
+  """State of the compressed-GD family and its projected baselines.
+
+  Attributes:
+    stream: ``KeyStepState`` (steps taken; Phi_t and noise of step t come
+      from ``fold_in(key, t)``); the key is a dummy for non-random steps.
+    weighted_sum: sum_t eta_t w_t (same tree as the params).
+    weight_total: sum_t eta_t.
+    noise_multiplier: float32, sigma of the last step (0 if non-private).
+    residual: float32, the constrained solve's projected-gradient residual
+      at the last step (0 for the baselines, whose projection is exact).
+  """
+  stream: KeyStepState
+  weighted_sum: Any
+  weight_total: jax.Array
+  noise_multiplier: jax.Array
+  residual: jax.Array
+
+
+def average_iterate(state: CompressedGdState) -> Any:
+  """w_bar_T = sum_t eta_t w_t / sum_t eta_t (thesis, ch. 6 output).
+
+  Example:
+    >>> tx = compgd(1.0, 2, 1.0, key=jax.random.key(0))
+    >>> w = jnp.zeros(4)
+    >>> u, s = tx.update(jnp.ones(4), tx.init(w), w)
+    >>> average_iterate(s).tolist()
+    [0.0, 0.0, 0.0, 0.0]
+  """
+  total = state.weight_total
+  return jax.tree.map(lambda s: s / jnp.maximum(total, 1e-30).astype(s.dtype),
+                      state.weighted_sum)
+
+
+def _rate(learning_rate, count):
+  return learning_rate(count) if callable(learning_rate) else learning_rate
+
+
+def _clip_rows(rows: jax.Array, l2_norm_clip) -> jax.Array:
+  norms = jnp.linalg.norm(rows, axis=-1, keepdims=True)
+  clip = jnp.asarray(l2_norm_clip, rows.dtype)
+  return rows * jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30))
+
+
+def _flat_rows(updates) -> jax.Array:
+  """Per-example pytree with a leading batch axis -> [B, d]."""
+  return jax.vmap(lambda u: flatten_util.ravel_pytree(u)[0])(updates)
+
+
+def _masked(rows, mask):
+  if mask is None:
+    return rows
+  return jnp.where(jnp.asarray(mask, bool)[:, None], rows, 0)
+
+
+def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
+                     noise_multiplier: Any, key: jax.Array, *,
+                     sensitivity_factor: float, divisor: Any,
+                     mask: jax.typing.ArrayLike | None = None,
+                     dtype=jnp.float32) -> jax.Array:
+  """The released gradient estimate of one private step.
+
+  (sum_i clip_L(Phi g_i) + N(0, (k L sigma)^2 I)) / divisor over the rows of
+  ``per_example`` (a pytree with a leading batch axis; ``mask`` zeroes padded
+  rows), with Phi the identity when ``phi`` is None (DP-GD). Rows of Phi
+  beyond its ``active_rows`` get no noise (they carry no signal either).
+
+  Privacy:
+    Changing one row changes the clipped sum by at most 2L (replace, k = 2)
+    or L (add/remove, k = 1), for every Phi: one step is the Gaussian
+    mechanism with noise multiplier sigma (``dp_compgd_event``,
+    ``dp_compsgd_event``).
+
+  Example:
+    >>> h = private_estimate(jnp.ones((2, 3)), None, 1.0, 0.0,
+    ...                      jax.random.key(0), sensitivity_factor=2.0,
+    ...                      divisor=2)
+    >>> [round(float(v), 4) for v in h]
+    [0.5774, 0.5774, 0.5774]
+  """
+  rows = _masked(_flat_rows(per_example).astype(dtype), mask)
+  if phi is not None:
+    rows = phi.matvec(rows)  # [B, m]
+  total = _numerics.zero_nonfinite(_clip_rows(rows, l2_norm_clip).sum(axis=0))
+  stddev = (jnp.asarray(noise_multiplier, dtype) * sensitivity_factor *
+            jnp.asarray(l2_norm_clip, dtype))
+  noise = noise_lib.gaussian(key, total.shape, stddev=stddev, dtype=dtype)
+  if phi is not None:
+    noise = noise * (jnp.arange(phi.num_rows) < phi.active_rows).astype(dtype)
+  return (total + noise) / jnp.asarray(divisor, dtype)
+
+
+def _factory(learning_rate, radius, ball, *, key, num_rows, private,
+             l2_norm_clip=None, noise_multiplier=0.0, divisor=None,
+             sensitivity_factor=1.0, block_size=None, rows_schedule=None,
+             solver_iterations=50):
+  """The shared step: compressed when ``num_rows``, else projected GD."""
+  project_c = _balls.ball_projection(ball)
+  _balls._radius(radius)  # pylint: disable=protected-access
+  if num_rows is not None:
+    _projecting.validate_rows(num_rows)
+    _validate.positive_int(solver_iterations=solver_iterations)
+  if private:
+    _validate.positive(l2_norm_clip=l2_norm_clip, divisor=divisor)
+    _validate.finite(l2_norm_clip=l2_norm_clip)
+    _validate.non_negative(noise_multiplier=noise_multiplier)
+    _validate.finite(noise_multiplier=noise_multiplier)
+  stream0 = KeyStepState.create(key)
+
+  def init_fn(params):
+    flat, _ = flatten_util.ravel_pytree(params)
+    if num_rows is not None:
+      _projecting.validate_rows(num_rows, flat.size)
+    return CompressedGdState(
+        stream0, jax.tree.map(jnp.zeros_like, params),
+        jnp.zeros([], flat.dtype),
+        jnp.asarray(noise_multiplier if private else 0.0, jnp.float32),
+        jnp.zeros([], jnp.float32))
+
+  def update_fn(updates, state, params=None, *, mask=None, **extra):
+    del extra
+    if params is None:
+      raise ValueError('compressed / projected GD needs params (w_t).')
+    w, unravel = flatten_util.ravel_pytree(params)
+    dim = w.size
+    eta = jnp.asarray(_rate(learning_rate, state.stream.count), w.dtype)
+    step_key = state.stream.step_key()
+    phi_key, noise_key, power_key = jax.random.split(step_key, 3)
+    proj = lambda v: project_c(v, radius)
+    phi = None
+    if num_rows is not None:
+      rows = None
+      if rows_schedule is not None:
+        rows = jnp.minimum(rows_schedule(state.stream.count), num_rows)
+      phi = _projecting.gaussian_projection(
+          phi_key, num_rows, dim, block_size=block_size, active_rows=rows)
+    if private:
+      grad = private_estimate(
+          updates, phi, l2_norm_clip, noise_multiplier, noise_key,
+          sensitivity_factor=sensitivity_factor, divisor=divisor, mask=mask,
+          dtype=w.dtype)
+    else:
+      grad = flatten_util.ravel_pytree(updates)[0]
+      if phi is not None:
+        grad = phi.matvec(grad)
+    residual = jnp.zeros([], jnp.float32)
+    if phi is None:
+      w_next = proj(w - eta * grad)
+    else:
+      lip = LIPSCHITZ_MARGIN * _constrained.operator_norm_squared(
+          phi.matvec, phi.rmatvec, dim, power_key)
+      target = phi.matvec(w) - eta * grad
+      solve = _constrained.constrained_lift(
+          phi.matvec, phi.rmatvec, target, w, proj, lip,
+          num_iterations=solver_iterations)
+      w_next, residual = solve.w, solve.residual.astype(jnp.float32)
+    new_state = CompressedGdState(
+        state.stream.advance(),
+        jax.tree.map(lambda s, p: s + eta.astype(p.dtype) * p,
+                     state.weighted_sum, params),
+        state.weight_total + eta,
+        jnp.asarray(noise_multiplier if private else 0.0, jnp.float32),
+        residual)
+    return unravel(w_next - w), new_state
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
+           radius: Any, *, key: jax.Array, ball: str = 'l1',
+           block_size: int | None = None, rows_schedule=None,
+           solver_iterations: int = 50
+           ) -> optax.GradientTransformationExtraArgs:
+  """CompGD (non-private): the update is the mean gradient g_t in R^d.
+
+  theta_t = Pi_{Phi_t C}(Phi_t w_t - eta_t Phi_t g_t), w_{t+1} in C with
+  Phi_t w_{t+1} = theta_t (FISTA, ``solver_iterations`` iterations, warm
+  start w_t; the residual is in the state).
+
+  Args:
+    learning_rate: eta_t, a scalar or a schedule of the step count (may be
+      traced).
+    num_rows: m (static), 1 <= m <= d (checked at ``init``).
+    radius: r > 0 of the constraint set C (may be traced).
+    key: PRNG key (required); Phi_t from ``fold_in(key, t)``.
+    ball: 'l1' (default) or 'l2'.
+    block_size: generate Phi_t in column blocks (see ``gaussian_projection``).
+    rows_schedule: count -> m_t (``projection_dim_schedule``), optional.
+    solver_iterations: FISTA iterations of the lift (static).
+
+  Returns:
+    An optax transformation (``CompressedGdState``) whose update is
+    w_{t+1} - w_t; pass ``params=w_t``.
+
+  References:
+    Huang thesis, Alg. 6 (CompGD); Kasiviswanathan, UAI 2021.
+
+  Example:
+    >>> tx = compgd(0.5, 2, 1.0, key=jax.random.key(0))
+    >>> w = jnp.zeros(4)
+    >>> u, s = tx.update(jnp.array([1.0, 0, 0, 0]), tx.init(w), w)
+    >>> float(jnp.abs(w + u).sum()) <= 1.0 + 1e-5
+    True
+  """
+  return _factory(learning_rate, radius, ball, key=key, num_rows=num_rows,
+                  private=False, block_size=block_size,
+                  rows_schedule=rows_schedule,
+                  solver_iterations=solver_iterations)
+
+
+def dp_compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
+              radius: Any, l2_norm_clip: Any, noise_multiplier: Any,
+              num_examples: int, *, key: jax.Array, ball: str = 'l1',
+              block_size: int | None = None, rows_schedule=None,
+              solver_iterations: int = 50
+              ) -> optax.GradientTransformationExtraArgs:
+  """DP-CompGD (full batch): the update is the n per-example gradients.
+
+  h_t = (sum_i clip_L(Phi_t grad_i) + N(0, (2 L sigma)^2 I_m)) / n, then the
+  step of ``compgd`` with h_t in place of Phi_t g_t.
+
+  Args:
+    learning_rate: eta_t, scalar or schedule (may be traced).
+    num_rows: m (static).
+    radius: r of C (may be traced).
+    l2_norm_clip: L, the clip bound of each projected per-example gradient
+      (may be traced).
+    noise_multiplier: sigma >= 0 (may be traced); stddev 2 L sigma on the sum.
+    num_examples: n, the (public) dataset size; divides the sum.
+    key: PRNG key (required); Phi_t and the noise of step t come from
+      ``fold_in(key, t)`` (split).
+    ball, block_size, rows_schedule, solver_iterations: as ``compgd``.
+
+  Returns:
+    An optax transformation; ``update(per_example_grads, state, params)``.
+
+  Privacy:
+    Replace-one sensitivity of the clipped sum is 2L for every Phi_t (see
+    the module docstring; the thesis's s_t-rescaled release has sensitivity
+    2L, not 2L / n, and is not used). Each step is the Gaussian mechanism
+    with noise multiplier sigma under replace-one; T steps are
+    ``dp_compgd_event(sigma, T)``; ``calibrate_dp_compgd`` picks sigma for a
+    target (epsilon, delta).
+
+  References:
+    Huang thesis, Alg. 8 (with the release changed as above); Abadi et al.
+    2016 (per-example clipping).
+
+  Example:
+    >>> tx = dp_compgd(0.5, 2, 1.0, 1.0, 1.0, 3, key=jax.random.key(0))
+    >>> w = jnp.zeros(4)
+    >>> u, s = tx.update(jnp.ones((3, 4)), tx.init(w), w)
+    >>> u.shape, int(s.stream.count)
+    ((4,), 1)
+  """
+  _validate.positive_int(num_examples=num_examples)
+  return _factory(learning_rate, radius, ball, key=key, num_rows=num_rows,
+                  private=True, l2_norm_clip=l2_norm_clip,
+                  noise_multiplier=noise_multiplier, divisor=num_examples,
+                  sensitivity_factor=2.0, block_size=block_size,
+                  rows_schedule=rows_schedule,
+                  solver_iterations=solver_iterations)
+
+
+def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
+               radius: Any, l2_norm_clip: Any, noise_multiplier: Any,
+               expected_batch_size: Any, *, key: jax.Array, ball: str = 'l1',
+               block_size: int | None = None, rows_schedule=None,
+               solver_iterations: int = 50
+               ) -> optax.GradientTransformationExtraArgs:
+  """DP-CompSGD: a Poisson minibatch (``dpjax.sampling.PoissonSampler``).
+
+  h_t = (sum_{i in B_t} clip_L(Phi_t grad_i) + N(0, (L sigma)^2 I_m)) / (q n):
+  the per-example gradients of the padded batch come first with
+  ``mask=batch.mask`` (padded rows are masked), divided by the EXPECTED
+  batch size.
+
+  Args:
+    learning_rate, num_rows, radius, l2_norm_clip, noise_multiplier: as
+      ``dp_compgd`` (stddev L sigma on the sum).
+    expected_batch_size: q n (may be traced).
+    key, ball, block_size, rows_schedule, solver_iterations: as ``compgd``.
+
+  Returns:
+    An optax transformation; ``update(grads, state, params, mask=mask)``.
+
+  Privacy:
+    Add/remove-one sensitivity of the clipped sum is L for every Phi_t, so a
+    step is the Poisson-subsampled Gaussian mechanism;
+    ``dp_compsgd_event(sigma, q, T)`` (or ``sampler.dp_event(sigma)`` per
+    step) is the event.
+
+  References:
+    Huang thesis, Alg. 9 (Poisson sampling instead of fixed-size batches).
+
+  Example:
+    >>> tx = dp_compsgd(0.5, 2, 1.0, 1.0, 1.0, 2.0, key=jax.random.key(0))
+    >>> w = jnp.zeros(4)
+    >>> u, _ = tx.update(jnp.ones((3, 4)), tx.init(w), w,
+    ...                  mask=jnp.array([True, True, False]))
+    >>> u.shape
+    (4,)
+  """
+  _validate.positive(expected_batch_size=expected_batch_size)
+  return _factory(learning_rate, radius, ball, key=key, num_rows=num_rows,
+                  private=True, l2_norm_clip=l2_norm_clip,
+                  noise_multiplier=noise_multiplier,
+                  divisor=expected_batch_size, sensitivity_factor=1.0,
+                  block_size=block_size, rows_schedule=rows_schedule,
+                  solver_iterations=solver_iterations)
+
+
+def projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any, *,
+                 ball: str = 'l1') -> optax.GradientTransformationExtraArgs:
+  """GD projected onto C (non-private baseline): w - eta g, then Pi_C.
+
+  References:
+    Huang thesis, ch. 6-7 (the GD baseline of Figs. 7.1-7.3).
+
+  Example:
+    >>> tx = projected_gd(1.0, 1.0)
+    >>> w = jnp.zeros(2)
+    >>> (w + tx.update(jnp.array([-3.0, 0.0]), tx.init(w), w)[0]).tolist()
+    [1.0, 0.0]
+  """
+  return _factory(learning_rate, radius, ball, key=jax.random.key(0),
+                  num_rows=None, private=False)
+
+
+def dp_projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any,
+                    l2_norm_clip: Any, noise_multiplier: Any,
+                    num_examples: int, *, key: jax.Array, ball: str = 'l1'
+                    ) -> optax.GradientTransformationExtraArgs:
+  """Projected DP-GD (full batch): clip per example, N(0, (2 L sigma)^2 I_d).
+
+  Privacy:
+    Replace-one sensitivity 2L of the clipped sum: the same event as
+    ``dp_compgd`` (``dp_compgd_event``), with the noise in d dimensions.
+
+  References:
+    Huang thesis, ch. 7 (the DP-GD baseline of Figs. 7.1-7.3); Bassily,
+    Smith, Thakurta, FOCS 2014 (projected noisy gradient descent).
+
+  Example:
+    >>> tx = dp_projected_gd(0.5, 1.0, 1.0, 1.0, 3, key=jax.random.key(0))
+    >>> w = jnp.zeros(4)
+    >>> tx.update(jnp.ones((3, 4)), tx.init(w), w)[0].shape
+    (4,)
+  """
+  _validate.positive_int(num_examples=num_examples)
+  return _factory(learning_rate, radius, ball, key=key, num_rows=None,
+                  private=True, l2_norm_clip=l2_norm_clip,
+                  noise_multiplier=noise_multiplier, divisor=num_examples,
+                  sensitivity_factor=2.0)
+
+
+def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
+                     l2_norm_clip: Any, noise_multiplier: Any,
+                     expected_batch_size: Any, *, key: jax.Array,
+                     ball: str = 'l1') -> optax.GradientTransformationExtraArgs:
+  """Projected DP-SGD on Poisson batches (stddev L sigma, masked rows).
+
+  Privacy:
+    The DP-SGD event: ``dp_compsgd_event(sigma, q, T)``.
+
+  References:
+    Abadi et al. 2016, Alg. 1 (with a projection onto C).
+
+  Example:
+    >>> tx = dp_projected_sgd(0.5, 1.0, 1.0, 1.0, 2.0, key=jax.random.key(0))
+    >>> w = jnp.zeros(4)
+    >>> tx.update(jnp.ones((3, 4)), tx.init(w), w,
+    ...           mask=jnp.ones(3, bool))[0].shape
+    (4,)
+  """
+  return _factory(learning_rate, radius, ball, key=key, num_rows=None,
+                  private=True, l2_norm_clip=l2_norm_clip,
+                  noise_multiplier=noise_multiplier,
+                  divisor=expected_batch_size, sensitivity_factor=1.0)
+
+
+def dp_compgd_event(noise_multiplier: float, steps: int
+                    ) -> dp_accounting.DpEvent:
+  """T full-batch steps of ``dp_compgd`` / ``dp_projected_gd``.
+
+  Each step is the Gaussian mechanism with noise multiplier sigma under the
+  replace-one relation (stddev 2 L sigma on a sum of replace-one
+  sensitivity 2 L), composed T times.
+
+  Example:
+    >>> e = dp_compgd_event(5.0, 10)
+    >>> 1.0 < dpjax.accounting.epsilon(e, 0.01) < 3.0
+    True
+  """
+  _validate.positive_int(steps=steps)
+  return dp_accounting.SelfComposedDpEvent(
+      accounting.gaussian_step_event(noise_multiplier), steps)
+
+
+def dp_compsgd_event(noise_multiplier: float, sampling_rate: float,
+                     steps: int) -> dp_accounting.DpEvent:
+  """T Poisson-sampled steps of ``dp_compsgd`` / ``dp_projected_sgd``.
+
+  Example:
+    >>> e = dp_compsgd_event(1.0, 0.1, 10)
+    >>> isinstance(e, dp_accounting.SelfComposedDpEvent)
+    True
+  """
+  return accounting.dpsgd_event(noise_multiplier, sampling_rate, steps)
+
+
+def calibrate_dp_compgd(target_epsilon: float, delta: float, steps: int,
+                        accountant: str = 'rdp') -> float:
+  """sigma for T full-batch steps to spend at most (epsilon, delta).
+
+  Example:
+    >>> s = calibrate_dp_compgd(2.0, 0.01, 10)
+    >>> dpjax.accounting.epsilon(dp_compgd_event(s, 10), 0.01) <= 2.0
+    True
+  """
+  _validate.positive(target_epsilon=target_epsilon)
+  _validate.open_unit(delta=delta)
+  return accounting.calibrate(accounting.gaussian_step_event, target_epsilon,
+                              delta, accountant, steps=steps)
+
+
+def calibrate_dp_compsgd(target_epsilon: float, delta: float,
+                         sampling_rate: float, steps: int,
+                         accountant: str = 'rdp') -> float:
+  """sigma for T Poisson steps at rate q to spend at most (epsilon, delta)."""
+  _validate.positive(target_epsilon=target_epsilon)
+  _validate.open_unit(delta=delta)
+  return accounting.calibrate_noise_multiplier(
+      target_epsilon, delta, sampling_rate, steps, accountant)
