@@ -47,11 +47,11 @@ from dpjax.distributed._decentralized import AgentBatch
 from dpjax.distributed._decentralized import ALGORITHMS
 from dpjax.distributed._decentralized import DecentralizedAlgorithm
 from dpjax.distributed._decentralized import DecentralizedState
-from dpjax.distributed._decentralized import dsgd
 from dpjax.distributed._decentralized import qdpsgd1
 from dpjax.distributed._decentralized import qdpsgd2
 from dpjax.distributed._decentralized import RoundMetrics
-from dpjax.distributed._decentralized import sdm
+from dpjax.distributed._decentralized_baselines import dsgd
+from dpjax.distributed._decentralized_baselines import sdm
 from dpjax.distributed._decentralized_privacy import agent_epsilons
 from dpjax.distributed._decentralized_privacy import agent_ledgers
 from dpjax.distributed._decentralized_privacy import calibrate_decentralized
