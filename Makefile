@@ -32,6 +32,9 @@ bench: $(BENCH_STAMP)
 	$(PY) -m experiments.bench
 	$(PY) -m experiments.bench_noise
 	$(PY) -m experiments.bench_seeds
+	$(PY) -m experiments.bench_qdpsgd
+	$(PY) -m experiments.bench_distributed_dp --num-clients 100 --dimension 4096
+	$(PY) -m experiments.bench_compgd --dims 100 10000
 
 clean:
 	rm -rf $(VENV) results
