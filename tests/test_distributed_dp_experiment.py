@@ -123,4 +123,5 @@ def test_tiny_run_measures_every_mechanism_and_trains(tmp_path):
              res['claims']) == len(tr['claims'])
   text = distributed_dp.report(res, str(tmp_path))
   assert 'Federated training' in text and 'flagged' in text
+  assert text.count(tr['claims'][0]['claim']) == 1  # once, in its section
   assert (tmp_path / 'accuracy_vs_bits.png').exists()

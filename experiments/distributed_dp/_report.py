@@ -8,6 +8,8 @@ from experiments.common import report as report_lib
 from experiments.common import verdict as verdict_lib
 from experiments.distributed_dp._config import NAME
 
+TRAINING_PREFIX = 'federated training: '  # the training claims in 'claims'
+
 LABELS = {'ddg': 'DDG', 'skellam': 'Skellam', 'cpsgd': 'cpSGD (Binomial)',
           'gaussian': 'central Gaussian'}
 TABLE = [('bits', 'b'), ('ddg', 'DDG MSE'), ('skellam', 'Skellam MSE'),
@@ -89,7 +91,9 @@ def report(results: dict[str, Any], out_dir: str) -> str:
                                 DETAIL), '']
   lines += ['Measured claims (verdicts per the rule at the top; one '
             'Bonferroni family):', '',
-            verdict_lib.claims_table(results['claims']), '']
+            verdict_lib.claims_table([
+                c for c in results['claims']
+                if not c['claim'].startswith(TRAINING_PREFIX)]), '']
   lines += [f'![{p}]({p})' for p in pngs]
   if results.get('training'):
     lines += [''] + training_lines(results, out_dir)

@@ -21,6 +21,7 @@ from experiments import cpsgd_dme
 from experiments.distributed_dp._claims import claims
 from experiments.distributed_dp._config import MECHANISMS
 from experiments.distributed_dp._config import NAME
+from experiments.distributed_dp._report import TRAINING_PREFIX
 from experiments.distributed_dp._training import run_training
 
 _GAUSSIAN_POINT = 1_000_000
@@ -191,7 +192,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   training = None
   if cfg['training']:
     training = run_training(cfg, progress=progress)
-    all_claims += [dict(c, claim=f"federated training: {c['claim']}")
+    all_claims += [dict(c, claim=TRAINING_PREFIX + c['claim'])
                    for c in training['claims']]
   return dict(experiment=NAME, config=cfg, seed=cfg['seed'], seeds=seeds(cfg),
               data=dict(name='generated unit vectors (random directions)',

@@ -30,7 +30,6 @@ reports (wrap-around rate, rounding failures, flagged) to the host through
 deployment (the server cannot see wrap-around), and is counted per seed.
 """
 
-import functools
 import math
 import time
 from typing import Any
@@ -122,7 +121,6 @@ def cpsgd_choice(candidates, bits: int):
   return min(fits, key=lambda c: c['bound']) if fits else None
 
 
-@functools.lru_cache(maxsize=None)
 def _ddp_switch_mean(configs: tuple, max_rate: float, sink) -> federated.Mean:
   """One mean for every DDG / Skellam configuration (``param``: the index),
   so that the loop compiles one trainer for all of them; each round's
