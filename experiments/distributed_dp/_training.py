@@ -293,6 +293,7 @@ def run_training(cfg: dict[str, Any], progress: bool = True
         cfg['delta'], 'rdp' if s['method'] in _LABEL else 'pld'))
     row['bits_per_client_total'] = ledger.bits
     if s['method'] in _LABEL:
+      jax.effects_barrier()  # every round's callback has reached the sink
       row.update(sink.take(len(seeds), cfg['train_rounds']))
     acc = np.asarray(curves['test_accuracy'])[:, -1]
     row.update(test_accuracy=float(acc.mean()),
