@@ -48,11 +48,53 @@ def test_claims_follow_the_seed_rule():
   assert by[next(t for t in texts if t.startswith('cpSGD'))] == 'held'
 
 
-def test_tiny_run_measures_every_mechanism():
+def test_training_is_full_mode_only_and_validated():
+  assert not distributed_dp.config('quick')['training']
+  assert distributed_dp.config('full')['training']
+  assert distributed_dp.config('quick', training=True)['training']
+  for overrides, match in ((dict(training=1), 'training=1'),
+                           (dict(train_rounds=0), 'train_rounds=0'),
+                           (dict(train_bits=[1]), 'train_bits'),
+                           (dict(train_clients_per_round=21),
+                            'train_clients_per_round=21'),
+                           (dict(train_epsilon=0.0), 'train_epsilon=0.0'),
+                           (dict(train_momentum=1.0), 'train_momentum=1.0'),
+                           (dict(train_dataset='nope'), 'train_dataset')):
+    with pytest.raises(ValueError, match=match):
+      distributed_dp.config('quick', **overrides)
+
+
+def _setting(method, bits, name):
+  return dict(setting=name, method=method, bits=bits, event=object())
+
+
+def test_training_claims_are_planned_from_the_settings():
+  cfg = distributed_dp.config('quick', train_bits=[12, 16])
+  settings = [_setting('ddg', 12, 'DDG b=12'), _setting('ddg', 16, 'DDG b=16'),
+              dict(setting='Skellam b=16', method='skellam', bits=16,
+                   note='sampler range'),  # not runnable: no claim on it
+              _setting('cpsgd', 24, 'cpSGD b=24'),  # fits no swept b
+              _setting('gaussian', 32, 'Gaussian')]
+  the_plan = _claims.training_plan(cfg, settings)
+  assert [p['kind'] for p in the_plan] == ['close', 'above cpSGD', 'gap']
+  assert the_plan[1]['pairs'] == [('DDG b=12', 'cpSGD b=24'),
+                                  ('DDG b=16', 'cpSGD b=24')]
+  acc = {'DDG b=12': [0.80, 0.82, 0.81], 'DDG b=16': [0.90, 0.91, 0.90],
+         'cpSGD b=24': [0.50, 0.52, 0.49], 'Gaussian': [0.91, 0.92, 0.90]}
+  rows = [dict(setting=k, per_seed=v) for k, v in acc.items()]
+  found = _claims.training_claims(the_plan, rows)
+  assert [c['verdict'] for c in found] == ['held', 'held', 'held']
+  assert all(c['comparisons'] == 3 for c in found)
+
+
+def test_tiny_run_measures_every_mechanism_and_trains(tmp_path):
+  # One run for both parts (the training is on only with training=True).
   cfg = distributed_dp.config('quick', num_clients=4, dimension=16,
                               bits=[16], num_seeds=2, reps=2, levels=[4],
-                              epsilons=[4.0])
-  res = distributed_dp.run(cfg, '', progress=False)
+                              epsilons=[4.0], training=True, train_rounds=2,
+                              train_seeds=2, train_num_clients=6,
+                              train_bits=[16])
+  res = distributed_dp.run(cfg, str(tmp_path), progress=False)
   mechs = {r['mechanism'] for r in res['rows']}
   assert mechs == {'ddg', 'skellam', 'cpsgd'}
   for r in res['rows']:
@@ -61,3 +103,25 @@ def test_tiny_run_measures_every_mechanism():
   ddg = next(r for r in res['rows'] if r['mechanism'] == 'ddg')
   assert ddg['rounds'] == 4 and ddg['flagged_rounds'] <= ddg['rounds']
   assert res['claims'] and res['gaussian'][0]['epsilon'] <= 4.0
+  # The federated training part.
+  tr = res['training']
+  by = {r['method']: r for r in tr['rows']}
+  assert set(by) == {'ddg', 'skellam', 'cpsgd', 'gaussian'}
+  for r in tr['rows']:
+    if r.get('test_accuracy') is None:
+      assert r['note']  # why it did not run
+      continue
+    assert len(r['per_seed']) == 2 and 0 <= r['test_accuracy'] <= 1
+    assert r['epsilon_total'] <= cfg['train_epsilon'] * (1 + 1e-3)
+  ddg = by['ddg']
+  assert len(ddg['flagged']) == 2 and all(0 <= f <= 2 for f in ddg['flagged'])
+  assert len(ddg['wraparound_max']) == 2
+  kinds = {c['kind'] for c in tr['claims']}
+  assert {'close', 'gap'} <= kinds
+  assert all(c['verdict'] in verdict.VERDICTS for c in tr['claims'])
+  assert sum(c['claim'].startswith('federated training') for c in
+             res['claims']) == len(tr['claims'])
+  text = distributed_dp.report(res, str(tmp_path))
+  assert 'Federated training' in text and 'flagged' in text
+  assert text.count(tr['claims'][0]['claim']) == 1  # once, in its section
+  assert (tmp_path / 'accuracy_vs_bits.png').exists()

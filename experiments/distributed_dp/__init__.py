@@ -14,8 +14,15 @@ every b in ``bits``:
   n messages in {0..k-1+m} (m from Theorem 1);
 * the central Gaussian (32-bit floats; PLD-calibrated).
 
-Claims in ``_claims``. Federated training on digits is not part of this
-experiment (see cpsgd_training for the cpSGD and Gaussian protocols).
+Claims in ``_claims``.
+
+Full mode (``training=True``; off in quick, where it can be turned on) also
+trains a classifier on digits on the shared federated loop with DDG and
+Skellam at every b in ``train_bits``, cpSGD where it fits a b-bit sum (or
+at the fewest bits where it fits) and the Gaussian, all at one total
+(``train_epsilon``, ``delta``) over the run's rounds, and reports test
+accuracy vs bits, the flagged (wrap-around) rounds and its own claims
+(``_training``).
 """
 
 from experiments.distributed_dp._config import config

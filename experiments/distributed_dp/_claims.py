@@ -65,3 +65,89 @@ def claims(cfg, rows, gaussian) -> list[dict[str, Any]]:
                                    comparisons=len(specs))
     out.append(verdict_lib.claim(text, v, per_seed=stat.tolist()))
   return out
+
+
+# Federated training: planned from the settings that run (a function of the
+# privacy calibration and the bits, not of any accuracy), checked per seed
+# on the final test accuracy; one Bonferroni family, apart from the
+# mean-estimation family above.
+
+
+def _runnable(settings, method):
+  return {s['bits']: s['setting'] for s in settings
+          if s['method'] == method and 'event' in s}
+
+
+def training_plan(cfg, settings) -> list[dict[str, Any]]:
+  """Each claim: its text, kind, [(treatment, control), ...] and threshold.
+
+  * close: DDG (Skellam) within ``train_tolerance`` test accuracy of the
+    Gaussian at every b >= ``close_bits`` (per seed: the smallest
+    difference over those b);
+  * above cpSGD: DDG (Skellam) above cpSGD at every b of the sweep where
+    cpSGD fits a b-bit sum; where cpSGD fits none, above cpSGD at the
+    fewest bits where it fits, with fewer bits (per seed: the smallest
+    difference);
+  * the gap: cpSGD more than ``train_tolerance`` below the Gaussian at every
+    b where it runs (per seed: the largest difference).
+  """
+  tol = cfg['train_tolerance']
+  gauss = next((s['setting'] for s in settings if s['method'] == 'gaussian'),
+               None)
+  cpsgd = _runnable(settings, 'cpsgd')
+  swept = {b: v for b, v in cpsgd.items() if b in cfg['train_bits']}
+  extra = {b: v for b, v in cpsgd.items() if b not in cfg['train_bits']}
+  out = []
+  for mech, label in (('ddg', 'DDG'), ('skellam', 'Skellam')):
+    mine = _runnable(settings, mech)
+    close = sorted(b for b in mine if b >= cfg['close_bits'])
+    if close and gauss:
+      out.append(dict(
+          kind='close', mechanism=mech, threshold=-tol, higher=True,
+          pairs=[(mine[b], gauss) for b in close],
+          text=f'{label} test accuracy within {tol:g} of the Gaussian at '
+               f'every b in {close} (per seed: the smallest {label} - '
+               'Gaussian)'))
+    both = sorted(set(mine) & set(swept))
+    if both:
+      out.append(dict(
+          kind='above cpSGD', mechanism=mech, threshold=0.0, higher=True,
+          pairs=[(mine[b], swept[b]) for b in both],
+          text=f'{label} test accuracy above cpSGD at equal bits, every b '
+               f'in {both} (per seed: the smallest {label} - cpSGD)'))
+    elif extra and mine:
+      (cb, cset), = extra.items()
+      fewer = sorted(b for b in mine if b < cb)
+      if fewer:
+        out.append(dict(
+            kind='above cpSGD', mechanism=mech, threshold=0.0, higher=True,
+            pairs=[(mine[b], cset) for b in fewer],
+            text=f'{label} at every b in {fewer} above cpSGD at b = {cb}, '
+                 'the fewest bits where cpSGD fits (per seed: the smallest '
+                 f'{label} - cpSGD)'))
+  if cpsgd and gauss:
+    bs = sorted(cpsgd)
+    out.append(dict(
+        kind='gap', mechanism='cpsgd', threshold=-tol, higher=False,
+        pairs=[(cpsgd[b], gauss) for b in bs],
+        text=f'cpSGD test accuracy more than {tol:g} below the Gaussian at '
+             f'every b in {bs} (the gap; per seed: the largest cpSGD - '
+             'Gaussian)'))
+  return out
+
+
+def training_claims(the_plan, rows) -> list[dict[str, Any]]:
+  """``verdict_lib.claim`` per planned training claim (one family)."""
+  acc = {r['setting']: np.asarray(r['per_seed'], np.float64) for r in rows
+         if r.get('per_seed') is not None}
+  out = []
+  for spec in the_plan:
+    diffs = np.stack([acc[t] - acc[c] for t, c in spec['pairs']])
+    stat = diffs.min(0) if spec['higher'] else diffs.max(0)
+    v = verdict_lib.paired_verdict(stat, threshold=spec['threshold'],
+                                   higher_is_better=spec['higher'],
+                                   comparisons=len(the_plan))
+    out.append(verdict_lib.claim(spec['text'], v, kind=spec['kind'],
+                                 mechanism=spec['mechanism'],
+                                 per_seed=stat.tolist()))
+  return out

@@ -8,6 +8,8 @@ from experiments.common import report as report_lib
 from experiments.common import verdict as verdict_lib
 from experiments.distributed_dp._config import NAME
 
+TRAINING_PREFIX = 'federated training: '  # the training claims in 'claims'
+
 LABELS = {'ddg': 'DDG', 'skellam': 'Skellam', 'cpsgd': 'cpSGD (Binomial)',
           'gaussian': 'central Gaussian'}
 TABLE = [('bits', 'b'), ('ddg', 'DDG MSE'), ('skellam', 'Skellam MSE'),
@@ -89,6 +91,123 @@ def report(results: dict[str, Any], out_dir: str) -> str:
                                 DETAIL), '']
   lines += ['Measured claims (verdicts per the rule at the top; one '
             'Bonferroni family):', '',
-            verdict_lib.claims_table(results['claims']), '']
+            verdict_lib.claims_table([
+                c for c in results['claims']
+                if not c['claim'].startswith(TRAINING_PREFIX)]), '']
   lines += [f'![{p}]({p})' for p in pngs]
+  if results.get('training'):
+    lines += [''] + training_lines(results, out_dir)
   return '\n'.join(lines) + '\n'
+
+
+TRAIN_TABLE = [('bits', 'b'), ('ddg', 'DDG'), ('skellam', 'Skellam'),
+               ('cpsgd', 'cpSGD'), ('gaussian', 'Gaussian (32 bits)'),
+               ('flagged', 'flagged rounds DDG / Skellam')]
+TRAIN_DETAIL = [('setting', 'setting'), ('test_accuracy', 'test acc'),
+                ('test_accuracy_sem', 'SEM'), ('epsilon_total', 'eps total'),
+                ('noise_multiplier', 'sum stddev / 2D'), ('gamma', 'gamma'),
+                ('levels', 'k'), ('trials', 'm'),
+                ('epsilon_round', 'cpSGD eps/round'),
+                ('bits_per_client', 'bits/client/round'),
+                ('flagged', 'flagged rounds per seed'),
+                ('wraparound_max', 'wrap-around max per seed'),
+                ('rounding_failures', 'rounding failures'),
+                ('clipped_fraction', 'clipped'), ('seconds', 's'),
+                ('note', 'note')]
+
+
+def _acc(row):
+  if row.get('test_accuracy') is None:
+    return '-'
+  sem = row.get('test_accuracy_sem')
+  return f"{row['test_accuracy']:.3f}" + (f' +- {sem:.3f}' if sem else '')
+
+
+def training_table(tr) -> list[dict[str, Any]]:
+  """Test accuracy (mean +- SEM over seeds) per bits and protocol."""
+  gauss = next(r for r in tr['rows'] if r['method'] == 'gaussian')
+  out = []
+  for b in sorted({r['bits'] for r in tr['rows'] if r['method'] != 'gaussian'}):
+    row = dict(bits=b, gaussian=_acc(gauss))
+    flagged = []
+    for r in tr['rows']:
+      if r['bits'] != b or r['method'] == 'gaussian':
+        continue
+      cell = _acc(r)
+      if r['method'] == 'cpsgd' and r.get('levels'):
+        cell += f" (k={r['levels']}, m={r['trials']})"
+      row[r['method']] = cell
+      if r['method'] in ('ddg', 'skellam'):
+        flagged.append('-' if r.get('flagged') is None
+                       else str(sum(r['flagged'])))
+    row['flagged'] = ' / '.join(flagged)
+    out.append(row)
+  return out
+
+
+def training_plot(tr, out_dir) -> str:
+  fig, ax = plt.subplots(figsize=(5.5, 4))
+  for i, mech in enumerate(('ddg', 'skellam', 'cpsgd')):
+    rs = sorted((r for r in tr['rows'] if r['method'] == mech
+                 and r.get('test_accuracy') is not None),
+                key=lambda r: r['bits'])
+    ax.errorbar([r['bits'] for r in rs], [r['test_accuracy'] for r in rs],
+                yerr=[r['test_accuracy_sem'] or 0 for r in rs],
+                marker='os^'[i], ms=4, capsize=2, label=LABELS[mech],
+                color=f'C{i}')
+  g = next(r for r in tr['rows'] if r['method'] == 'gaussian')
+  ax.axhline(g['test_accuracy'], color='k', ls='-.', lw=0.8,
+             label='Gaussian (32-bit floats)')
+  ax.set_xlabel('bits per coordinate b (modulus 2^b of the secure sum)')
+  ax.set_ylabel('test accuracy after the last round')
+  cfg = tr['config']
+  ax.set_title(f"{tr['dataset']['name']}, n={tr['clients_per_round']} "
+               f"clients/round, T={cfg['train_rounds']}, "
+               f"eps={cfg['train_epsilon']:g}", fontsize=9)
+  ax.legend(fontsize=7)
+  return report_lib.save_figure(fig, out_dir, 'accuracy_vs_bits.png')
+
+
+def training_lines(results, out_dir) -> list[str]:
+  cfg, tr = results['config'], results['training']
+  tr = dict(tr, config=cfg)
+  png = training_plot(tr, out_dir)
+  seeds = tr['seeds']
+  n = tr['clients_per_round']
+  flagged = sum(sum(r['flagged']) for r in tr['rows'] if r.get('flagged'))
+  ran = sum(len(r['flagged']) * cfg['train_rounds'] for r in tr['rows']
+            if r.get('flagged'))
+  return [
+      f'### Federated training ({tr["dataset"]["name"]})', '',
+      f"{cfg['train_model']} model (d = {tr['dimension']}, padded to d' = "
+      f"{tr['padded_dimension']}), {tr['num_clients']} clients each holding "
+      f"a random shard, {n} per round, {cfg['train_rounds']} rounds, client "
+      f"gradients clipped to D = {cfg['train_clip_norm']:g}, server SGD with "
+      f"momentum {cfg['train_momentum']:g}, lr "
+      f"{cfg['train_learning_rate']:g}; seeds {seeds[0]}..{seeds[-1]} (each "
+      'its own init, shards and round keys, shared by all protocols). Every '
+      f"protocol meets eps = {cfg['train_epsilon']:g} at delta = "
+      f"{cfg['delta']:g} over the whole run (replace-one client, the "
+      'server sees only the sum, every round charged, no amplification): '
+      'DDG and Skellam by `calibrate_distributed_dp` over the T rounds '
+      f"(RDP, k = {cfg['k_stddevs']:g} stddevs in the modulus); cpSGD "
+      f"(rotated) at eps/round {tr['cpsgd_epsilon_round']:.3g} and "
+      f"delta_round = {tr['delta_round']:.3g}, whose T-fold PLD "
+      'composition meets the total, at the k of smallest MSE bound whose '
+      'sum of n messages fits b bits; the Gaussian (32-bit floats) at the '
+      f"exact stddev for T releases. A round whose wrap-around rate exceeds "
+      f"{cfg['max_wraparound_rate']:g} is flagged: it still updates the "
+      'model (the server cannot see wrap-around) and is counted here: '
+      f'{flagged} flagged of {ran} DDG / Skellam rounds. Test accuracy '
+      'after the last round, mean +- SEM over seeds. Wall time '
+      f"{tr['wall_seconds']:g} s.", '',
+      report_lib.markdown_table(training_table(tr), TRAIN_TABLE), '',
+      report_lib.markdown_table(tr['rows'], TRAIN_DETAIL), '',
+      'cpSGD candidates (per k: the smallest m meeting the per-round '
+      'epsilon, and the bits its sum needs): ' + ', '.join(
+          f"k={c['levels']} m={c['trials']} {c['sum_bits']} bits"
+          for c in tr['cpsgd_candidates']) + '.', '',
+      'Measured claims (verdicts per the rule at the top; planned from the '
+      'calibrated settings before training; one Bonferroni family, apart '
+      'from the mean-estimation claims):', '',
+      verdict_lib.claims_table(tr['claims']), '', f'![{png}]({png})']

@@ -21,6 +21,8 @@ from experiments import cpsgd_dme
 from experiments.distributed_dp._claims import claims
 from experiments.distributed_dp._config import MECHANISMS
 from experiments.distributed_dp._config import NAME
+from experiments.distributed_dp._report import TRAINING_PREFIX
+from experiments.distributed_dp._training import run_training
 
 _GAUSSIAN_POINT = 1_000_000
 
@@ -186,10 +188,15 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
              row['target_epsilon'])
     row['mse_vs_gaussian'] = (None if row['mse'] is None
                               else row['mse'] / g['mse'])
+  all_claims = claims(cfg, rows, gaussian)
+  training = None
+  if cfg['training']:
+    training = run_training(cfg, progress=progress)
+    all_claims += [dict(c, claim=TRAINING_PREFIX + c['claim'])
+                   for c in training['claims']]
   return dict(experiment=NAME, config=cfg, seed=cfg['seed'], seeds=seeds(cfg),
               data=dict(name='generated unit vectors (random directions)',
                         num_clients=cfg['num_clients'],
                         dimension=cfg['dimension']),
-              rows=rows, gaussian=gaussian,
-              claims=claims(cfg, rows, gaussian),
-              wall_seconds=round(time.time() - start, 1))
+              rows=rows, gaussian=gaussian, claims=all_claims,
+              training=training, wall_seconds=round(time.time() - start, 1))

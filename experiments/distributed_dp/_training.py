@@ -1,0 +1,316 @@
+"""distributed_dp's federated training: test accuracy vs bits on digits.
+
+Every protocol runs on the shared federated loop
+(``experiments.common.federated``): each round ``n`` clients send the
+gradient of their shard's mean loss, the protocol returns an estimate of
+the mean of the clipped gradients, and the server takes an SGD step with
+momentum. All protocols of a run meet the same total (epsilon, delta) over
+its T rounds (replace-one client, the server sees only the sum, no
+amplification by subsampling):
+
+* DDG and Skellam at b bits: ``calibrate_distributed_dp`` for the total
+  (epsilon, delta) over T rounds, the round ``secure_sum_round`` (decoded
+  sum / n), its event ``distributed_dp_round_event`` (RDP, composed T times
+  by the ledger), its bits ``distributed_dp_bits``;
+* cpSGD with rotation, as in cpsgd_training (``federated.cpsgd_mean``,
+  ``cpsgd_round_event`` at delta_round = delta / (2 T), PLD composition):
+  the per-round epsilon is the largest whose T-fold PLD composition meets
+  the total; per k, the smallest m meeting it (Theorem 1); at b bits, the
+  k of smallest analytic MSE bound among those whose sum of n messages in
+  {0..k-1+m} fits b bits. Where none fits any b of the sweep, cpSGD also
+  runs once at the fewest bits where it fits (up to 31);
+* the Gaussian protocol (32-bit floats), as in cpsgd_training
+  (``federated.gaussian_mean``), its stddev the exact one for T Gaussian
+  releases at the total (epsilon, delta) (``accounting.gaussian_stddev``).
+
+Wrap-around: the loop sees only the estimate, so each DDG / Skellam round
+reports (wrap-around rate, rounding failures, flagged) to the host through
+``jax.debug.callback``. A flagged round (wrap-around rate above
+``max_wraparound_rate``) still updates the model, as it would in a
+deployment (the server cannot see wrap-around), and is counted per seed.
+"""
+
+import math
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpjax import accounting
+from dpjax import distributed as dist
+from dpjax import transforms
+from experiments.common import data as data_lib
+from experiments.common import federated
+from experiments.common import models
+from experiments.common import report as report_lib
+from experiments.distributed_dp import _claims
+
+MAX_CPSGD_BITS = 31  # the int32 sum of the messages
+
+
+def training_seeds(cfg) -> list[int]:
+  return list(range(cfg['seed'], cfg['seed'] + cfg['train_seeds']))
+
+
+def delta_round(cfg) -> float:
+  """cpSGD's per-round delta: delta / (2 T), the other half PLD slack."""
+  return cfg['delta'] / (2 * cfg['train_rounds'])
+
+
+def _cpsgd_total(event, cfg) -> float:
+  ledger = accounting.PrivacyLedger()
+  ledger.record(event, count=cfg['train_rounds'])
+  return float(ledger.epsilon(cfg['delta'], 'pld'))
+
+
+def cpsgd_round_epsilon(cfg) -> float:
+  """The largest per-round epsilon (at delta_round) whose T-fold PLD
+  composition stays within the total target (bisection, 30 steps)."""
+  target, dr = cfg['train_epsilon'], delta_round(cfg)
+  lo, hi = 0.0, target
+
+  def total(e):
+    return _cpsgd_total(accounting.EpsilonDeltaDpEvent(e, dr), cfg)
+
+  for _ in range(30):
+    mid = (lo + hi) / 2
+    if total(mid) <= target:
+      lo = mid
+    else:
+      hi = mid
+  return lo
+
+
+def cpsgd_candidates(cfg, d: int, n: int) -> list[dict[str, Any]]:
+  """Per k: the smallest m meeting the per-round epsilon, its sum bits."""
+  dr, clip = delta_round(cfg), cfg['train_clip_norm']
+  eps_r = cpsgd_round_epsilon(cfg)
+  linf = dist.rotated_linf_clip(clip, d, n, dr)
+  out = []
+  for k in cfg['levels']:
+
+    def make(m, k=k):
+      return dist.CpsgdConfig(l2_norm_clip=clip, levels=k, trials=m,
+                              p=cfg['p'], linf_clip=linf, rotate=True)
+
+    def eps(m, make=make):
+      try:
+        return dist.cpsgd_round_event(make(m), d, n, dr).epsilon
+      except ValueError as e:
+        if 'Theorem 1 needs' not in str(e):
+          raise
+        return math.inf
+
+    try:
+      m = accounting.calibrate_trials(
+          eps, eps_r, max_trials=(2**31 - 1) // n - k)
+    except ValueError:
+      continue
+    protocol = make(m)
+    out.append(dict(levels=k, trials=m, protocol=protocol,
+                    sum_bits=(n * protocol.max_message).bit_length(),
+                    bound=dist.cpsgd_mse_bound(d, n, k, m, protocol.binomial_p,
+                                               protocol.linf_clip)))
+  return out
+
+
+def cpsgd_choice(candidates, bits: int):
+  fits = [c for c in candidates if c['sum_bits'] <= bits]
+  return min(fits, key=lambda c: c['bound']) if fits else None
+
+
+def _ddp_switch_mean(configs: tuple, max_rate: float, sink) -> federated.Mean:
+  """One mean for every DDG / Skellam configuration (``param``: the index),
+  so that the loop compiles one trainer for all of them; each round's
+  wrap-around, rounding failures and flag go to ``sink`` on the host."""
+
+  def branch(config):
+    def run(key, vectors):
+      r = dist.secure_sum_round(config, key, vectors,
+                                max_wraparound_rate=max_rate)
+      return (r.estimate, r.wraparound_rate,
+              r.rounding_failures.astype(jnp.int32), r.accepted)
+    return run
+
+  branches = [branch(c) for c in configs]
+
+  def mean(key, vectors, param):
+    index = jnp.asarray(param).astype(jnp.int32)
+    est, rate, failures, accepted = jax.lax.switch(index, branches, key,
+                                                   vectors)
+    jax.debug.callback(sink, rate, failures, accepted, ordered=False)
+    return est
+
+  return mean
+
+
+class _RoundSink:
+  """Host-side record of the rounds' wrap-around (filled by callbacks)."""
+
+  def __init__(self):
+    self.records = []
+
+  def __call__(self, rate, failures, accepted):
+    self.records.append((np.asarray(rate).ravel(),
+                         np.asarray(failures).ravel(),
+                         np.asarray(accepted).ravel()))
+
+  def take(self, num_seeds: int, rounds: int) -> dict[str, Any]:
+    """Per seed: flagged rounds, max wrap-around, rounding failures."""
+    rate = np.concatenate([r[0] for r in self.records])
+    fail = np.concatenate([r[1] for r in self.records])
+    acc = np.concatenate([r[2] for r in self.records])
+    self.records = []
+    if rate.size != num_seeds * rounds:
+      raise ValueError(f'expected {num_seeds * rounds} round records, got '
+                       f'{rate.size}')
+    # vmap over seeds calls back per seed in batch order, round by round
+    shape = (rounds, num_seeds)
+    rate, fail, acc = (a.reshape(shape) for a in (rate, fail, acc))
+    return dict(flagged=(~acc).sum(0).astype(int).tolist(),
+                wraparound_max=rate.max(0).astype(float).tolist(),
+                rounding_failures=fail.sum(0).astype(int).tolist())
+
+
+def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
+  """Every protocol's privacy and bits (no training): the settings."""
+  rounds, clip, delta = cfg['train_rounds'], cfg['train_clip_norm'], cfg[
+      'delta']
+  eps = cfg['train_epsilon']
+  settings = []
+  ddp_configs = []
+  for bits in cfg['train_bits']:
+    for mech in ('ddg', 'skellam'):
+      row = dict(setting=f'{_LABEL[mech]} b={bits}', method=mech, bits=bits)
+      try:
+        protocol = dist.calibrate_distributed_dp(
+            mech, epsilon=eps, delta=delta, num_clients=n, dimension=d,
+            bits=bits, l2_norm_clip=clip, rounds=rounds,
+            k_stddevs=cfg['k_stddevs'], replace_one=True)
+      except ValueError as e:
+        settings.append(dict(row, note=f'not calibrated: {e}'))
+        continue
+      if mech == 'skellam' and protocol.local_mu > dist.MAX_SKELLAM_MU:
+        settings.append(dict(row, note=f'local mu = {protocol.local_mu:.3g}'
+                             ' above the Skellam sampler range (2^22)'))
+        continue
+      event = dist.distributed_dp_round_event(protocol, d, replace_one=True)
+      settings.append(dict(
+          row, protocol=protocol, event=event, index=len(ddp_configs),
+          gamma=protocol.gamma, stddev=protocol.stddev,
+          noise_multiplier=protocol.stddev / (2 * clip),
+          bits_per_client=dist.distributed_dp_bits(protocol, d)))
+      ddp_configs.append(protocol)
+  candidates = cpsgd_candidates(cfg, d, n)
+  cp_bits = list(cfg['train_bits'])
+  if candidates and all(cpsgd_choice(candidates, b) is None
+                        for b in cp_bits):
+    fewest = min(c['sum_bits'] for c in candidates)
+    if fewest <= MAX_CPSGD_BITS:
+      cp_bits.append(fewest)
+  for bits in cp_bits:
+    row = dict(setting=f'cpSGD b={bits}', method='cpsgd', bits=bits,
+               extra=bits not in cfg['train_bits'])
+    c = cpsgd_choice(candidates, bits)
+    if c is None:
+      settings.append(dict(row, note='no k fits a b-bit secure sum at this '
+                           'epsilon'))
+      continue
+    p = c['protocol']
+    event = dist.cpsgd_round_event(p, d, n, delta_round(cfg))
+    settings.append(dict(
+        row, protocol=p, event=event, levels=c['levels'], trials=c['trials'],
+        sum_bits=c['sum_bits'], epsilon_round=float(event.epsilon),
+        bits_per_client=dist.cpsgd_bits(p, d)))
+  sigma_sum = accounting.gaussian_stddev(eps, delta, 2 * clip, rounds)
+  client_stddev = sigma_sum / math.sqrt(n)
+  settings.append(dict(
+      setting='Gaussian (32 bits)', method='gaussian', bits=32,
+      client_stddev=client_stddev, stddev=sigma_sum,
+      noise_multiplier=sigma_sum / (2 * clip),
+      event=dist.gaussian_protocol_round_event(clip, client_stddev, n),
+      epsilon_exact=accounting.gaussian_epsilon(sigma_sum, 2 * clip, delta,
+                                                rounds),
+      bits_per_client=dist.gaussian_protocol_bits(d)))
+  return dict(settings=settings, ddp_configs=tuple(ddp_configs),
+              cpsgd_candidates=[{k: v for k, v in c.items()
+                                 if k != 'protocol'} for c in candidates],
+              cpsgd_epsilon_round=cpsgd_round_epsilon(cfg))
+
+
+_LABEL = {'ddg': 'DDG', 'skellam': 'Skellam'}
+
+
+def run_training(cfg: dict[str, Any], progress: bool = True
+                 ) -> dict[str, Any]:
+  """Trains every setting on every seed; rows per setting and seed."""
+  start = time.time()
+  ds = data_lib.load(cfg['train_dataset'], seed=cfg['seed'])
+  if ds.task != 'classification':
+    raise ValueError(f"train_dataset={cfg['train_dataset']!r} is not a "
+                     'classification dataset')
+  model = models.make_model(cfg['train_model'], ds.num_classes,
+                            input_shape=ds.input_shape)
+  seeds = training_seeds(cfg)
+  num_clients = cfg['train_num_clients']
+  n = cfg['train_clients_per_round'] or num_clients
+  clients = federated.init_clients(model, ds, seeds, num_clients)
+  d = clients.dimension
+  the_plan = plan_settings(cfg, d, n)  # privacy only, before training
+  loop = federated.FederatedLoop(
+      model, ds, num_clients=num_clients, clients_per_round=n,
+      rounds=cfg['train_rounds'], learning_rate=cfg['train_learning_rate'],
+      momentum=cfg['train_momentum'], l2_norm_clip=cfg['train_clip_norm'])
+  sink = _RoundSink()
+  ddp_mean = (_ddp_switch_mean(the_plan['ddp_configs'],
+                               float(cfg['max_wraparound_rate']), sink)
+              if the_plan['ddp_configs'] else None)
+  gaussian = federated.gaussian_mean(cfg['train_clip_norm'])
+  claim_plan = _claims.training_plan(cfg, the_plan['settings'])
+  rows = []
+  for s in the_plan['settings']:
+    row = {k: v for k, v in s.items() if k not in ('protocol', 'event')}
+    if 'event' not in s:  # not runnable (noted)
+      rows.append(dict(row, test_accuracy=None))
+      continue
+    t0 = time.time()
+    if s['method'] in _LABEL:
+      protocol = federated.Protocol(ddp_mean, param=float(s['index']),
+                                    event=s['event'],
+                                    bits_per_client=s['bits_per_client'])
+    elif s['method'] == 'cpsgd':
+      protocol = federated.Protocol(federated.cpsgd_mean(s['protocol']),
+                                    event=s['event'],
+                                    bits_per_client=s['bits_per_client'])
+    else:
+      protocol = federated.Protocol(gaussian, param=s['client_stddev'],
+                                    event=s['event'],
+                                    bits_per_client=s['bits_per_client'])
+    curves, ledger = loop.run(clients, protocol)
+    row['epsilon_total'] = float(ledger.epsilon(
+        cfg['delta'], 'rdp' if s['method'] in _LABEL else 'pld'))
+    row['bits_per_client_total'] = ledger.bits
+    if s['method'] in _LABEL:
+      jax.effects_barrier()  # every round's callback has reached the sink
+      row.update(sink.take(len(seeds), cfg['train_rounds']))
+    acc = np.asarray(curves['test_accuracy'])[:, -1]
+    row.update(test_accuracy=float(acc.mean()),
+               test_accuracy_sem=(float(acc.std(ddof=1) / math.sqrt(acc.size))
+                                  if acc.size > 1 else None),
+               per_seed=acc.astype(float).tolist(),
+               clipped_fraction=float(np.mean(curves['clipped_fraction'])),
+               seconds=round(time.time() - t0, 1))
+    rows.append(row)
+    if progress:
+      print(f"[distributed_dp training] {s['setting']}: test acc "
+            f"{acc.mean():.4f} ({time.time() - t0:.1f} s)", flush=True)
+  return dict(dataset=report_lib.dataset_info(ds), seeds=seeds, dimension=d,
+              padded_dimension=transforms.next_power_of_two(d),
+              clients_per_round=n, num_clients=num_clients,
+              delta_round=delta_round(cfg),
+              cpsgd_epsilon_round=the_plan['cpsgd_epsilon_round'],
+              cpsgd_candidates=the_plan['cpsgd_candidates'], rows=rows,
+              plan=claim_plan, claims=_claims.training_claims(claim_plan, rows),
+              wall_seconds=round(time.time() - start, 1))
