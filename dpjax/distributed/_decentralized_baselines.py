@@ -39,6 +39,17 @@ def dsgd(loss_fn: LossFn, mixing, *, learning_rate: float,
 
   References:
     Ding et al., Sec. 5 (baseline); Nedic & Ozdaglar 2009.
+
+  Example:
+    >>> loss = lambda p, ex: 0.5 * jnp.sum((p - ex)**2)
+    >>> w = dpjax.distributed.mixing_matrix(dpjax.distributed.complete(2))
+    >>> alg = dsgd(loss, w, learning_rate=0.5)
+    >>> batch = dpjax.distributed.AgentBatch(jnp.ones((2, 1, 3)),
+    ...                                      jnp.ones((2, 1), bool))
+    >>> state, metrics = alg.round(alg.init(jnp.zeros(3)), jax.random.key(0),
+    ...                            batch)
+    >>> state.params.tolist()[0], metrics.bits.tolist()
+    ([0.5, 0.5, 0.5], [48.0, 48.0])
   """
   w = _check_common(loss_fn, mixing, learning_rate)
   if l2_norm_clip is not None:
