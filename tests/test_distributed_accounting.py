@@ -182,3 +182,34 @@ def test_calibration_meets_the_target_tightly_on_reference_settings(setting):
       lambda z: accounting.gaussian_step_event(z, q), eps, delta,
       steps=rounds) * c
   assert gauss <= cfg.stddev < 1.1 * gauss
+
+
+# gamma and each client's noise stddev (real units) that the reference
+# parameter choice picks: google-research/federated,
+# distributed_dp/accounting_utils.py (ddgauss_params, skellam_params) with
+# the distributed mean estimation settings of distributed_dp/dme_run.py
+# (c = 10, d = 250 padded to 256, delta = 1e-5, beta = exp(-0.5), k = 2,
+# q = 1, one step). Obtained by re-running that algorithm (scipy
+# minimize_scalar, RDP orders 2..128 and 256) with tensorflow_privacy's
+# RDP-to-(epsilon, delta) conversion replaced by dp_accounting's
+# compute_epsilon, the same conversion (Canonne et al. 2020, Prop. 12).
+# Expected differences: dpjax rounds gamma and the noise up to within
+# 1e-3 (the reference solves for equality), and its RDP orders include
+# fractional ones, which lower epsilon at a given noise by up to ~0.3% here.
+_REFERENCE_PARAMS = [
+    # mechanism, n, bits, epsilon, gamma, local stddev
+    ('ddg', 100, 16, 1.0, 0.00454437, 4.04633),
+    ('skellam', 1000, 10, 6.0, 2.44726, 0.616039),  # Gaussian RDP: -1.4%
+    ('ddg', 1000, 12, 5.0, 0.610629, 0.512426),  # tau * d ~ 2: not Gaussian
+    ('ddg', 100, 10, 3.0, 0.251571, 1.54861),
+]
+
+
+@pytest.mark.parametrize('setting', _REFERENCE_PARAMS)
+def test_calibration_matches_the_reference_codes_parameters(setting):
+  mech, n, b, eps, ref_gamma, ref_local_stddev = setting
+  cfg = dist.calibrate_distributed_dp(
+      mech, epsilon=eps, delta=1e-5, num_clients=n, dimension=250, bits=b,
+      l2_norm_clip=10.0, beta=math.exp(-0.5), k_stddevs=2)
+  assert abs(cfg.gamma / ref_gamma - 1) < 2e-3
+  assert abs(cfg.stddev / math.sqrt(n) / ref_local_stddev - 1) < 3e-3
