@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: reproduce test bench clean
+.PHONY: reproduce test test-slow bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,11 @@ reproduce: $(STAMP)
 	$(PY) -m experiments
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not slow"
+
+# Second stage: slow statistical and property-based tests (CI runs both).
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow
 
 # The benchmark's optional baselines (jax_privacy, PyTorch + Opacus) come from
 # the `bench` extra; when it cannot be installed their columns are skipped.

@@ -217,6 +217,7 @@ def test_noise_scales_of_the_two_calibrations(exact):
   chex.assert_trees_all_equal(cert.sensing_matrix, paper.sensing_matrix)
 
 
+@pytest.mark.slow  # statistical, about 17 s: CI's second stage
 def test_output_error_has_the_order_of_prop_2():
   """E||M(v) - Q(v)||^2 eps^2 / (xi^2 kappa^4 log^2(n / kappa)) is Theta(1).
 

@@ -11,9 +11,13 @@ from hypothesis import strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import dpjax
 from dpjax import distributed
+
+# Property-based and slow (about 2 minutes): CI's second stage, make test-slow.
+pytestmark = pytest.mark.slow
 
 SETTINGS = hypothesis.settings(max_examples=60, deadline=None,
                                suppress_health_check=list(
