@@ -316,13 +316,7 @@ def secure_sum_round(config: DistributedDpConfig, key: jax.Array,
     >>> r.estimate.shape, bool(r.accepted)
     ((3,), True)
   """
-  _check_config(config)
-  _check_sampler_range(config)
-  key = _validate.key(key)
-  xs = _harness._as_float_vector(xs, 'xs', 2)
-  if xs.shape[0] != config.num_clients:
-    raise ValueError(f'Expected xs with num_clients={config.num_clients} '
-                     f'rows, got {xs.shape[0]}.')
+  key, xs = _checked_round_inputs(config, key, xs)
   if not isinstance(masked, bool):
     raise ValueError(f'Expected masked={masked!r} to be a bool.')
   if not 0 <= max_wraparound_rate <= 1:
@@ -380,6 +374,14 @@ def secure_sum(config: DistributedDpConfig, key: jax.Array,
     >>> bool(jnp.all(a == secure_sum(cfg, jax.random.key(0), xs, masked=True)))
     True
   """
+  key, xs = _checked_round_inputs(config, key, xs)
+  if mesh is not None:
+    _harness._check_mesh(mesh, axis_name, xs.shape[0])
+  return _parts(config, key, xs, bool(masked), mesh, axis_name)[0]
+
+
+def _checked_round_inputs(config, key, xs):
+  """Validates a round's config, key and client vectors [n, d] (float)."""
   _check_config(config)
   _check_sampler_range(config)
   key = _validate.key(key)
@@ -387,6 +389,4 @@ def secure_sum(config: DistributedDpConfig, key: jax.Array,
   if xs.shape[0] != config.num_clients:
     raise ValueError(f'Expected xs with num_clients={config.num_clients} '
                      f'rows, got {xs.shape[0]}.')
-  if mesh is not None:
-    _harness._check_mesh(mesh, axis_name, xs.shape[0])
-  return _parts(config, key, xs, bool(masked), mesh, axis_name)[0]
+  return key, xs

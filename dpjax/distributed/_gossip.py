@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax.distributed import _harness
+
 PyTree = Any
 
 
@@ -105,13 +107,7 @@ def run_agents(body: Body, mixing: jax.typing.ArrayLike, shared: PyTree,
   n = w.shape[0]
   if mesh is None:
     return _vmapped(body, w, shared, args)
-  if not isinstance(mesh, jax.sharding.Mesh) or axis_name not in mesh.shape:
-    raise ValueError(f'Expected a jax.sharding.Mesh with axis {axis_name!r}, '
-                     f'got {mesh!r}.')
-  if n % mesh.shape[axis_name]:
-    raise ValueError(f'Expected the number of agents n={n} to be divisible '
-                     f'by the size {mesh.shape[axis_name]} of mesh axis '
-                     f'{axis_name!r}.')
+  _harness._check_mesh(mesh, axis_name, n)  # pylint: disable=protected-access
   return _sharded(body, w, shared, args, mesh, axis_name)
 
 
