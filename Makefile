@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,experiments]"
+	$(PY) -m pip install --quiet -e ".[test,experiments,compare]"
 	touch $(STAMP)
 
 reproduce: $(STAMP)

@@ -5,8 +5,8 @@ chained like any optimizer; each privatizing one has a companion that builds
 its ``DpEvent`` (``dpjax.accounting``) from the same hyperparameters, and a
 ``PrivacyLedger`` composes what ran. Families live in subpackages:
 ``transforms``, ``clipping``, ``noise``, ``recovery``, ``sampling``,
-``distributed``, ``accounting``, ``audit``. This namespace holds what people
-chain, plus the subpackages.
+``distributed``, ``nonparametric``, ``accounting``, ``audit``. This namespace
+holds what people chain, plus the subpackages.
 
 Glossary (one name per role, everywhere):
 
@@ -37,6 +37,7 @@ from dpjax import audit
 from dpjax import clipping
 from dpjax import distributed
 from dpjax import noise
+from dpjax import nonparametric
 from dpjax import recovery
 from dpjax import sampling
 from dpjax import transforms
@@ -80,6 +81,7 @@ __all__ = [
     'dpsgd_step_event',
     'laplace_privatizer',
     'noise',
+    'nonparametric',
     'normalize',
     'per_example_grads',
     'PoissonSampler',

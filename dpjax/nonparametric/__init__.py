@@ -1,0 +1,35 @@
+"""Private non-parametric releases: histograms, kNN, tree ensembles.
+
+Releases that are not gradient steps. Each is a function ``f(key, x, y, *,
+epsilon, bounds, ...) -> (release, event)``: ``release`` is a pytree that a
+separate pure ``predict(release, x)`` reads, and ``event`` is the pure-DP
+``DpEvent`` a ``PrivacyLedger`` records. Feature bounds are a public input:
+data are clipped to them (``to_unit_cube``), never scaled by the range of the
+private data; ``private_bounds`` spends budget when no public bounds exist.
+The exponential mechanism is here as a general primitive.
+
+Example:
+  >>> idx = dpjax.nonparametric.exponential_mechanism(
+  ...     jax.random.key(0), jnp.array([0.0, 100.0]), epsilon=1.0,
+  ...     sensitivity=1.0)
+  >>> int(idx)
+  1
+"""
+
+from dpjax.nonparametric._bounds import check_bounds
+from dpjax.nonparametric._bounds import check_features
+from dpjax.nonparametric._bounds import check_labels
+from dpjax.nonparametric._bounds import private_bounds
+from dpjax.nonparametric._bounds import to_unit_cube
+from dpjax.nonparametric._exponential import exponential_mechanism
+from dpjax.nonparametric._exponential import exponential_mechanism_event
+
+__all__ = [
+    'check_bounds',
+    'check_features',
+    'check_labels',
+    'exponential_mechanism',
+    'exponential_mechanism_event',
+    'private_bounds',
+    'to_unit_cube',
+]
