@@ -23,6 +23,7 @@ from dpjax.nonparametric._bounds import private_bounds
 from dpjax.nonparametric._bounds import to_unit_cube
 from dpjax.nonparametric._exponential import exponential_mechanism
 from dpjax.nonparametric._exponential import exponential_mechanism_event
+from dpjax.nonparametric._predict import predict
 
 __all__ = [
     'check_bounds',
@@ -30,6 +31,7 @@ __all__ = [
     'check_labels',
     'exponential_mechanism',
     'exponential_mechanism_event',
+    'predict',
     'private_bounds',
     'to_unit_cube',
 ]
