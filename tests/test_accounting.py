@@ -4,6 +4,7 @@ pure DP, truncated Poisson, and the ledger."""
 import math
 
 import dp_accounting
+import dpjax
 from dp_accounting import pld
 from dp_accounting import rdp
 import pytest
@@ -120,10 +121,35 @@ def test_truncated_poisson_is_exact_under_pld_and_slack_under_rdp():
       accounting.delta(plain, eps_rdp, 'rdp') + (1 + math.exp(eps_rdp)) * tv)
 
 
-def test_truncation_too_likely_for_rdp_raises():
+def test_truncation_too_likely_for_rdp_falls_back_to_pld_and_says_so():
   trunc = dp_accounting.TruncatedSubsampledGaussianDpEvent(1000, 0.1, 100, 1.0)
-  with pytest.raises(ValueError, match='accountant="pld"'):
-    accounting.epsilon(trunc, 1e-5, 'rdp')
+  eps = accounting.epsilon(trunc, 1e-5, 'rdp')
+  assert eps == pytest.approx(accounting.epsilon(trunc, 1e-5, 'pld'))
+  assert eps.accountant == 'pld' and 'PLD' in eps.note
+
+
+@pytest.mark.parametrize('sigma', [0.0, 0.3, 0.5])
+def test_low_noise_poisson_runs_get_an_epsilon_not_an_error(sigma):
+  # A 50-step run of PoissonSampler(1437, 64 / 1437): RDP cannot bound the
+  # truncation slack; the answer must still come back (inf at sigma = 0).
+  sampler = dpjax.PoissonSampler(1437, 64 / 1437)
+  eps = accounting.epsilon(sampler.dp_event(sigma), 1e-5, steps=50)
+  if sigma == 0:
+    assert eps == math.inf
+  else:
+    assert eps == pytest.approx(accounting.epsilon(
+        sampler.dp_event(sigma), 1e-5, 'pld', steps=50))
+    assert math.isfinite(eps) and eps.accountant == 'pld'
+  assert accounting.calibrate(sampler.dp_event, 3.0, 1e-5, steps=50) > sigma
+
+
+def test_epsilon_steps_composes_and_rejects_bad_steps():
+  step = accounting.gaussian_step_event(1.0, 0.01)
+  assert accounting.epsilon(step, 1e-5, steps=100) == pytest.approx(
+      accounting.epsilon(accounting.dpsgd_event(1.0, 0.01, 100), 1e-5))
+  assert accounting.epsilon(step, 1e-5).note == ''
+  with pytest.raises(ValueError, match='steps=0'):
+    accounting.epsilon(step, 1e-5, steps=0)
 
 
 def test_without_replacement_uses_replace_one():

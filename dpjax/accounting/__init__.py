@@ -9,11 +9,11 @@ from dpjax.accounting._accountants import calibrate_noise_multiplier
 from dpjax.accounting._accountants import calibrate_trials
 from dpjax.accounting._accountants import delta
 from dpjax.accounting._accountants import epsilon
+from dpjax.accounting._accountants import Epsilon
 from dpjax.accounting._accountants import epsilon_from_rdp
 from dpjax.accounting._accountants import infer_neighboring_relation
 from dpjax.accounting._accountants import make_accountant
 from dpjax.accounting._accountants import rdp_curve
-from dpjax.accounting._accountants import TruncationSlackError
 from dpjax.accounting._binomial import advanced_composition
 from dpjax.accounting._binomial import binomial_epsilon
 from dpjax.accounting._binomial import binomial_event
@@ -75,6 +75,7 @@ __all__ = [
     'discrete_gaussian_event',
     'dpsgd_event',
     'epsilon',
+    'Epsilon',
     'epsilon_from_rdp',
     'EpsilonDeltaDpEvent',
     'event_from_dict',
@@ -98,5 +99,4 @@ __all__ = [
     'skellam_rdp',
     'SkellamDpEvent',
     'subsampled_rdp',
-    'TruncationSlackError',
 ]

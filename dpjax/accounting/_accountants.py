@@ -27,10 +27,6 @@ ACCOUNTANTS = ('rdp', 'pld')
 _Errors = dp_accounting.PrivacyAccountant.CompositionErrorDetails
 
 
-class TruncationSlackError(ValueError):
-  """Poisson truncation would cost more than half of delta under RDP."""
-
-
 class _RdpAccountant(rdp.RdpAccountant):
   """RdpAccountant that also composes pure ``EpsilonDeltaDpEvent``s and the
   distributed discrete Gaussian and Skellam events (alone or
@@ -180,9 +176,35 @@ def _basic_epsilon(event) -> float:
   return eps if delta_ == 0 else math.inf
 
 
+class Epsilon(float):
+  """An epsilon (a float) that also says which accountant answered, and why.
+
+  ``epsilon`` returns this type: it compares and computes as a float;
+  ``accountant`` is the accountant that produced the number and ``note`` is
+  empty unless the requested accountant could not answer on its own.
+
+  Example:
+    >>> e = Epsilon(1.5, accountant='pld', note='fallback')
+    >>> e + 1, e.accountant
+    (2.5, 'pld')
+  """
+  accountant: str
+  note: str
+
+  def __new__(cls, value: float, accountant: str, note: str = ''):
+    self = super().__new__(cls, value)
+    self.accountant = accountant
+    self.note = note
+    return self
+
+  def __reduce__(self):
+    return (Epsilon, (float(self), self.accountant, self.note))
+
+
 def epsilon(event: dp_accounting.DpEvent, delta: float,
             accountant: str = 'rdp',
-            neighboring_relation: NeighboringRelation | None = None) -> float:
+            neighboring_relation: NeighboringRelation | None = None, *,
+            steps: int = 1) -> Epsilon:
   """Smallest epsilon such that ``event`` is (epsilon, delta)-DP.
 
   Args:
@@ -191,18 +213,23 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
     accountant: ``"rdp"`` or ``"pld"``.
     neighboring_relation: default: replace-one if the event samples without
       replacement, add/remove-one otherwise.
+    steps: ``event`` is composed this many times (as in ``calibrate``).
 
   Returns:
-    epsilon (``inf`` if the event is not private).
+    epsilon as an ``Epsilon`` (a float; ``inf`` if the event is not private),
+    whose ``accountant`` and ``note`` say how it was obtained.
 
   Raises:
-    ValueError: bad delta or accountant, or (RDP only) a truncation slack
-      larger than delta / 2.
+    ValueError: bad delta, steps or accountant, or an event the accountant
+      cannot compose.
 
   Truncated Poisson under RDP: with tv the total-variation bound of
   ``_untruncate`` and eps_hi the RDP epsilon of the untruncated event at
   delta / 2, the result is eps = eps_rdp(delta - (1 + e^eps_hi) tv). Since
-  eps <= eps_hi, the truncated mechanism is (eps, delta)-DP.
+  eps <= eps_hi, the truncated mechanism is (eps, delta)-DP. When that slack
+  exceeds delta / 2 (too little noise for RDP to bound it), the answer comes
+  from the PLD accountant, exact for truncation, and ``note`` says so; if
+  the untruncated event is not private at all, the answer is ``inf``.
 
   Pure events: if the event is built only from pure ``EpsilonDeltaDpEvent``s,
   the result is the smaller of the accountant's and basic composition's.
@@ -210,21 +237,34 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
   Example:
     >>> round(epsilon(dpsgd_event(1.1, 256 / 60000, 14062), 1e-5), 4)
     2.5966
+    >>> epsilon(gaussian_step_event(1.1, 256 / 60000), 1e-5, steps=14062
+    ...         ) == epsilon(dpsgd_event(1.1, 256 / 60000, 14062), 1e-5)
+    True
   """
   _validate.open_unit(delta=delta)
+  _validate.positive_int(steps=steps)
+  if steps > 1:
+    event = dp_accounting.SelfComposedDpEvent(event, steps)
+  requested = event
   acc, event, tv = _composed(event, accountant, neighboring_relation)
+  note = ''
   if tv == 0:
     eps = acc.get_epsilon(delta)
   else:
     eps_hi = acc.get_epsilon(delta / 2)
     slack = (1 + math.exp(min(eps_hi, 700.0))) * tv
-    if slack > delta / 2:
-      raise TruncationSlackError(
-          f'Poisson truncation costs delta {slack:.3g} > delta/2={delta / 2:.3g}'
-          ' under the RDP accountant; use accountant="pld" (exact for '
-          'truncation) or a larger max_batch_size.')
-    eps = acc.get_epsilon(delta - slack)
-  return float(min(eps, _basic_epsilon(event)))
+    if slack <= delta / 2:
+      eps = acc.get_epsilon(delta - slack)
+    elif math.isinf(eps_hi):
+      eps = math.inf
+      note = 'the untruncated event is not private at any epsilon'
+    else:
+      note = (f'RDP cannot bound the Poisson truncation (it costs delta '
+              f'{slack:.3g} > delta/2 = {delta / 2:.3g}); answered by the PLD '
+              'accountant, which is exact for truncation')
+      pld_acc, _, _ = _composed(requested, 'pld', neighboring_relation)
+      eps, accountant = pld_acc.get_epsilon(delta), 'pld'
+  return Epsilon(min(eps, _basic_epsilon(event)), accountant, note)
 
 
 def delta(event: dp_accounting.DpEvent, epsilon: float,
@@ -281,11 +321,7 @@ def calibrate(make_event: Callable[[float], dp_accounting.DpEvent],
   _validate.positive_int(steps=steps)
 
   def eps_of(sigma):
-    try:
-      return epsilon(dp_accounting.SelfComposedDpEvent(make_event(sigma), steps),
-                     delta, accountant)
-    except TruncationSlackError:  # too little noise for RDP to bound it
-      return math.inf
+    return epsilon(make_event(sigma), delta, accountant, steps=steps)
 
   hi = 1.0
   while eps_of(hi) > target_epsilon:
