@@ -196,3 +196,28 @@ def test_bits_companions():
   assert bits[0] == 55 * 32 and bits[3] < 55 * 32
   assert transforms.compressive_privatizer_bits(20) == 640
   assert transforms.laplace_privatizer_bits(55) == 55 * 32
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(learning_rate=-0.1), 'learning_rate=-0.1'),
+    (dict(learning_rate=math.inf), 'learning_rate=inf'),
+    (dict(noise_multiplier=math.inf), 'noise_multiplier=inf'),
+])
+def test_aliases_reject_negative_or_infinite_hyperparameters(kwargs, match):
+  base = dict(learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=1.0,
+              expected_batch_size=8)
+  key, mask_key = jax.random.split(jax.random.key(0))
+  with pytest.raises(ValueError, match=match):
+    dpjax.dpsgd(**dict(base, **kwargs), key=key)
+  schedule = transforms.SparsityMaskSchedule.cooling(
+      0.5, epochs=2, steps_per_epoch=10, like=jnp.zeros(4))
+  with pytest.raises(ValueError, match=match):
+    dpjax.rs_dpsgd(**dict(base, **kwargs), schedule=schedule, key=key,
+                   mask_key=mask_key)
+
+
+def test_a_learning_rate_schedule_still_passes():
+  tx = dpjax.dpsgd(learning_rate=optax.constant_schedule(0.1),
+                   l2_norm_clip=1.0, noise_multiplier=1.0,
+                   expected_batch_size=8, key=jax.random.key(0))
+  assert isinstance(tx, optax.GradientTransformation)

@@ -21,6 +21,9 @@ from dpjax.transforms import _sparsifying
 
 
 def _sgd(learning_rate, momentum, nesterov=False):
+  """optax.sgd after checking a concrete step size (a schedule passes)."""
+  _validate.non_negative(learning_rate=learning_rate)
+  _validate.finite(learning_rate=learning_rate)
   if momentum is not None:
     _validate.non_negative(momentum=momentum)
   return optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
@@ -203,5 +206,5 @@ def compressive_dpsgd(learning_rate: optax.ScalarOrSchedule, kappa: int,
           kappa, num_measurements, epsilon, linf_clip, key=key,
           noise_calibration=noise_calibration, exact=exact,
           **cosamp_options),
-      optax.sgd(learning_rate),
+      _sgd(learning_rate, None),
   )

@@ -259,6 +259,7 @@ def ranked_sparsified_privatizer(
   """
   _clipping.validate_l2_norm_clip(l2_norm_clip)
   _validate.non_negative(noise_multiplier=noise_multiplier)
+  _validate.finite(noise_multiplier=noise_multiplier)
   if not isinstance(schedule, SparsityMaskSchedule):
     raise ValueError('Expected schedule to be a SparsityMaskSchedule, got '
                      f'{type(schedule).__name__}.')
