@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 reproduce: $(STAMP)
-	$(PY) -m experiments
+	$(PY) -m experiments run all
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow"

@@ -1,33 +1,36 @@
 """The reproduction CLI.
 
-  python -m experiments                  # every experiment, quick mode, + report
-  python -m experiments list
+  python -m experiments                  # this help
+  python -m experiments list             # experiments and datasets
   python -m experiments run NAME|all [--quick|--full] [--dataset D] [--seed S]
                                      [--out DIR] [--epsilons E ...] [--delta D]
+                                     [--accountant rdp|pld] [--force]
+  python -m experiments run NAME --help  # that experiment's settings
   python -m experiments report DIR
 
-A run writes ``DIR/NAME/results.json`` (every number with its epsilon, delta,
-dataset, seed and the exact configuration), ``DIR/NAME/report.md`` with tables
-and PNG plots, and ``DIR/REPORT.md`` gathering all experiments in DIR. Training
-runs checkpoint under ``DIR/NAME/checkpoints``; rerunning the same command
-resumes them. Bad input prints one line and exits with status 2.
+``run all`` (quick mode) is the main job. A run writes
+``DIR/NAME/results.json`` (every number with its epsilon, delta, dataset, seed
+and the exact configuration), ``DIR/NAME/report.md`` with tables and PNG
+plots, and ``DIR/REPORT.md`` gathering all experiments in DIR. An experiment
+whose results.json already holds the same configuration is not run again
+(``--force`` reruns it); training runs checkpoint under
+``DIR/NAME/checkpoints`` and resume. Every argument, the output directory
+included, is checked before any work starts; bad input prints one line and
+exits with status 2. JAX is imported only when an experiment is.
 """
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
 
-from absl import logging as absl_logging
-
 from experiments import registry
-from experiments.common import checkpoint
-from experiments.common import data as data_lib
-from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
-from experiments.common import validation
 
 DEFAULT_OUT = 'results'
+ACCOUNTANTS = ('rdp', 'pld')  # dpjax.accounting.ACCOUNTANTS (a test checks)
+RESULTS_FILE = 'results.json'  # experiments.common.report.RESULTS_FILE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,22 +41,31 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
   parser = _Parser(prog='python -m experiments',
-                   description='Paper reproductions with dpjax.')
+                   description='Paper reproductions with dpjax. The main '
+                   'job: python -m experiments run all')
   sub = parser.add_subparsers(dest='command')
-  sub.add_parser('list', help='list the registered experiments')
-  run = sub.add_parser('run', help='run an experiment (or all) and report')
+  sub.add_parser('list', help='list the experiments and datasets')
+  run = sub.add_parser('run', help='run an experiment (or all) and report; '
+                       'run NAME --help shows its settings')
   run.add_argument('name', help="an experiment name, or 'all'")
   mode = run.add_mutually_exclusive_group()
   mode.add_argument('--quick', dest='mode', action='store_const',
                     const='quick', help='small setting (default)')
   mode.add_argument('--full', dest='mode', action='store_const', const='full',
                     help='paper-scale setting')
-  run.add_argument('--dataset', help=f'one of {", ".join(data_lib.DATASETS)}, or csv:PATH')
+  run.add_argument('--dataset', help='a dataset name (see `list`) or '
+                   'csv:PATH')
   run.add_argument('--seed', type=int, default=0, help='first seed')
   run.add_argument('--out', default=DEFAULT_OUT, help='output directory')
   run.add_argument('--epsilons', type=float, nargs='+',
                    help='target epsilons (override the experiment default)')
   run.add_argument('--delta', type=float, help='target delta')
+  run.add_argument('--accountant', choices=ACCOUNTANTS,
+                   help='privacy accountant, for experiments with an '
+                   'accountant setting')
+  run.add_argument('--force', action='store_true',
+                   help='rerun even if DIR/NAME/results.json holds the same '
+                   'configuration')
   run.add_argument('--no-progress', dest='progress', action='store_false',
                    help='no progress bars')
   report = sub.add_parser('report', help='rewrite the report of DIR')
@@ -63,14 +75,26 @@ def _parser() -> argparse.ArgumentParser:
 
 def _names(name: str) -> list[str]:
   if name == 'all':
-    return list(registry.EXPERIMENTS)
-  if name not in registry.EXPERIMENTS:
-    raise ValueError(f"unknown experiment {name!r}; known: "
-                     f"{', '.join(registry.EXPERIMENTS)} (or 'all')")
+    return list(registry.NAMES)
+  registry.get(name)  # raises on an unknown name
   return [name]
 
 
+def _check_out(out: str) -> None:
+  """The output directory exists (or is created) and is writable."""
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise ValueError(f'--out {out!r} is a file, not a directory')
+  try:
+    os.makedirs(out, exist_ok=True)
+    with tempfile.TemporaryFile(dir=out):
+      pass
+  except OSError as e:
+    raise ValueError(f'--out {out!r} is not writable: {e.strerror}') from None
+
+
 def _validate_run_args(args) -> None:
+  from experiments.common import data as data_lib  # pylint: disable=g-import-not-at-top
+  from experiments.common import validation  # pylint: disable=g-import-not-at-top
   validation.non_negative_int(seed=args.seed)
   if args.dataset is not None and not data_lib.is_known(args.dataset):
     raise ValueError(f'unknown dataset {args.dataset!r}; known: '
@@ -81,14 +105,48 @@ def _validate_run_args(args) -> None:
     validation.open_unit(delta=args.delta)
 
 
-def run_experiments(names, mode, out, progress=True, **overrides) -> None:
+def _configs(names, mode, overrides) -> dict[str, dict]:
+  """Every experiment's configuration, built (and so checked) before any run."""
+  configs = {}
   for name in names:
-    exp = registry.EXPERIMENTS[name]
-    cfg = exp.config(mode, **overrides)
+    exp = registry.get(name)
+    given = dict(overrides)
+    if given.get('accountant') is not None and 'accountant' not in exp.config(
+        mode):
+      raise ValueError(f'{name} has no accountant setting (it reports the '
+                       'accountants it uses); drop --accountant')
+    configs[name] = exp.config(mode, **given)
+  return configs
+
+
+def _done(exp_dir: str, cfg: dict) -> bool:
+  """Whether ``exp_dir`` holds results of exactly this configuration."""
+  path = os.path.join(exp_dir, RESULTS_FILE)
+  if not os.path.exists(path):
+    return False
+  try:
+    with open(path) as f:
+      stored = json.load(f).get('config')
+  except (OSError, ValueError):
+    return False
+  return stored == json.loads(json.dumps(cfg, sort_keys=True, default=str))
+
+
+def run_experiments(names, mode, out, progress=True, force=False,
+                    **overrides) -> None:
+  """Runs ``names`` (skipping finished ones unless ``force``), then reports."""
+  from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
+  _check_out(out)
+  configs = _configs(names, mode, overrides)
+  for name, cfg in configs.items():
     exp_dir = os.path.join(out, name)
+    if not force and _done(exp_dir, cfg):
+      print(f'[{name}] already done: {exp_dir}/{RESULTS_FILE} holds this '
+            'configuration (--force reruns it)', file=sys.stderr, flush=True)
+      continue
     start = time.time()
     print(f'[{name}] running ({mode}) ...', file=sys.stderr, flush=True)
-    results = exp.run(cfg, exp_dir, progress=progress)
+    results = registry.get(name).run(cfg, exp_dir, progress=progress)
     report_lib.write_results(exp_dir, results)
     print(f'[{name}] done in {time.time() - start:.0f} s', file=sys.stderr)
   write_report(out)
@@ -96,6 +154,8 @@ def run_experiments(names, mode, out, progress=True, **overrides) -> None:
 
 def _claims_summary(dirs) -> str:
   """The verdict rule, stated once, and every experiment's claims."""
+  from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
+  from experiments.common import verdict as verdict_lib  # pylint: disable=g-import-not-at-top
   rows = []
   for d in dirs:
     results = report_lib.read_results(d)
@@ -107,18 +167,19 @@ def _claims_summary(dirs) -> str:
 
 def write_report(out: str) -> str:
   """Renders each experiment's report in ``out`` and the combined report."""
-  if os.path.exists(os.path.join(out, report_lib.RESULTS_FILE)):
+  from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
+  if os.path.exists(os.path.join(out, RESULTS_FILE)):
     dirs = [out]  # DIR is one experiment's directory
   else:
-    dirs = [os.path.join(out, n) for n in registry.EXPERIMENTS
-            if os.path.exists(os.path.join(out, n, report_lib.RESULTS_FILE))]
+    dirs = [os.path.join(out, n) for n in registry.NAMES
+            if os.path.exists(os.path.join(out, n, RESULTS_FILE))]
   if not dirs:
-    raise ValueError(f'no {report_lib.RESULTS_FILE} under {out!r}; run an '
+    raise ValueError(f'no {RESULTS_FILE} under {out!r}; run an '
                      'experiment first')
   sections = []
   for d in dirs:
     results = report_lib.read_results(d)
-    section = registry.EXPERIMENTS[results['experiment']].report(results, d)
+    section = registry.get(results['experiment']).report(results, d)
     with open(os.path.join(d, report_lib.REPORT_FILE), 'w') as f:
       f.write(section)
     rel = os.path.relpath(d, out)
@@ -136,26 +197,69 @@ def write_report(out: str) -> str:
   return path
 
 
+def experiment_help(name: str) -> str:
+  """One experiment's description, the flags it takes, and its settings."""
+  exp = registry.get(name)
+  quick = exp.config('quick')
+  takes = ['--quick/--full', '--seed', '--out', '--force', '--no-progress']
+  for flag, key in (('--dataset', 'dataset'), ('--epsilons', 'epsilons'),
+                    ('--delta', 'delta'), ('--accountant', 'accountant')):
+    if key in quick:
+      takes.append(f'{flag} (default {quick[key]!r})')
+  lines = [f'{name}: {exp.DESCRIPTION}', '', 'flags: ' + ', '.join(takes)]
+  for mode in exp.MODES:
+    cfg = exp.config(mode)
+    lines += ['', f'{mode} settings:']
+    lines += [f'  {k} = {v!r}' for k, v in sorted(cfg.items())]
+  return '\n'.join(lines)
+
+
+def _wants_run_help(argv) -> bool:
+  return (len(argv) >= 2 and argv[0] == 'run'
+          and any(a in ('-h', '--help') for a in argv[1:]))
+
+
 def main(argv=None) -> int:
-  absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's order notes
+  argv = list(sys.argv[1:] if argv is None else argv)
   try:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    if _wants_run_help(argv):
+      names = [a for a in argv[1:] if not a.startswith('-')]
+      if names and names[0] != 'all':
+        registry.get(names[0])  # an unknown name is an error
+        print(experiment_help(names[0]))
+        return 0
+    args = parser.parse_args(argv)
     if args.command is None:
-      run_experiments(list(registry.EXPERIMENTS), 'quick', DEFAULT_OUT)
+      parser.print_help()
     elif args.command == 'list':
+      from experiments.common import data as data_lib  # pylint: disable=g-import-not-at-top
       for name, exp in registry.EXPERIMENTS.items():
         print(f'{name:24s} {exp.DESCRIPTION}')
+      print(f'\ndatasets: {", ".join(data_lib.DATASETS)}, or csv:PATH')
     elif args.command == 'run':
       names = _names(args.name)
       _validate_run_args(args)
+      from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+      absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's notes
       run_experiments(names, args.mode or 'quick', args.out, args.progress,
-                      dataset=args.dataset, seed=args.seed,
-                      epsilons=args.epsilons, delta=args.delta)
+                      force=args.force, dataset=args.dataset, seed=args.seed,
+                      epsilons=args.epsilons, delta=args.delta,
+                      accountant=args.accountant)
     else:
       write_report(args.dir)
-  except (ValueError, OSError, checkpoint.CheckpointError) as e:
+  except ValueError as e:
     print(f'python -m experiments: error: {e}', file=sys.stderr)
     return 2
+  except OSError as e:
+    print(f'python -m experiments: error: {e}', file=sys.stderr)
+    return 2
+  except Exception as e:  # pylint: disable=broad-except
+    from experiments.common import checkpoint  # pylint: disable=g-import-not-at-top
+    if isinstance(e, checkpoint.CheckpointError):
+      print(f'python -m experiments: error: {e}', file=sys.stderr)
+      return 2
+    raise
   return 0
 
 

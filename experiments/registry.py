@@ -4,22 +4,28 @@ An experiment module defines ``NAME``, ``DESCRIPTION``, ``MODES`` (at least
 'quick' and 'full'), ``config(mode, **overrides) -> dict``,
 ``run(config, out_dir, progress) -> results`` and
 ``report(results, out_dir) -> markdown``.
+
+Modules are imported on first use (``get``, or the ``EXPERIMENTS`` mapping),
+so that the CLI answers ``--help`` without importing JAX.
 """
 
-from experiments import compgd
-from experiments import compressive_regression
-from experiments import cpsgd_dme
-from experiments import cpsgd_mechanisms
-from experiments import cpsgd_training
-from experiments import distributed_dp
-from experiments import dpsgd_baseline
-from experiments import qdpsgd
-from experiments import rs_attack
-from experiments import rs_privacy
-from experiments import rs_tradeoff
+import importlib
+from types import ModuleType
 
-EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff, rs_privacy,
-                                   rs_attack, compressive_regression,
-                                   cpsgd_mechanisms, cpsgd_dme,
-                                   cpsgd_training, distributed_dp, qdpsgd,
-                                   compgd)}
+NAMES = ('dpsgd_baseline', 'rs_tradeoff', 'rs_privacy', 'rs_attack',
+         'compressive_regression', 'cpsgd_mechanisms', 'cpsgd_dme',
+         'cpsgd_training', 'distributed_dp', 'qdpsgd', 'compgd')
+
+
+def get(name: str) -> ModuleType:
+  """The experiment module called ``name`` (one of ``NAMES``)."""
+  if name not in NAMES:
+    raise ValueError(f"unknown experiment {name!r}; known: "
+                     f"{', '.join(NAMES)} (or 'all')")
+  return importlib.import_module(f'experiments.{name}')
+
+
+def __getattr__(attr: str):
+  if attr == 'EXPERIMENTS':  # every module, imported now, in NAMES order
+    return {name: get(name) for name in NAMES}
+  raise AttributeError(f'module {__name__!r} has no attribute {attr!r}')

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -33,6 +34,9 @@ def test_list_names_every_experiment(capsys):
     (['run', 'dpsgd_baseline', '--epsilons', 'x'], 'invalid float'),
     (['report', 'no/such/dir'], 'no results.json'),
     (['frobnicate'], 'invalid choice'),
+    (['run', 'dpsgd_baseline', '--accountant', 'exact'], 'invalid choice'),
+    (['run', 'qdpsgd', '--accountant', 'pld'], 'qdpsgd has no accountant'),
+    (['run', 'compgd', '--out', __file__], 'is a file, not a directory'),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, match, capsys):
   assert cli.main(argv) == 2
@@ -51,6 +55,58 @@ def test_bad_input_from_the_shell_has_no_traceback():
   assert proc.stderr.strip().splitlines() == [
       "python -m experiments: error: unknown experiment 'nope'; known: "
       f"{', '.join(registry.EXPERIMENTS)} (or 'all')"]
+
+
+def test_no_arguments_print_help_fast_without_importing_jax():
+  code = ('import sys, time; t = time.time(); from experiments import '
+          '__main__ as m; m.main([]); '
+          'print("jax" in sys.modules, round(time.time() - t, 3))')
+  proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  assert 'usage: python -m experiments' in proc.stdout
+  jax_imported, seconds = proc.stdout.split()[-2:]
+  assert jax_imported == 'False' and float(seconds) < 2.0
+  help_proc = subprocess.run([sys.executable, '-m', 'experiments', '--help'],
+                             cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+  assert help_proc.returncode == 0 and 'run all' in help_proc.stdout
+
+
+def test_run_name_help_lists_that_experiments_settings(capsys):
+  assert cli.main(['run', 'compgd', '--help']) == 0
+  compgd = capsys.readouterr().out
+  assert cli.main(['run', 'qdpsgd', '--help']) == 0
+  qdpsgd = capsys.readouterr().out
+  assert compgd != qdpsgd
+  assert '--accountant' in compgd and '--accountant' not in qdpsgd
+  assert 'quick settings:' in compgd and 'full settings:' in compgd
+
+
+def test_accountant_flag_reaches_the_configuration():
+  configs = cli._configs(['compgd'], 'quick', dict(accountant='pld'))
+  assert configs['compgd']['accountant'] == 'pld'
+  assert set(cli.ACCOUNTANTS) == set(__import__(
+      'dpjax').accounting.ACCOUNTANTS)
+
+
+def test_unwritable_out_fails_before_any_work(tmp_path, monkeypatch):
+  ran = []
+  monkeypatch.setattr(registry.get('compgd'), 'run',
+                      lambda *a, **k: ran.append(1))
+  locked = tmp_path / 'locked'
+  locked.mkdir()
+  locked.chmod(0o500)
+  try:
+    if os.access(locked, os.W_OK):  # running as root: permissions are moot
+      target = str(tmp_path / 'file')
+      open(target, 'w').close()
+    else:
+      target = str(locked)
+    assert cli.main(['run', 'compgd', '--out', target]) == 2
+  finally:
+    locked.chmod(0o700)
+  assert not ran
 
 
 def test_tiny_run_writes_results_report_and_plot(tmp_path):
@@ -83,9 +139,16 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
   assert cli.main(['report', out]) == 0
   assert os.path.exists(os.path.join(out, 'REPORT.md'))
 
-  # Rerunning the same command resumes every finished run from its checkpoint.
+  # Rerunning the same command skips the finished experiment ...
+  start = time.time()
   cli.run_experiments(['dpsgd_baseline'], 'quick', out, progress=False,
                       epochs=1, num_seeds=1, epsilons=[8.0], seed=4)
+  assert time.time() - start < 5
+  assert report_lib.read_results(exp_dir) == results
+  # ... and --force reruns it, resuming every run from its checkpoint.
+  cli.run_experiments(['dpsgd_baseline'], 'quick', out, progress=False,
+                      force=True, epochs=1, num_seeds=1, epsilons=[8.0],
+                      seed=4)
   again = report_lib.read_results(exp_dir)
   assert all(r['resumed_from'] == r['steps'] for r in again['runs'])
   assert json.dumps(again['summary']) == json.dumps(results['summary'])
