@@ -62,6 +62,9 @@ def _check_command(line, makefile):
     assert re.search(rf'^{words[1]}:', makefile, re.M), line
   elif words[:3] == ['python', '-m', 'experiments']:
     from experiments import __main__ as cli  # pylint: disable=import-outside-toplevel
+    if cli._wants_run_help(words[3:]):  # pylint: disable=protected-access
+      assert cli.experiment_help(words[4]), line
+      return
     args = cli._parser().parse_args(words[3:])  # pylint: disable=protected-access
     if args.command == 'run':
       cli._names(args.name)  # pylint: disable=protected-access
