@@ -5,6 +5,7 @@
   python -m experiments run NAME|all [--quick|--full] [--dataset D] [--seed S]
                                      [--out DIR] [--epsilons E ...] [--delta D]
                                      [--accountant rdp|pld] [--force]
+                                     [--allow-fallback]
   python -m experiments run NAME --help  # that experiment's settings
   python -m experiments report DIR
 
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument('--accountant', choices=ACCOUNTANTS,
                    help='privacy accountant, for experiments with an '
                    'accountant setting')
+  run.add_argument('--allow-fallback', action='store_true',
+                   help='run bundled digits when a tfds set is not prepared '
+                   '(the report names the data that ran)')
   run.add_argument('--force', action='store_true',
                    help='rerun even if DIR/NAME/results.json holds the same '
                    'configuration')
@@ -115,7 +119,11 @@ def _configs(names, mode, overrides) -> dict[str, dict]:
         mode):
       raise ValueError(f'{name} has no accountant setting (it reports the '
                        'accountants it uses); drop --accountant')
-    configs[name] = exp.config(mode, **given)
+    configs[name] = cfg = exp.config(mode, **given)
+    dataset = cfg.get('dataset')
+    if isinstance(dataset, str) and not cfg.get('allow_fallback'):
+      from experiments.common import data as data_lib  # pylint: disable=g-import-not-at-top
+      data_lib.check_available(dataset)
   return configs
 
 
@@ -202,6 +210,8 @@ def experiment_help(name: str) -> str:
   exp = registry.get(name)
   quick = exp.config('quick')
   takes = ['--quick/--full', '--seed', '--out', '--force', '--no-progress']
+  if 'dataset' in quick:
+    takes.append('--allow-fallback')
   for flag, key in (('--dataset', 'dataset'), ('--epsilons', 'epsilons'),
                     ('--delta', 'delta'), ('--accountant', 'accountant')):
     if key in quick:
@@ -244,6 +254,7 @@ def main(argv=None) -> int:
       absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's notes
       run_experiments(names, args.mode or 'quick', args.out, args.progress,
                       force=args.force, dataset=args.dataset, seed=args.seed,
+                      allow_fallback=args.allow_fallback or None,
                       epsilons=args.epsilons, delta=args.delta,
                       accountant=args.accountant)
     else:

@@ -68,7 +68,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         ) -> dict[str, Any]:
   """Trains every (model, setting, seed); returns the results dict."""
   start = time.time()
-  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'])
+  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'],
+                     fallback=cfg.get('allow_fallback', False))
   n = len(ds.x_train)
   base = train_lib.sweep_base(cfg, n)
   steps = base['steps']

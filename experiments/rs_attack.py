@@ -194,7 +194,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         ) -> dict[str, Any]:
   del out_dir, progress
   start = time.time()
-  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'])
+  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'],
+                     fallback=cfg.get('allow_fallback', False))
   seeds = seed_list(cfg)
   cf, inv = closed_form(cfg, seeds), inversion(cfg, ds, seeds)
   return dict(experiment=NAME, config=cfg, dataset=report_lib.dataset_info(ds),

@@ -60,7 +60,8 @@ def _split(ds: data_lib.Dataset, fraction: float, seed: int):
 def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         ) -> dict[str, Any]:
   start = time.time()
-  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'])
+  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'],
+                     fallback=cfg.get('allow_fallback', False))
   tuning, final = _split(ds, cfg['validation_fraction'], cfg['seed'])
   model_name = models.default_model_name(ds.name)
   model = models.make_model(model_name, ds.num_classes,

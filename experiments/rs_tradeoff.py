@@ -75,7 +75,8 @@ def _settings(cfg):
 def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         ) -> dict[str, Any]:
   start = time.time()
-  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'])
+  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'],
+                     fallback=cfg.get('allow_fallback', False))
   model_name = models.default_model_name(ds.name)
   model = models.make_model(model_name, ds.num_classes,
                             input_shape=ds.input_shape)

@@ -57,6 +57,22 @@ def test_bad_input_from_the_shell_has_no_traceback():
       f"{', '.join(registry.EXPERIMENTS)} (or 'all')"]
 
 
+def test_unprepared_tfds_data_fails_up_front_unless_fallback_is_allowed(
+    tmp_path, monkeypatch):
+  monkeypatch.setenv('TFDS_DATA_DIR', str(tmp_path / 'tfds'))
+  ran = []
+  monkeypatch.setattr(registry.get('dpsgd_baseline'), 'run',
+                      lambda cfg, *a, **k: ran.append(cfg) or {})
+  monkeypatch.setattr(cli, 'write_report', lambda out: None)
+  out = str(tmp_path / 'out')
+  assert cli.main(['run', 'dpsgd_baseline', '--dataset', 'mnist',
+                   '--out', out]) == 2
+  assert not ran
+  assert cli.main(['run', 'dpsgd_baseline', '--dataset', 'mnist',
+                   '--allow-fallback', '--out', out]) == 0
+  assert ran[0]['allow_fallback'] is True and ran[0]['dataset'] == 'mnist'
+
+
 def test_no_arguments_print_help_fast_without_importing_jax():
   code = ('import sys, time; t = time.time(); from experiments import '
           '__main__ as m; m.main([]); '

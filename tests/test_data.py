@@ -189,7 +189,7 @@ def test_tfds_subsampling_and_color_images(tmp_path):
 @pytest.mark.parametrize('name', data.TFDS_DATASETS)
 def test_missing_tfds_data_falls_back(name, tmp_path, caplog):
   with caplog.at_level(logging.WARNING, logger=data.__name__):
-    ds = data.load(name, data_dir=str(tmp_path), seed=0)
+    ds = data.load(name, data_dir=str(tmp_path), seed=0, fallback=True)
   expected = (f'{name} is not available (no prepared tfds data in '
               f'{tmp_path}); ran digits instead')
   assert (ds.name, ds.requested, ds.note) == ('digits', name, expected)
@@ -202,16 +202,23 @@ def test_missing_tfds_data_falls_back(name, tmp_path, caplog):
 
 def test_fallback_reads_tfds_data_dir_env(tmp_path, monkeypatch):
   monkeypatch.setenv('TFDS_DATA_DIR', str(tmp_path))
-  ds = data.load('fashion_mnist', max_train=100)
+  ds = data.load('fashion_mnist', max_train=100, fallback=True)
   assert ds.name == 'digits' and str(tmp_path) in ds.note
   assert len(ds.x_train) == 100
 
 
-def test_fallback_false_raises(tmp_path):
-  with pytest.raises(data.DatasetUnavailableError,
-                     match=f'mnist is not available .*{tmp_path}'):
-    data.load('mnist', data_dir=str(tmp_path), fallback=False)
+def test_missing_tfds_data_is_an_error_naming_how_to_prepare_it(tmp_path):
+  for call in (lambda: data.load('mnist', data_dir=str(tmp_path)),
+               lambda: data.check_available('mnist', str(tmp_path))):
+    with pytest.raises(data.DatasetUnavailableError) as e:
+      call()
+    message = str(e.value)
+    assert f'mnist is not available (no prepared tfds data in {tmp_path})' in (
+        message)
+    assert 'tfds build mnist --data_dir DIR' in message
+    assert '--allow-fallback' in message
   assert issubclass(data.DatasetUnavailableError, ValueError)
+  data.check_available('digits')  # bundled sets are always there
 
 
 def test_unknown_name_and_option_raise():

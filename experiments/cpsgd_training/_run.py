@@ -24,7 +24,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         ) -> dict[str, Any]:
   del out_dir
   start = time.time()
-  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'])
+  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'],
+                     fallback=cfg.get('allow_fallback', False))
   if ds.task != 'classification':
     raise ValueError(f'{NAME} needs a classification dataset, got {ds.name}')
   model = models.make_model(cfg['model'], ds.num_classes,

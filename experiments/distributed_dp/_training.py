@@ -247,7 +247,8 @@ def run_training(cfg: dict[str, Any], progress: bool = True
                  ) -> dict[str, Any]:
   """Trains every setting on every seed; rows per setting and seed."""
   start = time.time()
-  ds = data_lib.load(cfg['train_dataset'], seed=cfg['seed'])
+  ds = data_lib.load(cfg['train_dataset'], seed=cfg['seed'],
+                     fallback=cfg.get('allow_fallback', False))
   if ds.task != 'classification':
     raise ValueError(f"train_dataset={cfg['train_dataset']!r} is not a "
                      'classification dataset')

@@ -275,7 +275,8 @@ def eval_points(rounds: int, evals: int) -> list[int]:
 
 def load_data(cfg):
   options = cfg['data_options'] if cfg['dataset'] == 'synthetic' else {}
-  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'], **options)
+  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'],
+                     fallback=cfg.get('allow_fallback', False), **options)
   if ds.task != 'classification':
     raise ValueError(f"qdpsgd needs a classification dataset, got {ds.name}")
   return ds

@@ -6,10 +6,13 @@
   read through ``tfds.data_source`` (random access to prepared ArrayRecord
   files; no TensorFlow needed) from ``data_dir``, else ``$TFDS_DATA_DIR``, else
   the tfds default (``~/tensorflow_datasets``). Nothing is ever downloaded
-  (``download=False``). If the data is not prepared there, ``load`` logs one
-  plain line (``mnist is not available (no prepared tfds data in DIR); ran
-  digits instead``), stores it in ``Dataset.note`` and returns scikit-learn's
-  bundled ``digits`` (8x8x1 images, 10 classes). All four tfds sets fall back
+  (``download=False``). If the data is not prepared there, ``load`` raises
+  ``DatasetUnavailableError`` naming the command that prepares it
+  (``check_available`` asks the same question up front). Only with
+  ``fallback=True`` (the CLI's ``--allow-fallback``) does it log one plain line
+  (``mnist is not available (no prepared tfds data in DIR); ran digits
+  instead``), store it in ``Dataset.note`` and return scikit-learn's bundled
+  ``digits`` (8x8x1 images, 10 classes). All four tfds sets fall back
   to ``digits``, the only bundled image set: for ``cifar10``/``svhn_cropped``
   this also changes the image shape (32x32x3 -> 8x8x1) and the content
   (objects / house numbers -> handwritten digits), so pick the model from
@@ -50,6 +53,7 @@ from experiments.common.data._generated import GENERATED_DATASETS
 from experiments.common.data._generated import make_regression_problem
 from experiments.common.data._generated import make_sphere_logistic
 from experiments.common.data._load import DATASETS
+from experiments.common.data._load import check_available
 from experiments.common.data._load import DatasetUnavailableError
 from experiments.common.data._load import is_known
 from experiments.common.data._load import load
@@ -58,6 +62,7 @@ from experiments.common.data._tfds import FALLBACKS
 from experiments.common.data._tfds import TFDS_DATASETS
 
 __all__ = [
+    'check_available',
     'CSV_DROP',
     'CSV_PREFIX',
     'Dataset',

@@ -43,9 +43,28 @@ class DatasetUnavailableError(ValueError):
   """A tfds dataset is not prepared locally and fallback was not allowed."""
 
 
+def _unavailable(name: str, directory: str) -> DatasetUnavailableError:
+  return DatasetUnavailableError(
+      f'{name} is not available (no prepared tfds data in {directory}); '
+      f'{_tfds.prepare_hint(name, directory)}; or allow the fallback '
+      f'(--allow-fallback, or load(..., fallback=True)) to run '
+      f'{_tfds.FALLBACKS[name]} instead, labelled as such')
+
+
+def check_available(name: str, data_dir: str | None = None) -> None:
+  """Raises ``DatasetUnavailableError`` if the tfds set ``name`` is not
+  prepared (naming how to prepare it); other names pass."""
+  if name in _tfds.TFDS_DATASETS:
+    directory = _tfds.tfds_data_dir(data_dir)
+    try:
+      _tfds.open_sources(name, directory)
+    except _tfds.TfdsUnavailable as e:
+      raise _unavailable(name, directory) from e
+
+
 def load(name: str, *, seed: int = 0, data_dir: str | None = None,
-         fallback: bool = True, **options: Any) -> Dataset:
-  """Loads a dataset by name, falling back to bundled data if needed.
+         fallback: bool = False, **options: Any) -> Dataset:
+  """Loads a dataset by name; bundled data replaces it only if allowed.
 
   Args:
     name: one of ``DATASETS``, or ``csv:PATH`` (``load_csv``).
@@ -54,7 +73,8 @@ def load(name: str, *, seed: int = 0, data_dir: str | None = None,
     data_dir: tfds data directory; default ``$TFDS_DATA_DIR`` or the tfds
       default. Ignored by offline sets.
     fallback: if True, an unprepared tfds set is replaced by its fallback
-      (``FALLBACKS``) and the returned ``note`` says so; if False, raise.
+      (``FALLBACKS``) and the returned ``note`` says so; if False (default),
+      raise ``DatasetUnavailableError`` naming how to prepare the data.
     **options: ``max_train``, ``max_test`` (all sets); ``test_fraction``
       (sklearn sets and ``synthetic``); ``standardize_targets`` (``diabetes``);
       ``make_classification`` arguments (``synthetic``); ``n_samples``,
@@ -92,10 +112,7 @@ def load(name: str, *, seed: int = 0, data_dir: str | None = None,
       message = (f'{name} is not available (no prepared tfds data in '
                  f'{directory}); ran {substitute} instead')
       if not fallback:
-        raise DatasetUnavailableError(
-            f'{name} is not available (no prepared tfds data in {directory}); '
-            f'fallback=False, so {substitute} was not run instead'
-        ) from e.__cause__
+        raise _unavailable(name, directory) from e.__cause__
       _log.warning(message)
       _log.debug('tfds error for %s: %s', name, e.reason)
       ds = load(substitute, seed=seed, **options)

@@ -39,10 +39,15 @@ def tfds_data_dir(data_dir: str | None) -> str:
   return os.path.expanduser(os.path.join('~', 'tensorflow_datasets'))
 
 
-def load_tfds(name: str, data_dir: str, seed: int,
-              max_train: int | None = None,
-              max_test: int | None = None) -> Dataset:
-  """Reads both splits of a prepared tfds set into numpy arrays."""
+def prepare_hint(name: str, data_dir: str) -> str:
+  """How a user prepares ``name`` for ``data_dir`` (tfds cannot download here)."""
+  return (f'prepare it on a machine with internet access with `pip install '
+          f'tensorflow tensorflow-datasets && tfds build {name} --data_dir '
+          f'DIR`, then copy DIR to {data_dir} (or set TFDS_DATA_DIR=DIR)')
+
+
+def open_sources(name: str, data_dir: str) -> dict[str, Any]:
+  """Both splits of a prepared tfds set; raises ``TfdsUnavailable``."""
   try:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError as e:
@@ -55,6 +60,14 @@ def load_tfds(name: str, data_dir: str, seed: int,
       len(sources[split])
     except Exception as e:  # pylint: disable=broad-exception-caught
       raise TfdsUnavailable(f'{type(e).__name__}: {e}') from e
+  return sources
+
+
+def load_tfds(name: str, data_dir: str, seed: int,
+              max_train: int | None = None,
+              max_test: int | None = None) -> Dataset:
+  """Reads both splits of a prepared tfds set into numpy arrays."""
+  sources = open_sources(name, data_dir)
   rng = np.random.default_rng(seed)
   x_train, y_train = _read_records(sources['train'], subset(
       len(sources['train']), max_train, 'max_train', rng))
