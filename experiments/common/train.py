@@ -24,12 +24,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
-import tqdm
 
 import dpjax
 from experiments.common import validation
 from dpjax import accounting
 from experiments.common import checkpoint as checkpoint_lib
+from experiments.common import progress as progress_lib
 from experiments.common.data import Dataset
 
 
@@ -339,7 +339,8 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
     delta: the delta at which epsilon is reported.
     checkpoint_dir: where checkpoints go; an existing run there is resumed
       (its configuration and seeds must match) and never silently restarted.
-    progress: show a tqdm bar (the first seed's metrics).
+    progress: a tqdm bar on a terminal, else a line every 30 s with the step,
+      the first seed's metrics (epsilon so far) and an ETA.
     desc: the bar's label.
     on_step: called with the step count after every step (tests use it).
     seeds_as: 'vmap' (default) or 'map' (a loop in the one program).
@@ -399,13 +400,14 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
     ckpt.save(step, state, {'ledgers': [l.to_json() for l in ledgers],
                             'histories': histories})
 
-  bar = tqdm.tqdm(total=config.steps, initial=step, desc=desc, leave=False,
-                  disable=None if progress else True, dynamic_ncols=True)
+  bar = progress_lib.Progress(config.steps, desc, enabled=progress,
+                             initial=step)
   params, opt_state = state['params'], state['opt_state']
   # Each step's privacy states (the sigma, divisor and noise step that ran,
   # per seed) stay on device and are recorded at the next sync point, so the
   # ledgers hold what ran without a device sync per step.
   pending = []
+  shown = {}  # metrics of the last evaluation, for the progress line
 
   def record_pending():
     for ran in pending:
@@ -425,13 +427,14 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
     if step % config.eval_every == 0 or step == config.steps:
       record_pending()
       log_metrics()
-      bar.set_postfix({k: f'{v:.3g}' for k, v in histories[0][-1].items()
-                       if k in ('train_loss', 'test_accuracy', 'epsilon')})
+      shown = {k: v for k, v in histories[0][-1].items()
+               if k in ('train_loss', 'test_accuracy', 'epsilon')}
     if ckpt is not None and (step == config.steps or (
         config.checkpoint_every and step % config.checkpoint_every == 0)):
       record_pending()
       save()
-    bar.update(1)
+    bar.update(1, **shown)
+    shown = {}
     if on_step is not None:
       on_step(step)
   bar.close()
