@@ -215,7 +215,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       "on the mean of clipped per-example gradients). **The paper's "
       "calibration does not**: given its sensing matrix, a release with "
       "scale sqrt(p)/eps is only Delta(Psi)/sqrt(p) * eps-DP (module "
-      "docstring of `dpjax/_compressive.py`). Realized per-step epsilon of "
+      "docstring of `dpjax/transforms/_compressing.py`). Realized per-step epsilon of "
       "`compressive_paper` over all its steps and seeds:", '',
       report_lib.markdown_table(results['realized'], realized_cols), '',
       f"At eps = {eps_small:g} the paper's mechanism spent "
