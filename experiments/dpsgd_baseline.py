@@ -61,6 +61,7 @@ def config(mode: str, **overrides) -> dict[str, Any]:
   """The exact configuration of a run (stored with its results)."""
   cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
   cfg.update({k: v for k, v in overrides.items() if v is not None})
+  data_lib.require_classification(NAME, cfg['dataset'])
   return cfg
 
 

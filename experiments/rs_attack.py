@@ -50,6 +50,7 @@ def config(mode: str, epsilons=None, delta=None, **overrides
                      '--epsilons/--delta')
   cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
   cfg.update({k: v for k, v in overrides.items() if v is not None})
+  data_lib.require_classification(NAME, cfg['dataset'])
   rates = [float(r) for r in cfg['rates']]
   if len(rates) < 2 or rates != sorted(set(rates)) or not (
       0 <= rates[0] and rates[-1] < 1):

@@ -42,6 +42,7 @@ DEFAULTS = dict(seed=0, epsilons=[1.0, 3.0], delta=1e-5,
 def config(mode: str, **overrides) -> dict[str, Any]:
   cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
   cfg.update({k: v for k, v in overrides.items() if v is not None})
+  data_lib.require_classification(NAME, cfg['dataset'])
   return cfg
 
 

@@ -56,6 +56,7 @@ def config(mode: str, epsilons=None, **overrides) -> dict[str, Any]:
                      'drop --epsilons')
   cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
   cfg.update({k: v for k, v in overrides.items() if v is not None})
+  data_lib.require_classification(NAME, cfg['dataset'])
   if 0.0 not in cfg['rates'] or len(cfg['rates']) < 2:
     raise ValueError(f"Expected rates={cfg['rates']} to hold 0 (the "
                      'reference every claim compares with) and one rate > 0.')

@@ -247,3 +247,45 @@ def test_compressive_regression_accepts_a_csv_dataset(tmp_path):
 def test_rs_tradeoff_needs_the_reference_rate():
   with pytest.raises(ValueError, match='to hold 0'):
     registry.EXPERIMENTS['rs_tradeoff'].config('quick', rates=[0.5, 0.9])
+
+
+def _matrix():
+  from experiments.common import data as data_lib  # pylint: disable=import-outside-toplevel
+  names = [n for n in registry.NAMES if 'dataset' in
+           registry.get(n).config('quick')]
+  return [(n, d) for n in names for d in data_lib.DATASETS + ('csv',)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name, dataset', _matrix())
+def test_every_offered_dataset_runs_or_is_refused_up_front(name, dataset,
+                                                            tmp_path,
+                                                            monkeypatch):
+  """The (experiment x dataset) matrix: each pair either runs end to end on
+  a tiny setting or is refused before any work in one line (status 2)."""
+  from experiments.common import data as data_lib  # pylint: disable=import-outside-toplevel
+  monkeypatch.setenv('TFDS_DATA_DIR', str(tmp_path / 'no_tfds'))
+  if dataset == 'csv':
+    path = tmp_path / 'loans.csv'
+    rows = ['id,loan_amnt,grade,int_rate']
+    rows += [f'{i},{1000 + 37 * i},{"ABC"[i % 3]},{5 + (i * 7) % 11}.5%'
+             for i in range(60)]
+    path.write_text('\n'.join(rows) + '\n')
+    dataset = f'csv:{path}'
+  tiny = dict(TINY.get(name, dict(epochs=1, num_seeds=1, epsilons=[8.0])))
+  if name == 'compressive_regression':  # the CSV has 2 features: kappa 1
+    tiny.update(n=60, kappas=[1], kappa=1, num_measurements=4)
+  if name == 'qdpsgd' and dataset != 'synthetic':
+    tiny.pop('data_options')
+  exp = registry.get(name)
+  try:
+    configs = cli._configs([name], 'quick', dict(tiny, dataset=dataset))  # pylint: disable=protected-access
+  except ValueError as e:  # refused up front, in one line
+    assert '\n' not in str(e) and str(e)
+    if dataset in data_lib.TFDS_DATASETS and 'regression' not in str(e):
+      assert 'tfds build' in str(e)  # offered, but not prepared here
+    return
+  assert dataset not in data_lib.TFDS_DATASETS  # no data here: must refuse
+  results = exp.run(configs[name], str(tmp_path), progress=False)
+  report_lib.write_results(str(tmp_path), results)
+  assert exp.report(report_lib.read_results(str(tmp_path)), str(tmp_path))

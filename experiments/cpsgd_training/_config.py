@@ -21,7 +21,6 @@ MODES = {
 DEFAULTS = dict(seed=0, delta=1e-5, num_clients=100, clients_per_round=None,
                 clip_norm=0.25, learning_rate=0.5, momentum=0.9, p=0.5,
                 model='logistic', evals=20)
-REGRESSION = ('diabetes', 'synthetic_regression')
 GAUSSIAN_BITS = dist.gaussian_protocol_bits(1)  # float32: bits per coordinate
 
 
@@ -57,12 +56,7 @@ def config(mode: str, epsilons=None, **overrides) -> dict[str, Any]:
 
 
 def _check(cfg: dict[str, Any]) -> None:
-  ds = cfg['dataset']
-  if ds in REGRESSION or str(ds).startswith(data_lib.CSV_PREFIX):
-    raise ValueError(f'{NAME} trains a classifier; {ds!r} is a regression '
-                     'dataset')
-  if ds not in data_lib.DATASETS:
-    raise ValueError(f'unknown dataset {ds!r}')
+  data_lib.require_classification(NAME, cfg['dataset'])
   for name, minimum in (('rounds', 1), ('num_clients', 1), ('num_seeds', 1),
                         ('seed', 0), ('evals', 1)):
     if not _is_int(cfg[name], minimum):

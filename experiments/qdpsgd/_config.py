@@ -54,9 +54,7 @@ def config(mode: str, epsilons=None, **overrides) -> dict[str, Any]:
 
 
 def _check(cfg: dict[str, Any]) -> None:
-  ds = cfg['dataset']
-  if ds not in data_lib.DATASETS or ds in ('diabetes', 'synthetic_regression'):
-    raise ValueError(f'{NAME} needs a classification dataset, got {ds!r}')
+  data_lib.require_classification(NAME, cfg['dataset'])
   for name, minimum in (('rounds', 1), ('num_seeds', 1), ('seed', 0),
                         ('hidden', 1), ('train_records', 2), ('evals', 1)):
     if not _is_int(cfg[name], minimum):

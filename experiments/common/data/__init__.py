@@ -57,6 +57,8 @@ from experiments.common.data._load import check_available
 from experiments.common.data._load import DatasetUnavailableError
 from experiments.common.data._load import is_known
 from experiments.common.data._load import load
+from experiments.common.data._load import REGRESSION_DATASETS
+from experiments.common.data._load import require_classification
 from experiments.common.data._sklearn import SKLEARN_DATASETS
 from experiments.common.data._tfds import FALLBACKS
 from experiments.common.data._tfds import TFDS_DATASETS
@@ -75,6 +77,8 @@ __all__ = [
     'load_csv',
     'make_regression_problem',
     'make_sphere_logistic',
+    'REGRESSION_DATASETS',
+    'require_classification',
     'SKLEARN_DATASETS',
     'TFDS_DATASETS',
 ]

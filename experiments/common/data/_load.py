@@ -26,6 +26,21 @@ DATASETS = (_tfds.TFDS_DATASETS + _sklearn.SKLEARN_DATASETS +
             _generated.GENERATED_DATASETS)
 
 
+REGRESSION_DATASETS = ('diabetes', 'synthetic_regression')
+
+
+def require_classification(experiment: str, name: str) -> None:
+  """Refuses, in one line, a dataset a classification experiment cannot use:
+  an unknown name, a regression set, or ``csv:PATH`` (regression targets)."""
+  if not is_known(name):
+    raise ValueError(f'unknown dataset {name!r}; known: {", ".join(DATASETS)}'
+                     ' or csv:PATH')
+  if name in REGRESSION_DATASETS or name.startswith(_csv.CSV_PREFIX):
+    classes = [d for d in DATASETS if d not in REGRESSION_DATASETS]
+    raise ValueError(f'{experiment} trains a classifier; {name!r} is a '
+                     f'regression dataset (use one of {", ".join(classes)})')
+
+
 def is_known(name: str) -> bool:
   """Whether ``load`` takes this name: one of ``DATASETS`` or ``csv:PATH``."""
   return name in DATASETS or (name.startswith(_csv.CSV_PREFIX) and
