@@ -17,9 +17,10 @@ from experiments import qdpsgd
 from experiments import rs_attack
 from experiments import rs_privacy
 from experiments import rs_tradeoff
+from experiments import trees
 
 EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff, rs_privacy,
                                    rs_attack, compressive_regression,
                                    cpsgd_mechanisms, cpsgd_dme,
                                    cpsgd_training, distributed_dp, qdpsgd,
-                                   compgd)}
+                                   compgd, trees)}
