@@ -191,6 +191,8 @@ TINY = {
                            epsilons=[4.0]),
     'compgd': dict(num_seeds=2, dims=[20], epochs=[1], n=200, n_test=20,
                    solver_iterations=5),
+    'trees': dict(num_seeds=2, datasets=['iris'], num_trees=3,
+                  sklearn_trees=5),
 }
 
 

@@ -23,15 +23,25 @@ from dpjax.nonparametric._bounds import private_bounds
 from dpjax.nonparametric._bounds import to_unit_cube
 from dpjax.nonparametric._exponential import exponential_mechanism
 from dpjax.nonparametric._exponential import exponential_mechanism_event
+from dpjax.nonparametric._ensembles import pte
+from dpjax.nonparametric._ensembles import spe
+from dpjax.nonparametric._ensembles import sspe
 from dpjax.nonparametric._predict import predict
+from dpjax.nonparametric._trees import depth_budgets
+from dpjax.nonparametric._trees import TreeEnsemble
 
 __all__ = [
+    'TreeEnsemble',
     'check_bounds',
     'check_features',
     'check_labels',
+    'depth_budgets',
     'exponential_mechanism',
     'exponential_mechanism_event',
     'predict',
     'private_bounds',
+    'pte',
+    'spe',
+    'sspe',
     'to_unit_cube',
 ]

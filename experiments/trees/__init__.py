@@ -1,0 +1,24 @@
+"""Private tree ensembles (Huang thesis ch. 8, Tables 8.1-8.2, Fig. 8.6).
+
+Table 8.1: supervised, eps = 2: SPE (``dpjax.nonparametric.spe``, 10 trees
+of depth min(d, 10)) against RDT (``random_decision_trees``, when present),
+diffprivlib's RandomForestClassifier (10 trees) and DecisionTreeClassifier at
+the same eps, and scikit-learn's RandomForestClassifier (100 trees, not
+private). Table 8.2: 20% of the training set labelled, 80% unlabelled:
+SSPE-1 (features and labels private), SSPE-2 and PTE (labels private,
+features public), and SPE on the labelled 20% alone, at eps and at a small
+eps. Data: 90% train / 10% test (the thesis's split), standardized by the
+loader; the public bounds are each feature's range over the whole dataset
+(train and test), treated as public as the thesis does. Mean and std over
+seeds, a two-sided Mann-Whitney U test at 95% (SPE against each private
+competitor, as the thesis), and the project's paired verdicts.
+"""
+
+from experiments.trees._config import config
+from experiments.trees._config import DESCRIPTION
+from experiments.trees._config import MODES
+from experiments.trees._config import NAME
+from experiments.trees._report import report
+from experiments.trees._run import run
+
+__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']

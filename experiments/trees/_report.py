@@ -1,0 +1,105 @@
+"""trees' report: Tables 8.1-8.2 beside the thesis, verdicts, Fig. 8.6."""
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from experiments.common import report as report_lib
+from experiments.common import verdict as verdict_lib
+from experiments.trees._config import LABELS
+from experiments.trees._config import NAME
+from experiments.trees._config import SEMI
+from experiments.trees._config import SUPERVISED
+from experiments.trees._config import THESIS
+
+DATASET_NAMES = {'iris': 'Iris', 'wine': 'Wine', 'syn5d': 'Syn5d',
+                 'syn10d': 'Syn10d', 'syn15d': 'Syn15d',
+                 'breast_cancer': 'Breast cancer', 'digits': 'Digits'}
+
+
+def _cell(values, thesis=None, star=False) -> str:
+  if not values:
+    return '-'
+  v = 100 * np.asarray(values)
+  text = f'{v.mean():.2f} ± {v.std():.2f}' + (' *' if star else '')
+  if thesis is not None:
+    text += f' ({thesis:.2f})'
+  return text
+
+
+def _table(results, table, methods, with_tests) -> str:
+  head = '| Dataset | n / d / D | ' + ' | '.join(
+      LABELS[m] for m in methods) + ' |'
+  lines = [head, '|' + '---|' * (len(methods) + 2)]
+  for name, acc in results[table].items():
+    info = results['info'][name]
+    tests = results['mann_whitney'].get(name, {}) if with_tests else {}
+    best_private = max((m for m in methods if m != 'rf' and acc.get(m)),
+                       key=lambda m: np.mean(acc[m]), default=None)
+    cells = []
+    for m in methods:
+      star = (with_tests and m == 'spe' and best_private == 'spe' and tests
+              and all(p < 0.05 for p in tests.values()))
+      thesis = THESIS.get(name, {}).get(m) if table == 'per_seed' else None
+      cells.append(_cell(acc.get(m), thesis, star))
+    lines.append(f'| {DATASET_NAMES[name]} | {info["n_train"]} / '
+                 f'{info["d"]} / {info["depth"]} | ' + ' | '.join(cells) +
+                 ' |')
+  return '\n'.join(lines)
+
+
+def _plot_grid(results, out_dir) -> str | None:
+  rows = results['grid']
+  if not rows:
+    return None
+  names = sorted({r['dataset'] for r in rows})
+  fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4),
+                           squeeze=False)
+  for ax, name in zip(axes[0], names):
+    for spec in results['config']['grid_depths']:
+      sel = [r for r in rows if r['dataset'] == name and r['depth'] == spec]
+      trees = sorted({r['trees'] for r in sel})
+      acc = [[r['accuracy'] for r in sel if r['trees'] == t] for t in trees]
+      ax.errorbar(trees, [np.mean(a) for a in acc],
+                  yerr=[np.std(a) for a in acc], fmt='o-', capsize=2,
+                  label=f'depth {spec}')
+    ax.set_xscale('log')
+    ax.set_xlabel('number of trees N')
+    ax.set_title(DATASET_NAMES[name])
+  axes[0][0].set_ylabel('test accuracy (SPE, eps = 2)')
+  axes[0][0].legend(fontsize=7)
+  return report_lib.save_figure(fig, out_dir, 'trees_depth_grid.png')
+
+
+def report(results: dict[str, Any], out_dir: str) -> str:
+  cfg = results['config']
+  out = [f'## {NAME} ({cfg["mode"]})', '',
+         f'Accuracy (%) on the 10% test split, mean ± std over '
+         f'{cfg["num_seeds"]} seeds; the thesis\'s number in parentheses '
+         f'where the dataset matches. {cfg["num_trees"]} trees of depth D = '
+         f'min(d, {cfg["max_depth"]}) (the thesis uses D = d). Public bounds: '
+         f'each feature\'s range over the whole (standardized) dataset, '
+         f'train and test, treated as public as the thesis does. Wall time '
+         f'{results["wall_seconds"]:.1f} s.', '']
+  if results.get('diffprivlib_error'):
+    out += [results['diffprivlib_error'], '']
+  if not results.get('rdt_available'):
+    out += ['RDT (dpjax.nonparametric.random_decision_trees) was not '
+            'available in this build; its column is empty.', '']
+  out += [f'### Table 8.1: supervised, eps = {cfg["epsilon"]:g}', '',
+          _table(results, 'per_seed', SUPERVISED, True), '',
+          '`*`: SPE is the best private method and a two-sided Mann-Whitney '
+          'U test (95%) separates it from every private competitor.', '',
+          f'### Table 8.2: {cfg["labelled_fraction"]:.0%} labelled, '
+          f'eps = {cfg["epsilon"]:g}', '',
+          _table(results, 'per_seed', SEMI, False), '',
+          'The thesis\'s Table 8.2 (Syn5d/10d/15d): SSPE-1 86.82/86.30/76.40, '
+          'SSPE-2 91.59/90.51/85.94, PTE 91.54/91.11/86.45.', '',
+          f'### Table 8.2 at small eps = {cfg["small_epsilon"]:g}', '',
+          _table(results, 'small', SEMI, False), '',
+          '### Claims', '', verdict_lib.claims_table(results['claims']), '']
+  fig = _plot_grid(results, '.' if out_dir is None else out_dir)
+  if fig:
+    out += ['### Fig. 8.6: trees x depth (SPE)', '', f'![grid]({fig})', '']
+  return '\n'.join(out)

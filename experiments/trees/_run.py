@@ -1,0 +1,175 @@
+"""trees' run: load, build every ensemble per seed, score on the test set."""
+
+import sys
+import time
+import warnings
+from typing import Any
+
+import jax
+import numpy as np
+from scipy import stats
+from sklearn import ensemble as sk_ensemble
+
+from dpjax import nonparametric as npm
+from experiments.common import data as data_lib
+from experiments.trees._config import NAME
+from experiments.trees._config import SEMI
+from experiments.trees._config import SUPERVISED
+from experiments.trees._verdicts import claims
+
+PRIVATE_SUPERVISED = ('rdt', 'dp_rf', 'dp_dt')
+
+
+def load(name: str, seed: int, cfg: dict[str, Any]):
+  """(x_train, y_train, x_test, y_test, K, bounds): flat float32 features;
+  bounds = each feature's range over train and test (public, as the thesis
+  treats it)."""
+  opts = dict(test_fraction=cfg['test_fraction'])
+  if name.startswith('syn'):
+    ds = data_lib.load('synthetic', seed=seed,
+                       n_samples=cfg['synthetic_samples'],
+                       n_features=int(name[3:-1]), **opts)
+  else:
+    if name == 'digits' and cfg['digits_max_train']:
+      opts['max_train'] = cfg['digits_max_train']
+    ds = data_lib.load(name, seed=seed, **opts)
+  xtr = np.asarray(ds.x_train, np.float32).reshape(len(ds.x_train), -1)
+  xte = np.asarray(ds.x_test, np.float32).reshape(len(ds.x_test), -1)
+  allx = np.concatenate([xtr, xte])
+  low, high = allx.min(0), allx.max(0)
+  high = np.where(high > low, high, low + 1.0)  # constant pixels (digits)
+  return (xtr, np.asarray(ds.y_train), xte, np.asarray(ds.y_test),
+          int(ds.num_classes), (low.astype(np.float64), high.astype(np.float64)))
+
+
+def _diffprivlib():
+  try:
+    from diffprivlib import models  # pylint: disable=g-import-not-at-top
+    return models, None
+  except Exception as e:  # pylint: disable=broad-except
+    return None, f'diffprivlib unavailable: {e}'
+
+
+def _accuracy(pred, y) -> float:
+  return float(np.mean(np.asarray(pred) == np.asarray(y)))
+
+
+def supervised(key, seed, data, cfg, depth, dp_models) -> dict[str, float]:
+  xtr, ytr, xte, yte, k, bounds = data
+  eps, out = cfg['epsilon'], {}
+  rf = sk_ensemble.RandomForestClassifier(cfg['sklearn_trees'],
+                                          random_state=seed).fit(xtr, ytr)
+  out['rf'] = _accuracy(rf.predict(xte), yte)
+  rel, _ = npm.spe(key, xtr, ytr, epsilon=eps, bounds=bounds, num_classes=k,
+                   num_trees=cfg['num_trees'], depth=depth)
+  out['spe'] = _accuracy(npm.predict(rel, xte), yte)
+  rdt = getattr(npm, 'random_decision_trees', None)
+  if rdt is not None:
+    rel, _ = rdt(jax.random.fold_in(key, 1), xtr, ytr, epsilon=eps,
+                 bounds=bounds, num_classes=k, num_trees=cfg['num_trees'],
+                 depth=depth)
+    out['rdt'] = _accuracy(npm.predict(rel, xte), yte)
+  if dp_models is not None:
+    with warnings.catch_warnings():
+      warnings.simplefilter('ignore')
+      common = dict(epsilon=eps, bounds=bounds, classes=list(range(k)),
+                    random_state=seed)
+      m = dp_models.RandomForestClassifier(cfg['num_trees'], **common)
+      out['dp_rf'] = _accuracy(m.fit(xtr, ytr).predict(xte), yte)
+      m = dp_models.DecisionTreeClassifier(**common)
+      out['dp_dt'] = _accuracy(m.fit(xtr, ytr).predict(xte), yte)
+  return out
+
+
+def semi(key, seed, data, cfg, depth, eps) -> dict[str, float]:
+  xtr, ytr, xte, yte, k, bounds = data
+  nl = max(int(round(cfg['labelled_fraction'] * len(xtr))), cfg['num_trees'])
+  perm = np.random.default_rng(seed).permutation(len(xtr))
+  xl, yl, xu = xtr[perm[:nl]], ytr[perm[:nl]], xtr[perm[nl:]]
+  kw = dict(epsilon=eps, bounds=bounds, num_classes=k,
+            num_trees=cfg['num_trees'], depth=depth)
+  out = {}
+  for i, (name, fn) in enumerate((('sspe1', lambda kk: npm.sspe(kk, xl, yl, xu, setting=1,
+                                                 **kw)),
+                   ('sspe2', lambda kk: npm.sspe(kk, xl, yl, xu, setting=2,
+                                                 **kw)),
+                   ('pte', lambda kk: npm.pte(kk, xl, yl, xu, **kw)),
+                   ('spe_labelled', lambda kk: npm.spe(kk, xl, yl, **kw)))):
+    rel, _ = fn(jax.random.fold_in(key, i))
+    out[name] = _accuracy(npm.predict(rel, xte), yte)
+  return out
+
+
+def _depth(spec: str, d: int, cap: int) -> int:
+  value = {'d/2': max(1, d // 2), 'd': d, '2d': 2 * d}[spec]
+  return min(value, cap)
+
+
+def mann_whitney(a, b) -> float:
+  a, b = np.asarray(a), np.asarray(b)
+  if np.all(a == a[0]) and np.array_equal(np.sort(a), np.sort(b)):
+    return 1.0
+  return float(stats.mannwhitneyu(a, b, alternative='two-sided').pvalue)
+
+
+def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
+        ) -> dict[str, Any]:
+  del out_dir
+  start = time.time()
+  dp_models, dp_error = _diffprivlib()
+  seeds = [cfg['seed'] + s for s in range(cfg['num_seeds'])]
+  per_seed = {}  # dataset -> method -> [seed] accuracy (Table 8.1 / 8.2)
+  small = {}     # dataset -> method -> [seed] at small_epsilon (Table 8.2)
+  info = {}
+  for name in cfg['datasets']:
+    acc, acc_small = {}, {}
+    for seed in seeds:
+      data = load(name, seed, cfg)
+      d = data[0].shape[1]
+      depth = min(d, cfg['max_depth'])
+      info[name] = dict(n_train=len(data[0]), n_test=len(data[2]), d=d,
+                        classes=data[4], depth=depth)
+      key = jax.random.key(seed)
+      rows = supervised(key, seed, data, cfg, depth, dp_models)
+      rows.update(semi(jax.random.fold_in(key, 7), seed, data, cfg, depth,
+                       cfg['epsilon']))
+      for m, a in rows.items():
+        acc.setdefault(m, []).append(a)
+      for m, a in semi(jax.random.fold_in(key, 8), seed, data, cfg, depth,
+                       cfg['small_epsilon']).items():
+        acc_small.setdefault(m, []).append(a)
+    per_seed[name], small[name] = acc, acc_small
+    if progress:
+      print(f'[{NAME}] {name}: ' + ', '.join(
+          f'{m} {np.mean(v):.3f}' for m, v in acc.items()) +
+            f' ({time.time() - start:.1f}s)', file=sys.stderr)
+  tests = {name: {m: mann_whitney(acc['spe'], acc[m])
+                  for m in PRIVATE_SUPERVISED if m in acc}
+           for name, acc in per_seed.items()}
+  grid = []
+  if cfg['grid']:
+    for name in cfg['grid_datasets']:
+      for seed in seeds:
+        data = load(name, seed, cfg)
+        d = data[0].shape[1]
+        for spec in cfg['grid_depths']:
+          depth = _depth(spec, d, 2 * cfg['max_depth'] if d <= 10 else
+                         cfg['max_depth'])
+          for t in cfg['grid_trees']:
+            if t > len(data[0]):
+              continue
+            rel, _ = npm.spe(jax.random.key(seed), data[0], data[1],
+                             epsilon=cfg['epsilon'], bounds=data[5],
+                             num_classes=data[4], num_trees=t, depth=depth)
+            grid.append(dict(dataset=name, seed=seed, depth=spec,
+                             depth_value=depth, trees=t,
+                             accuracy=_accuracy(npm.predict(rel, data[2]),
+                                                data[3])))
+  results = dict(experiment=NAME, config=cfg, seeds=seeds, info=info,
+                 per_seed=per_seed, small=small, mann_whitney=tests,
+                 grid=grid, diffprivlib_error=dp_error,
+                 rdt_available=hasattr(npm, 'random_decision_trees'),
+                 methods=dict(supervised=list(SUPERVISED), semi=list(SEMI)))
+  results['claims'] = claims(results)
+  results['wall_seconds'] = time.time() - start
+  return results
