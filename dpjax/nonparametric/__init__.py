@@ -24,8 +24,12 @@ from dpjax.nonparametric._bounds import to_unit_cube
 from dpjax.nonparametric._exponential import exponential_mechanism
 from dpjax.nonparametric._exponential import exponential_mechanism_event
 from dpjax.nonparametric._predict import predict
+from dpjax.nonparametric._trees import RandomTreesRelease
+from dpjax.nonparametric._trees import random_decision_trees
+from dpjax.nonparametric._trees import random_decision_trees_event
 
 __all__ = [
+    'RandomTreesRelease',
     'check_bounds',
     'check_features',
     'check_labels',
@@ -33,5 +37,7 @@ __all__ = [
     'exponential_mechanism_event',
     'predict',
     'private_bounds',
+    'random_decision_trees',
+    'random_decision_trees_event',
     'to_unit_cube',
 ]
