@@ -21,6 +21,18 @@ from dpjax.nonparametric._bounds import check_features
 from dpjax.nonparametric._bounds import check_labels
 from dpjax.nonparametric._bounds import private_bounds
 from dpjax.nonparametric._bounds import to_unit_cube
+from dpjax.nonparametric._cells import jl_projection
+from dpjax.nonparametric._histogram import HistogramRelease
+from dpjax.nonparametric._histogram import NoisyRegRelease
+from dpjax.nonparametric._histogram import PrivateHistogramRelease
+from dpjax.nonparametric._histogram import histogram
+from dpjax.nonparametric._histogram import noisy_reg
+from dpjax.nonparametric._histogram import noisy_reg_event
+from dpjax.nonparametric._histogram import private_histogram
+from dpjax.nonparametric._histogram import private_histogram_event
+from dpjax.nonparametric._knn import DpKnnRelease
+from dpjax.nonparametric._knn import dp_knn
+from dpjax.nonparametric._knn import dp_knn_event
 from dpjax.nonparametric._exponential import exponential_mechanism
 from dpjax.nonparametric._exponential import exponential_mechanism_event
 from dpjax.nonparametric._predict import predict
@@ -29,14 +41,26 @@ from dpjax.nonparametric._trees import random_decision_trees
 from dpjax.nonparametric._trees import random_decision_trees_event
 
 __all__ = [
+    'DpKnnRelease',
+    'HistogramRelease',
+    'NoisyRegRelease',
+    'PrivateHistogramRelease',
     'RandomTreesRelease',
     'check_bounds',
     'check_features',
     'check_labels',
+    'dp_knn',
+    'dp_knn_event',
     'exponential_mechanism',
     'exponential_mechanism_event',
+    'histogram',
+    'jl_projection',
+    'noisy_reg',
+    'noisy_reg_event',
     'predict',
     'private_bounds',
+    'private_histogram',
+    'private_histogram_event',
     'random_decision_trees',
     'random_decision_trees_event',
     'to_unit_cube',
