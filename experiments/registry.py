@@ -13,6 +13,7 @@ from experiments import cpsgd_mechanisms
 from experiments import cpsgd_training
 from experiments import distributed_dp
 from experiments import dpsgd_baseline
+from experiments import nonparametric
 from experiments import qdpsgd
 from experiments import rs_attack
 from experiments import rs_privacy
@@ -22,4 +23,4 @@ EXPERIMENTS = {m.NAME: m for m in (dpsgd_baseline, rs_tradeoff, rs_privacy,
                                    rs_attack, compressive_regression,
                                    cpsgd_mechanisms, cpsgd_dme,
                                    cpsgd_training, distributed_dp, qdpsgd,
-                                   compgd)}
+                                   compgd, nonparametric)}

@@ -112,6 +112,8 @@ TINY = {
                            epsilons=[4.0]),
     'compgd': dict(num_seeds=2, dims=[20], epochs=[1], n=200, n_test=20,
                    solver_iterations=5),
+    'nonparametric': dict(num_seeds=2, datasets=['iris'], sweep=[2.0],
+                          sweep_datasets=['iris'], max_test=20),
 }
 
 
