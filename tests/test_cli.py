@@ -193,6 +193,8 @@ TINY = {
                    solver_iterations=5),
     'trees': dict(num_seeds=2, datasets=['iris'], num_trees=3,
                   sklearn_trees=5),
+    'nonparametric': dict(num_seeds=2, datasets=['iris'], sweep=[2.0],
+                          sweep_datasets=['iris'], max_test=20),
 }
 
 

@@ -21,27 +21,57 @@ from dpjax.nonparametric._bounds import check_features
 from dpjax.nonparametric._bounds import check_labels
 from dpjax.nonparametric._bounds import private_bounds
 from dpjax.nonparametric._bounds import to_unit_cube
-from dpjax.nonparametric._exponential import exponential_mechanism
-from dpjax.nonparametric._exponential import exponential_mechanism_event
+from dpjax.nonparametric._cells import jl_projection
 from dpjax.nonparametric._ensembles import pte
 from dpjax.nonparametric._ensembles import spe
 from dpjax.nonparametric._ensembles import sspe
+from dpjax.nonparametric._exponential import exponential_mechanism
+from dpjax.nonparametric._exponential import exponential_mechanism_event
+from dpjax.nonparametric._histogram import HistogramRelease
+from dpjax.nonparametric._histogram import NoisyRegRelease
+from dpjax.nonparametric._histogram import PrivateHistogramRelease
+from dpjax.nonparametric._histogram import histogram
+from dpjax.nonparametric._histogram import noisy_reg
+from dpjax.nonparametric._histogram import noisy_reg_event
+from dpjax.nonparametric._histogram import private_histogram
+from dpjax.nonparametric._histogram import private_histogram_event
+from dpjax.nonparametric._knn import DpKnnRelease
+from dpjax.nonparametric._knn import dp_knn
+from dpjax.nonparametric._knn import dp_knn_event
 from dpjax.nonparametric._predict import predict
-from dpjax.nonparametric._trees import depth_budgets
+from dpjax.nonparametric._random_trees import RandomTreesRelease
+from dpjax.nonparametric._random_trees import random_decision_trees
+from dpjax.nonparametric._random_trees import random_decision_trees_event
 from dpjax.nonparametric._trees import TreeEnsemble
+from dpjax.nonparametric._trees import depth_budgets
 
 __all__ = [
-    'TreeEnsemble',
     'check_bounds',
     'check_features',
     'check_labels',
     'depth_budgets',
+    'dp_knn',
+    'dp_knn_event',
+    'DpKnnRelease',
     'exponential_mechanism',
     'exponential_mechanism_event',
+    'histogram',
+    'HistogramRelease',
+    'jl_projection',
+    'noisy_reg',
+    'noisy_reg_event',
+    'NoisyRegRelease',
     'predict',
     'private_bounds',
+    'private_histogram',
+    'private_histogram_event',
+    'PrivateHistogramRelease',
     'pte',
+    'random_decision_trees',
+    'random_decision_trees_event',
+    'RandomTreesRelease',
     'spe',
     'sspe',
     'to_unit_cube',
+    'TreeEnsemble',
 ]

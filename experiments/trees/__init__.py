@@ -1,7 +1,7 @@
 """Private tree ensembles (Huang thesis ch. 8, Tables 8.1-8.2, Fig. 8.6).
 
 Table 8.1: supervised, eps = 2: SPE (``dpjax.nonparametric.spe``, 10 trees
-of depth min(d, 10)) against RDT (``random_decision_trees``, when present),
+of depth min(d, 10)) against RDT (``random_decision_trees``),
 diffprivlib's RandomForestClassifier (10 trees) and DecisionTreeClassifier at
 the same eps, and scikit-learn's RandomForestClassifier (100 trees, not
 private). Table 8.2: 20% of the training set labelled, 80% unlabelled:

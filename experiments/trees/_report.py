@@ -84,9 +84,6 @@ def report(results: dict[str, Any], out_dir: str) -> str:
          f'{results["wall_seconds"]:.1f} s.', '']
   if results.get('diffprivlib_error'):
     out += [results['diffprivlib_error'], '']
-  if not results.get('rdt_available'):
-    out += ['RDT (dpjax.nonparametric.random_decision_trees) was not '
-            'available in this build; its column is empty.', '']
   out += [f'### Table 8.1: supervised, eps = {cfg["epsilon"]:g}', '',
           _table(results, 'per_seed', SUPERVISED, True), '',
           '`*`: SPE is the best private method and a two-sided Mann-Whitney '

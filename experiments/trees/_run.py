@@ -63,12 +63,10 @@ def supervised(key, seed, data, cfg, depth, dp_models) -> dict[str, float]:
   rel, _ = npm.spe(key, xtr, ytr, epsilon=eps, bounds=bounds, num_classes=k,
                    num_trees=cfg['num_trees'], depth=depth)
   out['spe'] = _accuracy(npm.predict(rel, xte), yte)
-  rdt = getattr(npm, 'random_decision_trees', None)
-  if rdt is not None:
-    rel, _ = rdt(jax.random.fold_in(key, 1), xtr, ytr, epsilon=eps,
-                 bounds=bounds, num_classes=k, num_trees=cfg['num_trees'],
-                 depth=depth)
-    out['rdt'] = _accuracy(npm.predict(rel, xte), yte)
+  rel, _ = npm.random_decision_trees(
+      jax.random.fold_in(key, 1), xtr, ytr, epsilon=eps, bounds=bounds,
+      num_classes=k, num_trees=cfg['num_trees'], depth=depth)
+  out['rdt'] = _accuracy(npm.predict(rel, xte), yte)
   if dp_models is not None:
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
@@ -168,7 +166,6 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   results = dict(experiment=NAME, config=cfg, seeds=seeds, info=info,
                  per_seed=per_seed, small=small, mann_whitney=tests,
                  grid=grid, diffprivlib_error=dp_error,
-                 rdt_available=hasattr(npm, 'random_decision_trees'),
                  methods=dict(supervised=list(SUPERVISED), semi=list(SEMI)))
   results['claims'] = claims(results)
   results['wall_seconds'] = time.time() - start

@@ -1,0 +1,358 @@
+"""Histogram classifiers: non-private, NoisyReg (label-DP), fully private.
+
+Features are clipped to public bounds and mapped onto [0, 1]^d, optionally
+through a Gaussian JL projection Phi (the compressed histogram, on Phi x with
+bounds derived from Phi and the box only), then binned into cells of width
+1 / b. ``histogram`` and ``noisy_reg`` store only the occupied cells, found
+again exactly at prediction; an empty query cell takes the label of the
+nearest occupied cell within squared cell-index distance m (the thesis's
+"within distance d", Alg. 2: the Moore neighbourhood and beyond along a
+few axes), else class ``default_class``. ``private_histogram`` releases
+every one of the b^m cells.
+"""
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from dpjax import _validate
+from dpjax import accounting
+from dpjax import noise
+from dpjax.nonparametric import _bounds
+from dpjax.nonparametric import _cells
+from dpjax.nonparametric import _padding
+from dpjax.nonparametric import _predict
+
+MAX_DENSE_CELLS = 1 << 20
+
+
+class HistogramRelease(NamedTuple):
+  """A histogram over its occupied cells (a pytree of arrays).
+
+  Attributes:
+    cells: int32 ``[P, m]`` occupied cells, lexicographic, then sentinel rows.
+    num_cells: int32 scalar, the number of occupied cells.
+    scores: float32 ``[P, K]`` per-cell class fractions (noisy if private).
+    low, high: float32 ``[d]`` public feature bounds.
+    projection: float32 ``[m, d]`` JL matrix, or ``[0, d]`` for none.
+    bins: int32 scalar b.
+    default_class: int32 scalar, the label where no neighbour is found.
+  """
+  cells: jax.Array
+  num_cells: jax.Array
+  scores: jax.Array
+  low: jax.Array
+  high: jax.Array
+  projection: jax.Array
+  bins: jax.Array
+  default_class: jax.Array
+  privacy_model = 'none'
+
+
+class NoisyRegRelease(HistogramRelease):
+  """``noisy_reg``'s release; ``privacy_model = 'label'`` (label-DP only)."""
+  privacy_model = 'label'
+
+
+class PrivateHistogramRelease(NamedTuple):
+  """``private_histogram``'s release: noisy counts of all b^m cells.
+
+  Attributes:
+    counts: float32 ``[b^m, K]`` noisy class counts (cell index sum c_i b^i).
+    low, high: float32 ``[d]`` public feature bounds.
+    projection: float32 ``[m, d]`` JL matrix, or ``[0, d]`` for none.
+    bins: int32 scalar b.
+  """
+  counts: jax.Array
+  low: jax.Array
+  high: jax.Array
+  projection: jax.Array
+  bins: jax.Array
+  privacy_model = 'add_remove'
+
+
+def _to_unit(x, low, high, projection):
+  u = (jnp.clip(x, low, high) - low) / (high - low)
+  if projection.shape[0]:
+    u = _cells.project_unit(u, projection)
+  return u
+
+
+def _prepare(key, x, y, bounds, num_classes, bins, projection_dim):
+  """Validated float32 data, bounds and projection shared by all three."""
+  _validate.positive_int(bins=bins)
+  x = _bounds.check_features(x).astype(jnp.float32)
+  n, d = x.shape
+  y = _bounds.check_labels(y, n, num_classes)
+  low, high = _bounds.check_bounds(bounds, d)
+  if projection_dim is None:
+    projection = jnp.zeros((0, d), jnp.float32)
+  else:
+    _validate.positive_int(projection_dim=projection_dim)
+    projection = _cells.jl_projection(key, d, projection_dim)
+  return (x, y, jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32),
+          projection)
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def _occupied(x, y, w, low, high, num_classes, bins, projection):
+  """Occupied cells, counts n_j and class counts of a padded dataset."""
+  cells = _cells.cell_coordinates(_to_unit(x, low, high, projection), bins)
+  unique, group, num = _cells.group_cells(cells, w > 0, bins)
+  class_counts = jnp.zeros((x.shape[0], num_classes), jnp.float32).at[
+      group, y].add(w)
+  return unique, num, class_counts
+
+
+def histogram(x: ArrayLike, y: ArrayLike, *, bounds: Any, num_classes: int,
+              bins: int, key: jax.Array | None = None,
+              projection_dim: int | None = None) -> HistogramRelease:
+  """The non-private histogram classifier (majority class of each cell).
+
+  A baseline: no noise, no privacy. ``key`` is needed only to draw the JL
+  projection when ``projection_dim`` is given.
+
+  Args:
+    x: ``[n, d]`` features, clipped to ``bounds``.
+    y: ``[n]`` labels in ``[0, num_classes)``.
+    bounds: public ``(low, high)`` feature bounds.
+    num_classes: K >= 2.
+    bins: cells per axis b >= 1.
+    key: PRNG key of the projection (only with ``projection_dim``).
+    projection_dim: m, the compressed histogram's dimension, or None.
+
+  Returns:
+    A ``HistogramRelease`` read by ``dpjax.nonparametric.predict``.
+
+  References:
+    Huang thesis (paper 002), eq. (4.20), Alg. 2, section 4.4 (compressed).
+
+  Example:
+    >>> release = histogram(jnp.array([[0.1], [0.9]]), jnp.array([0, 1]),
+    ...                     bounds=(0.0, 1.0), num_classes=2, bins=2)
+    >>> dpjax.nonparametric.predict(release, jnp.array([[0.2], [0.7]]))
+    Array([0, 1], dtype=int32)
+  """
+  if projection_dim is not None:
+    key = _validate.key(key)
+  x, y, low, high, projection = _prepare(key, x, y, bounds, num_classes,
+                                         bins, projection_dim)
+  x, y, w = _padding.pad_rows(x, y)
+  unique, num, counts = _occupied(x, y, w, low, high, num_classes, bins,
+                                  projection)
+  scores = counts / jnp.maximum(jnp.sum(counts, axis=1, keepdims=True), 1.0)
+  return HistogramRelease(unique, num, scores, low, high, projection,
+                          jnp.int32(bins), jnp.int32(0))
+
+
+def noisy_reg_event(epsilon: float):
+  """The epsilon-label-DP event of ``noisy_reg`` (features public).
+
+  Example:
+    >>> noisy_reg_event(2.0)
+    EpsilonDeltaDpEvent(epsilon=2.0, delta=0.0)
+  """
+  _validate.positive(epsilon=epsilon)
+  return accounting.pure_dp_event(epsilon)
+
+
+def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
+              bounds: Any, num_classes: int, bins: int,
+              projection_dim: int | None = None,
+              default_class: int = 0):
+  """NoisyReg (Alg. 4): per-cell class fractions plus Laplace(1/(n_j eps)).
+
+  For binary labels the released score of cell j is eta_j (the fraction of
+  class 1) + Lap(1 / (n_j eps)), as in the thesis; for K > 2 classes the
+  fraction vector gets Lap(2 / (n_j eps)) per class (its L1 sensitivity to
+  one label is 2 / n_j). Only the occupied cells are stored; an empty query
+  cell is answered by Alg. 2's neighbour search (post-processing).
+
+  Args:
+    key: a PRNG key (noise, and the projection if ``projection_dim``).
+    x: ``[n, d]`` features (public under label-DP), clipped to ``bounds``.
+    y: ``[n]`` private labels in ``[0, num_classes)``.
+    epsilon: the label-privacy budget, > 0.
+    bounds: public ``(low, high)`` feature bounds.
+    num_classes: K >= 2.
+    bins: cells per axis b >= 1.
+    projection_dim: m for the compressed histogram on Phi x, or None.
+    default_class: the label where no neighbour lies within distance m.
+
+  Returns:
+    ``(release, event)``: a ``NoisyRegRelease`` (``privacy_model =
+    'label'``) and ``noisy_reg_event(epsilon)``.
+
+  Privacy: epsilon-DP in the label-DP model only: features public, labels
+  private, neighbouring datasets differ in one label (for this model
+  add/remove and replace-one of a label coincide). n_j is then fixed, a
+  label moves eta_j by 1/n_j (L1 2/n_j for the K-class vector), and each
+  record lies in one cell (parallel composition). NOT differentially private
+  when features are private: the noise scale 1/(n_j eps) depends on the
+  data, so adding a point to a cell changes the scale and the density ratio
+  of far outputs is unbounded (a test shows it). Thm 5.5 of the thesis
+  claims eps-DP without this restriction. For full DP use
+  ``private_histogram``.
+
+  References:
+    Huang thesis (paper 002), Alg. 4, Thm 5.5-5.6, Alg. 2.
+
+  Example:
+    >>> x = jnp.array([[0.1], [0.15], [0.9], [0.95]])
+    >>> release, event = noisy_reg(jax.random.key(0), x, jnp.array([0, 0, 1, 1]),
+    ...                            epsilon=50.0, bounds=(0.0, 1.0),
+    ...                            num_classes=2, bins=2)
+    >>> release.privacy_model, int(release.num_cells)
+    ('label', 2)
+  """
+  key = _validate.key(key)
+  _validate.positive(epsilon=epsilon)
+  k_proj, k_noise = jax.random.split(key)
+  x, y, low, high, projection = _prepare(k_proj, x, y, bounds, num_classes,
+                                         bins, projection_dim)
+  if not 0 <= default_class < num_classes:
+    raise ValueError(f'Expected default_class={default_class} in '
+                     f'[0, {num_classes}).')
+  x, y, w = _padding.pad_rows(x, y)
+  unique, num, counts = _occupied(x, y, w, low, high, num_classes, bins,
+                                  projection)
+  scores = _noisy_fractions(k_noise, counts, jnp.float32(1.0 / epsilon))
+  release = NoisyRegRelease(unique, num, scores, low, high, projection,
+                            jnp.int32(bins), jnp.int32(default_class))
+  return release, noisy_reg_event(epsilon)
+
+
+@jax.jit
+def _noisy_fractions(key, counts, inv_epsilon):
+  n_j = jnp.maximum(jnp.sum(counts, axis=1), 1.0)
+  eta = counts / n_j[:, None]
+  if counts.shape[1] == 2:
+    eta1 = eta[:, 1] + noise.laplace(key, n_j.shape,
+                                     scale=1.0) * (inv_epsilon / n_j)
+    return jnp.stack([1.0 - eta1, eta1], axis=1)
+  return eta + noise.laplace(key, eta.shape, scale=1.0) * (
+      2.0 * inv_epsilon / n_j)[:, None]
+
+
+def private_histogram_event(epsilon: float):
+  """The epsilon-DP (add/remove) event of ``private_histogram``.
+
+  Example:
+    >>> private_histogram_event(1.0)
+    EpsilonDeltaDpEvent(epsilon=1.0, delta=0.0)
+  """
+  _validate.positive(epsilon=epsilon)
+  return accounting.pure_dp_event(epsilon)
+
+
+def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
+                      epsilon: float, bounds: Any, num_classes: int,
+                      bins: int, projection_dim: int | None = None,
+                      max_cells: int = MAX_DENSE_CELLS):
+  """The fully private histogram: Laplace(1/eps) on every (cell, class) count.
+
+  All b^m cells are released (releasing only the occupied ones would leak
+  which cells hold data), so the release is dense and refuses when b^m
+  exceeds ``max_cells``; the compressed histogram (small ``projection_dim``
+  m) is where it is usable. Prediction: the argmax of the noisy counts of
+  the query's cell.
+
+  Args:
+    key: a PRNG key (noise, and the projection if ``projection_dim``).
+    x: ``[n, d]`` private features, clipped to ``bounds``.
+    y: ``[n]`` private labels in ``[0, num_classes)``.
+    epsilon: the privacy budget, > 0.
+    bounds: public ``(low, high)`` feature bounds.
+    num_classes: K >= 2.
+    bins: cells per axis b >= 1.
+    projection_dim: m for the histogram on Phi x, or None (m = d).
+    max_cells: the largest b^m allowed.
+
+  Returns:
+    ``(release, event)``: a ``PrivateHistogramRelease`` and
+    ``private_histogram_event(epsilon)``.
+
+  Privacy: epsilon-DP under add-or-remove-one (one record moves one count
+  by 1: L1 sensitivity 1 against Laplace(1/eps)); 2 epsilon-DP under
+  replace-one (L1 2). Features and labels are both private.
+
+  References:
+    Huang thesis (paper 002), section 5.2 (private histogram), section 4.4
+    (compressed histogram).
+
+  Example:
+    >>> release, event = private_histogram(
+    ...     jax.random.key(0), jnp.array([[0.1], [0.9]]), jnp.array([0, 1]),
+    ...     epsilon=1.0, bounds=(0.0, 1.0), num_classes=2, bins=4)
+    >>> release.counts.shape, event.epsilon
+    ((4, 2), 1.0)
+  """
+  key = _validate.key(key)
+  _validate.positive(epsilon=epsilon)
+  k_proj, k_noise = jax.random.split(key)
+  x, y, low, high, projection = _prepare(k_proj, x, y, bounds, num_classes,
+                                         bins, projection_dim)
+  m = projection.shape[0] or x.shape[1]
+  if bins ** m > max_cells:
+    raise ValueError(f'Expected bins^dim <= max_cells={max_cells}, got '
+                     f'{bins}^{m} = {bins ** m} cells; use a smaller '
+                     f'projection_dim or fewer bins.')
+  x, y, w = _padding.pad_rows(x, y)
+  counts = _dense_counts(x, y, w, low, high, projection, num_classes, bins,
+                         bins ** m)
+  counts = counts + noise.laplace(k_noise, counts.shape,
+                                  scale=1.0 / float(epsilon))
+  release = PrivateHistogramRelease(counts, low, high, projection,
+                                    jnp.int32(bins))
+  return release, private_histogram_event(epsilon)
+
+
+def _flat_index(cells, bins):
+  powers = jnp.cumprod(jnp.concatenate([
+      jnp.ones((1,), jnp.int32),
+      jnp.full((cells.shape[1] - 1,), bins, jnp.int32)]))
+  return jnp.sum(cells * powers, axis=1)
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7, 8))
+def _dense_counts(x, y, w, low, high, projection, num_classes, bins,
+                  num_cells):
+  cells = _cells.cell_coordinates(_to_unit(x, low, high, projection), bins)
+  return jnp.zeros((num_cells, num_classes), jnp.float32).at[
+      _flat_index(cells, bins), y].add(w)
+
+
+@jax.jit
+def _predict_sparse(release, x):
+  u = _to_unit(x, release.low, release.high, release.projection)
+  q = _cells.cell_coordinates(u, release.bins)
+  idx = _cells.find_cells(release.cells, release.num_cells, q)
+  near = _cells.nearest_cells(release.cells, release.num_cells, q,
+                              q.shape[1])
+  idx = jnp.where(idx >= 0, idx, near)
+  label = jnp.argmax(release.scores, axis=1).astype(jnp.int32)
+  return jnp.where(idx >= 0, label[jnp.maximum(idx, 0)],
+                   release.default_class)
+
+
+@_predict.predict.register(HistogramRelease)
+def _(release: HistogramRelease, x: ArrayLike) -> jax.Array:
+  x = _bounds.check_features(x).astype(jnp.float32)
+  return _predict_sparse(release, x)
+
+
+@_predict.predict.register(PrivateHistogramRelease)
+def _(release: PrivateHistogramRelease, x: ArrayLike) -> jax.Array:
+  x = _bounds.check_features(x).astype(jnp.float32)
+  return _predict_dense(release, x)
+
+
+@jax.jit
+def _predict_dense(release, x):
+  u = _to_unit(x, release.low, release.high, release.projection)
+  q = _cells.cell_coordinates(u, release.bins)
+  label = jnp.argmax(release.counts, axis=1).astype(jnp.int32)
+  return label[_flat_index(q, release.bins)]
