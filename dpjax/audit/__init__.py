@@ -1,15 +1,25 @@
-"""Attacks on released gradients: reconstruction under random sparsification.
+"""Attacks on mechanisms: distinguishing audits (an empirical lower bound on
+epsilon, with Clopper-Pearson confidence) and gradient reconstruction under
+random sparsification.
 
 Example:
   >>> float(dpjax.audit.reconstruction_error_bound(1.0, 0.0, 10.0)) > 0
   True
 """
 
+from dpjax.audit._distinguishing import AuditResult
+from dpjax.audit._distinguishing import clopper_pearson
+from dpjax.audit._distinguishing import distinguishing_audit
+from dpjax.audit._distinguishing import epsilon_lower_bound
 from dpjax.audit._reconstruction import invert_gradients
 from dpjax.audit._reconstruction import least_squares_reconstruction
 from dpjax.audit._reconstruction import reconstruction_error_bound
 
 __all__ = [
+    'AuditResult',
+    'clopper_pearson',
+    'distinguishing_audit',
+    'epsilon_lower_bound',
     'invert_gradients',
     'least_squares_reconstruction',
     'reconstruction_error_bound',
