@@ -39,6 +39,8 @@ bench: $(BENCH_STAMP)
 	$(PY) -m experiments.bench_qdpsgd
 	$(PY) -m experiments.bench_distributed_dp --num-clients 100 --dimension 4096
 	$(PY) -m experiments.bench_compgd --dims 100 10000
+	$(PY) -m experiments.bench_nonparametric
+	$(PY) -m experiments.bench_trees
 
 clean:
 	rm -rf $(VENV) results
