@@ -50,6 +50,7 @@ def _launch(out: str) -> None:
     assert p.returncode == 0, log[-3000:]
 
 
+@pytest.mark.slow
 def test_two_processes_equal_the_single_process_run_bitwise(tmp_path):
   out = str(tmp_path / 'multiprocess.npz')
   _launch(out)
