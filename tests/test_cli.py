@@ -198,7 +198,14 @@ TINY = {
 }
 
 
-@pytest.mark.parametrize('name', sorted(TINY))
+# The two slowest tiny runs (about 90 s together) go to the slow stage, which
+# also runs every experiment on every dataset it accepts.
+SLOW_TINY = ('rs_privacy', 'rs_tradeoff')
+
+
+@pytest.mark.parametrize('name', [
+    pytest.param(n, marks=pytest.mark.slow) if n in SLOW_TINY else n
+    for n in sorted(TINY)])
 def test_every_experiment_runs_and_reports(name, tmp_path):
   assert set(TINY) | {'dpsgd_baseline'} == set(registry.EXPERIMENTS)
   exp = registry.EXPERIMENTS[name]
