@@ -109,9 +109,19 @@ def _validate_run_args(args) -> None:
     validation.open_unit(delta=args.delta)
 
 
+def run_overrides(args) -> dict:
+  """The settings a ``run`` command line gives every experiment."""
+  return dict(dataset=args.dataset, seed=args.seed, epsilons=args.epsilons,
+              delta=args.delta, accountant=args.accountant,
+              allow_fallback=args.allow_fallback or None)
+
+
 def _configs(names, mode, overrides) -> dict[str, dict]:
   """Every experiment's configuration, built (and so checked) before any run."""
   configs = {}
+  # Flags not every experiment knows are passed only when given.
+  overrides = {k: v for k, v in overrides.items()
+               if v is not None or k not in ('accountant', 'allow_fallback')}
   for name in names:
     exp = registry.get(name)
     given = dict(overrides)
@@ -253,10 +263,7 @@ def main(argv=None) -> int:
       from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
       absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's notes
       run_experiments(names, args.mode or 'quick', args.out, args.progress,
-                      force=args.force, dataset=args.dataset, seed=args.seed,
-                      allow_fallback=args.allow_fallback or None,
-                      epsilons=args.epsilons, delta=args.delta,
-                      accountant=args.accountant)
+                      force=args.force, **run_overrides(args))
     else:
       write_report(args.dir)
   except ValueError as e:

@@ -99,6 +99,12 @@ def test_run_name_help_lists_that_experiments_settings(capsys):
   assert 'quick settings:' in compgd and 'full settings:' in compgd
 
 
+def test_run_all_builds_every_configuration_from_the_cli_defaults():
+  args = cli._parser().parse_args(['run', 'all'])  # what make reproduce runs
+  configs = cli._configs(registry.NAMES, 'quick', cli.run_overrides(args))
+  assert list(configs) == list(registry.NAMES)
+
+
 def test_accountant_flag_reaches_the_configuration():
   configs = cli._configs(['compgd'], 'quick', dict(accountant='pld'))
   assert configs['compgd']['accountant'] == 'pld'
