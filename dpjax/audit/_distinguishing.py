@@ -24,6 +24,7 @@ Example:
   True
 """
 
+import functools
 import math
 from typing import Any, Callable, NamedTuple
 
@@ -162,8 +163,9 @@ def distinguishing_audit(key: jax.Array, mechanism: Callable[[jax.Array, Any],
   _check_neighbours(d, d_prime)
   score = _default_score if score is None else score
   k_d, k_dp = jax.random.split(key)
-  s_d = _scores(k_d, mechanism, score, d, trials, chunk)
-  s_dp = _scores(k_dp, mechanism, score, d_prime, trials, chunk)
+  run = _compiled_scores(mechanism, score)
+  s_d = _scores(k_d, run, d, trials, chunk)
+  s_dp = _scores(k_dp, run, d_prime, trials, chunk)
   half = trials // 2
   threshold, direction = _best_threshold(s_d[:half], s_dp[:half], delta,
                                          confidence)
@@ -182,12 +184,20 @@ def _default_score(output: Any) -> jax.Array:
   return sum(jnp.sum(jnp.asarray(leaf, jnp.float32)) for leaf in leaves)
 
 
-def _scores(key, mechanism, score, data, trials, chunk) -> np.ndarray:
-  run = jax.jit(jax.vmap(lambda k: score(mechanism(k, data))))
-  keys = jax.random.split(key, trials)
-  parts = [np.asarray(run(keys[i:i + chunk]), np.float64)
-           for i in range(0, trials, chunk)]
-  out = np.concatenate(parts)
+@functools.lru_cache(maxsize=64)
+def _compiled_scores(mechanism, score):
+  """One jitted (keys, data) -> scores per (mechanism, score) pair, so that
+  D, D' and repeated audits of one mechanism share their compilations."""
+  return jax.jit(jax.vmap(lambda k, data: score(mechanism(k, data)),
+                          in_axes=(0, None)))
+
+
+def _scores(key, run, data, trials, chunk) -> np.ndarray:
+  block = min(chunk, trials)
+  keys = jax.random.split(key, -(-trials // block) * block)  # whole blocks:
+  parts = [np.asarray(run(keys[i:i + block], data), np.float64)  # 1 shape
+           for i in range(0, len(keys), block)]
+  out = np.concatenate(parts)[:trials]
   if out.shape != (trials,):
     raise ValueError(f'Expected score to return a scalar per run, got shape '
                      f'{out.shape[1:]}.')
