@@ -41,6 +41,7 @@ bench: $(BENCH_STAMP)
 	$(PY) -m experiments.bench_compgd --dims 100 10000
 	$(PY) -m experiments.bench_nonparametric
 	$(PY) -m experiments.bench_trees
+	$(PY) -m experiments.bench_audit
 
 clean:
 	rm -rf $(VENV) results
