@@ -199,18 +199,19 @@ def one_run_audit(key: jax.Array,
   sign_key, run_key = jax.random.split(key)
   included = jax.random.bernoulli(sign_key, 0.5, (num_canaries,))
   scores = np.asarray(scores_fn(run_key, included), np.float64)
+  included = np.asarray(included)
   if scores.shape != (num_canaries,):
     raise ValueError(f'Expected scores_fn to return shape ({num_canaries},), '
                      f'got scores of shape {scores.shape}.')
   if not np.all(np.isfinite(scores)):
     bad = int(np.sum(~np.isfinite(scores)))
     raise ValueError(f'Expected finite scores; got {bad} NaN or inf scores.')
-  v = count_correct(scores, np.asarray(included), num_positive_guesses,
+  v = count_correct(scores, included, num_positive_guesses,
                     num_guesses - num_positive_guesses)
   bound = one_run_epsilon_lower_bound(v, num_guesses, num_canaries, delta,
                                       confidence)
   return OneRunResult(bound, v, num_guesses, num_canaries,
-                      num_positive_guesses, int(np.sum(included)),
+                      num_positive_guesses, int(included.sum()),
                       float(delta), float(confidence))
 
 
