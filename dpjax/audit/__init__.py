@@ -1,16 +1,23 @@
 """Attacks on mechanisms: distinguishing audits (an empirical lower bound on
-epsilon, with Clopper-Pearson confidence) and gradient reconstruction under
-random sparsification.
+epsilon, with Clopper-Pearson confidence), one-run audits (a lower bound from
+a single training run with random canaries) and gradient reconstruction
+under random sparsification.
 
 Example:
   >>> float(dpjax.audit.reconstruction_error_bound(1.0, 0.0, 10.0)) > 0
   True
 """
 
+from dpjax.audit._canaries import dpsgd_gradient_canaries
 from dpjax.audit._distinguishing import AuditResult
 from dpjax.audit._distinguishing import clopper_pearson
 from dpjax.audit._distinguishing import distinguishing_audit
 from dpjax.audit._distinguishing import epsilon_lower_bound
+from dpjax.audit._one_run import count_correct
+from dpjax.audit._one_run import one_run_audit
+from dpjax.audit._one_run import one_run_epsilon_lower_bound
+from dpjax.audit._one_run import one_run_p_value
+from dpjax.audit._one_run import OneRunResult
 from dpjax.audit._reconstruction import invert_gradients
 from dpjax.audit._reconstruction import least_squares_reconstruction
 from dpjax.audit._reconstruction import reconstruction_error_bound
@@ -19,8 +26,14 @@ __all__ = [
     'AuditResult',
     'clopper_pearson',
     'distinguishing_audit',
+    'dpsgd_gradient_canaries',
     'epsilon_lower_bound',
+    'count_correct',
     'invert_gradients',
     'least_squares_reconstruction',
+    'one_run_audit',
+    'one_run_epsilon_lower_bound',
+    'one_run_p_value',
+    'OneRunResult',
     'reconstruction_error_bound',
 ]
