@@ -199,6 +199,7 @@ def _dpsgd_audit(m, r, steps, sigma, key=0, **kwargs):
                              num_guesses=r, delta=DELTA)
 
 
+@pytest.mark.slow  # about 8 s: the default stage is near its budget
 def test_dpsgd_gradient_canaries_one_run_audit():
   # Full-batch DP-SGD, T steps, calibrated to eps = 2: one run with m = 1000
   # canaries stays below the claim; skipping clipping (canary gradients of
