@@ -1,0 +1,113 @@
+"""audit's run: every case (and its broken twin) on every seed."""
+
+import math
+import sys
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from dpjax import accounting
+from dpjax import audit
+from experiments.audit._config import NAME
+from experiments.audit._verdicts import claims
+
+
+def point_estimate(fp: int, fn: int, trials: int, delta: float) -> float:
+  """The epsilon the held-out error rates show without a confidence margin
+  (inf when a rate is 0 on the side that bounds it); the lower bound is the
+  same formula on the rates' Clopper-Pearson upper bounds."""
+  a, b = fp / trials, fn / trials
+  best = 0.0
+  for x, y in ((a, b), (b, a)):
+    if 1 - delta - x > y:
+      best = max(best, math.inf if y == 0 else math.log((1 - delta - x) / y))
+  return best
+
+
+def _audit(key, case, cfg) -> dict[str, Any]:
+  start = time.time()
+  r = audit.distinguishing_audit(key, case.mechanism, case.d, case.d_prime,
+                                 trials=cfg['trials'], delta=case.delta,
+                                 score=case.score,
+                                 confidence=cfg['confidence'],
+                                 chunk=cfg['chunk'])
+  return dict(lower_bound=r.epsilon_lower_bound,
+              estimate=point_estimate(r.false_positives, r.false_negatives,
+                                      r.trials, r.delta),
+              false_positives=r.false_positives,
+              false_negatives=r.false_negatives, held_out=r.trials,
+              seconds=time.time() - start)
+
+
+def one_run(cfg, seeds) -> list[dict[str, Any]]:
+  """One-run audits of full-batch DP-SGD training with gradient canaries:
+  honest and with clipping skipped, per stated epsilon and seed."""
+  m, r, steps = (cfg['one_run_canaries'], cfg['one_run_guesses'],
+                 cfg['one_run_steps'])
+  delta, rows = cfg['one_run_delta'], []
+  for eps in cfg['one_run_epsilons']:
+    sigma = accounting.calibrate_noise_multiplier(eps, delta, 1.0, steps)
+    stated = float(accounting.epsilon(accounting.dpsgd_event(sigma, 1.0,
+                                                             steps), delta))
+    row = dict(target=eps, epsilon=stated, delta=delta,
+               noise_multiplier=sigma, canaries=m, guesses=r, steps=steps)
+    for name, clip in (('honest', True), ('broken', False)):
+      scores = audit.dpsgd_gradient_canaries(m, steps=steps,
+                                             noise_multiplier=sigma,
+                                             clip=clip)
+      row[name] = []
+      for seed in seeds:
+        start = time.time()
+        res = audit.one_run_audit(jax.random.key(seed), scores,
+                                  num_canaries=m, num_guesses=r, delta=delta,
+                                  confidence=cfg['confidence'])
+        row[name].append(dict(lower_bound=res.epsilon_lower_bound,
+                              correct=res.num_correct,
+                              seconds=time.time() - start))
+    rows.append(row)
+  return rows
+
+
+def select(cases, names):
+  if names is None:
+    return cases
+  known = {c.name: c for c in cases}
+  unknown = [n for n in names if n not in known]
+  if unknown:
+    raise ValueError(f'unknown audit cases {unknown}; known: '
+                     f"{', '.join(known)}")
+  return tuple(known[n] for n in names)
+
+
+def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
+        ) -> dict[str, Any]:
+  del out_dir
+  start = time.time()
+  seeds = [cfg['seed'] + s for s in range(cfg['num_seeds'])]
+  rows = []
+  for i, case in enumerate(select(audit.audit_cases(), cfg['cases'])):
+    row = dict(name=case.name, epsilon=float(case.epsilon),
+               delta=float(case.delta), relation=case.relation,
+               attack=case.attack, honest=[], broken=[],
+               broken_epsilon=None)
+    for seed in seeds:
+      key = jax.random.fold_in(jax.random.key(seed), i)
+      row['honest'].append(_audit(key, case, cfg))
+      if case.broken is not None:
+        row['broken'].append(_audit(jax.random.fold_in(key, 1), case.broken,
+                                    cfg))
+    if case.broken is not None:
+      row['broken_epsilon'] = float(case.broken.epsilon)
+    rows.append(row)
+    if progress:
+      lbs = [a['lower_bound'] for a in row['honest']]
+      print(f'[{NAME}] {case.name}: stated eps {case.epsilon:.3g}, lower '
+            f'bound median {np.median(lbs):.3g} ({time.time() - start:.1f}s)',
+            file=sys.stderr)
+  results = dict(experiment=NAME, config=cfg, seeds=seeds, cases=rows,
+                 one_run=one_run(cfg, seeds), devices=str(jax.devices()))
+  results['claims'] = claims(results)
+  results['wall_seconds'] = time.time() - start
+  return results

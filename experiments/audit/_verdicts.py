@@ -1,0 +1,50 @@
+"""audit's claims, paired by seed (experiments.common.verdict).
+
+An audit's lower bound is itself a 95% statement about one mechanism: one
+lower bound above the stated epsilon refutes that statement, and the table
+flags it per case. The claims here pool the cases, one Bonferroni family:
+
+* every stated epsilon survives its audit: 1 - lower / stated > 0, pooled
+  over cases and seeds;
+* the audit has teeth: lower / stated - 1 > 0 for the broken twins, pooled;
+* the same two for the one-run audits of DP-SGD training.
+"""
+
+from typing import Any
+
+import numpy as np
+
+from experiments.common import verdict as verdict_lib
+
+
+def ratios(row, which: str) -> np.ndarray:
+  stated = row['epsilon'] if which == 'honest' else row['broken_epsilon']
+  return np.array([a['lower_bound'] / stated for a in row[which]])
+
+
+def claims(results) -> list[dict[str, Any]]:
+  rows = results['cases']
+  pending = []
+  honest = [ratios(r, 'honest') for r in rows]
+  if honest:
+    pending.append(('every stated epsilon survives its audit (1 - lower '
+                    'bound / stated > 0, pooled over cases and seeds)',
+                    1 - np.concatenate(honest), dict(kind='honest')))
+  broken = [ratios(r, 'broken') for r in rows if r['broken']]
+  if broken:
+    pending.append(('the audit catches the broken twins (lower bound / '
+                    'their stated epsilon - 1 > 0, pooled)',
+                    np.concatenate(broken) - 1, dict(kind='broken')))
+  for row_kind, sign, text in (
+      ('honest', -1, 'one-run audits of DP-SGD training stay below the '
+       'stated epsilon (1 - lower / stated > 0, pooled)'),
+      ('broken', 1, 'one-run audits catch training without clipping (lower '
+       '/ stated - 1 > 0, pooled)')):
+    r = [np.array([a['lower_bound'] for a in row[row_kind]]) / row['epsilon']
+         for row in results.get('one_run', [])]
+    if r:
+      pending.append((text, sign * (np.concatenate(r) - 1),
+                      dict(kind=f'one_run_{row_kind}')))
+  m = len(pending)
+  return [verdict_lib.claim(text, verdict_lib.paired_verdict(
+      diff, comparisons=m), **details) for text, diff, details in pending]
