@@ -419,15 +419,21 @@ def time_group(runners: dict[str, Callable], repeats: int, warmup: int,
   return times, rounds
 
 
-def bench_row(name: str, batch_size: int, args, optional: dict
+def bench_row(name: str, batch_size: int, args, optional: dict, compiled
               ) -> dict[str, Any]:
-  """Median ms per step, ratios and compiled memory of every method."""
-  runners, memory, n_params, (x, y) = compile_steps(name, batch_size, optional)
+  """Median ms per step, ratios and compiled memory of every method.
+
+  ``compiled`` is ``compile_steps``'s result for this row.
+  """
+  runners, memory, n_params, (x, y) = compiled
   groups = [runners]  # JAX methods, then PyTorch ones (timed apart: the
   # OpenMP threads of torch keep spinning after a call and slow the next one)
   skipped = {}
-  if isinstance(optional['jax_privacy'], str):
-    skipped['jax_privacy'] = optional['jax_privacy']
+  for method in set(DP_JAX) - set(runners):
+    skipped[method] = (optional['jax_privacy']
+                       if method == 'jax_privacy'
+                       and isinstance(optional['jax_privacy'], str)
+                       else 'not requested (--methods)')
   if isinstance(optional['torch'], str):
     for column in TORCH_METHODS:
       skipped[column] = optional['torch']
@@ -457,17 +463,25 @@ def bench_row(name: str, batch_size: int, args, optional: dict
           'skipped': skipped}
 
 
-def sweep(name: str, args, optional: dict) -> list[dict[str, Any]]:
-  """Time and compiled memory of PLOT_METHODS at each plot batch size."""
+def sweep(name: str, args, optional: dict, methods, cache: dict
+          ) -> list[dict[str, Any]]:
+  """Time and compiled memory of ``methods`` at each plot batch size.
+
+  ``cache`` maps (model, B) to steps the table already compiled.
+  """
   points = []
   limit = args.max_run_gib * 2**30
   for b in args.plot_batch_sizes:
-    runners, memory, _, _ = compile_steps(name, b, optional, PLOT_METHODS)
+    if (name, b) in cache:
+      runners, memory, _, _ = cache[name, b]
+      runners = {m: r for m, r in runners.items() if m in methods}
+    else:
+      runners, memory, _, _ = compile_steps(name, b, optional, methods)
     too_big = {m for m in runners if (memory[m]['peak'] or 0) > limit}
     times, _ = time_group(
         {m: r for m, r in runners.items() if m not in too_big}, args.plot_calls,
         1, 1, args.time_budget, args.slow, args.plot_calls)
-    for m in PLOT_METHODS:
+    for m in methods:
       point = {'model': name, 'batch_size': b, 'method': m,
                'temp_bytes': memory[m]['temp'], 'peak_bytes': memory[m]['peak'],
                'ms': 1e3 * statistics.median(times[m]) if m in times else None,
@@ -478,7 +492,7 @@ def sweep(name: str, args, optional: dict) -> list[dict[str, Any]]:
       points.append(point)
     print(f'  plot {name} B={b}: ' + ', '.join(
         f"{p['method']} {p['ms']:.1f} ms" if p['ms'] is not None
-        else f"{p['method']} not run" for p in points[-len(PLOT_METHODS):]),
+        else f"{p['method']} not run" for p in points[-len(methods):]),
           file=sys.stderr, flush=True)
   return points
 
@@ -592,9 +606,11 @@ def main(argv=None, prog: str = 'python -m experiments.bench') -> dict:
     sys.stderr.write(f'{prog}: error: {e}\n')
     sys.exit(2)
   os.makedirs(args.out, exist_ok=True)
-  optional = optional_imports()
-  if not args.baselines:
-    optional = {k: 'not requested (--no-baselines)' for k in optional}
+  if args.baselines:
+    optional = optional_imports()
+  else:  # not even imported
+    optional = dict.fromkeys(('jax_privacy', 'torch'),
+                             'not requested (--no-baselines)')
   device = jax.devices()[0]
   versions = {'jax': jax.__version__, 'optax': optax.__version__}
   if not isinstance(optional['jax_privacy'], str):
@@ -623,10 +639,15 @@ def main(argv=None, prog: str = 'python -m experiments.bench') -> dict:
   print(settings + '\n')
   print(HEADER)
   print('|' + '---|' * (HEADER.count(' | ') + 1))
-  rows = []
+  rows, cache = [], {}
+  methods = ('non-private',) + tuple(args.methods)
+  plot_methods = [m for m in PLOT_METHODS if m in methods]
   for name in args.models:
     for b in bench_cli.table_sizes(args, name):
-      rows.append(bench_row(name, b, args, optional))
+      compiled = compile_steps(name, b, optional, methods)
+      if args.plot and b in args.plot_batch_sizes:
+        cache[name, b] = compiled  # the plot times these steps again
+      rows.append(bench_row(name, b, args, optional, compiled))
       print(format_row(rows[-1]), flush=True)
   for row in rows:
     for column, reason in sorted(row['skipped'].items()):
@@ -654,7 +675,7 @@ def main(argv=None, prog: str = 'python -m experiments.bench') -> dict:
     print(f'plot: B in {args.plot_batch_sizes}, median of {args.plot_calls} '
           'calls', file=sys.stderr)
     for name in args.models:
-      points += sweep(name, args, optional)
+      points += sweep(name, args, optional, plot_methods, cache)
   version_text = ', '.join(f'{k} {v}' for k, v in versions.items())
   markdown = (f'Machine: {machine}; {version_text}; '
               f'load average (1, 5, 15 min) {load_start} at start, '

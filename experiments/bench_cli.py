@@ -9,6 +9,8 @@ import argparse
 DEFAULT_OUT = 'results/bench'
 # experiments.bench.MODELS has these keys (a test checks).
 MODEL_NAMES = ('mlp-784-512-512-10', 'tb-mnist-cnn', 'transformer-128x4-seq32')
+# experiments.bench.make_jax_steps's methods; non-private always runs.
+METHODS = ('noise', 'ghost', 'vmap', 'optax', 'jax_privacy')
 # Table rows per model when --batch-sizes is not given.
 TABLE_SIZES = {'mlp-784-512-512-10': (64, 256, 1024),
                'tb-mnist-cnn': (64, 256),
@@ -71,6 +73,10 @@ def parser(prog: str = 'python -m experiments bench'
   p.add_argument('--max-run-gib', type=float, default=4.0,
                  help='plot points whose compiled memory exceeds this many '
                  'GiB are compiled (memory) but not run (no time)')
+  p.add_argument('--methods', nargs='+', default=list(METHODS),
+                 metavar='METHOD', help='JAX methods besides non-private '
+                 f'(default: all of {", ".join(METHODS)}); the plot draws '
+                 'ghost and vmap when they are among them')
   p.add_argument('--no-baselines', dest='baselines', action='store_false',
                  help='skip the jax_privacy and PyTorch/Opacus columns')
   return p
@@ -90,6 +96,10 @@ def parse_args(argv, prog: str = 'python -m experiments bench'
     if model not in MODEL_NAMES:
       raise ArgumentError(f'unknown model {model!r}; known: '
                           f'{", ".join(MODEL_NAMES)}')
+  for method in args.methods:
+    if method not in METHODS:
+      raise ArgumentError(f'unknown method {method!r}; known: '
+                          f'{", ".join(METHODS)}')
   if args.quick:
     args.repeats, args.warmup = 3, 1
     args.min_calls = min(args.min_calls, 9)
