@@ -559,7 +559,8 @@ def plot(points: list[dict], path: str) -> None:
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   models = list(dict.fromkeys(p['model'] for p in points))
-  fig, axes = plt.subplots(2, len(models), figsize=(4.5 * len(models), 7),
+  fig, axes = plt.subplots(2, len(models),
+                           figsize=(max(5.5, 4.5 * len(models)), 7.5),
                            squeeze=False)
   for j, name in enumerate(models):
     for i, (key, scale, label) in enumerate(
@@ -579,8 +580,8 @@ def plot(points: list[dict], path: str) -> None:
       ax.set_title(name, fontsize=9)
       ax.grid(True, which='both', alpha=0.3)
       ax.legend(fontsize=8)
-  fig.suptitle('DP-SGD step vs batch size (points over --max-run-gib are '
-               'compiled, not timed)', fontsize=9)
+  fig.suptitle('DP-SGD step vs batch size\n(time is noisy; points over '
+               '--max-run-gib are compiled, not timed)', fontsize=9)
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
