@@ -27,13 +27,19 @@ test-slow: $(STAMP)
 # the `bench` extra; when it cannot be installed their columns are skipped.
 BENCH_STAMP := $(VENV)/.bench-installed
 
+# torch comes first from the CPU-only index (the default index's wheel pulls
+# several GB of CUDA packages); the extra pins the same version.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+
 $(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet torch==2.13.0 --index-url $(TORCH_CPU_INDEX) \
+	  || echo "CPU torch wheel not installed"
 	$(PY) -m pip install --quiet -e ".[bench]" \
 	  || echo "bench extra not installed: its benchmark columns will be skipped"
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
-	$(PY) -m experiments.bench
+	$(PY) -m experiments bench --out results/bench
 	$(PY) -m experiments.bench_noise
 	$(PY) -m experiments.bench_seeds
 	$(PY) -m experiments.bench_qdpsgd

@@ -8,6 +8,8 @@
                                      [--allow-fallback]
   python -m experiments run NAME --help  # that experiment's settings
   python -m experiments report DIR
+  python -m experiments bench [--quick] [--out DIR] [--models M ...] ...
+                                     # DP-SGD step benchmark (bench --help)
 
 ``run all`` (quick mode) is the main job. A run writes
 ``DIR/NAME/results.json`` (every number with its epsilon, delta, dataset, seed
@@ -74,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                    help='no progress bars')
   report = sub.add_parser('report', help='rewrite the report of DIR')
   report.add_argument('dir')
+  sub.add_parser('bench', add_help=False,
+                 help='DP-SGD step benchmark: time ratios and compiled memory '
+                 'against the non-private step, and a plot against B (bench '
+                 '--help shows its options)')
   return parser
 
 
@@ -239,9 +245,20 @@ def _wants_run_help(argv) -> bool:
           and any(a in ('-h', '--help') for a in argv[1:]))
 
 
+def _bench(argv) -> int:
+  """``bench``: options checked before JAX is imported."""
+  from experiments import bench_cli  # pylint: disable=g-import-not-at-top
+  _check_out(bench_cli.parse_args(argv).out)  # ValueError on bad input
+  from experiments import bench  # pylint: disable=g-import-not-at-top
+  bench.main(argv, prog='python -m experiments bench')
+  return 0
+
+
 def main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   try:
+    if argv and argv[0] == 'bench':
+      return _bench(argv[1:])
     parser = _parser()
     if _wants_run_help(argv):
       names = [a for a in argv[1:] if not a.startswith('-')]

@@ -17,8 +17,20 @@ Rows, all measured in one run, medians over timed repeats after warmup calls
   ``x @ (H / sqrt(d))`` with the d x d Sylvester matrix (both jitted,
   float32), for one vector (dominated by per-call overhead) and for a batch
   of ``--fwht-batch`` vectors, and ``dpjax.transforms.fwht`` alone at d = 2^20.
+* Binomial: ``dpjax.noise.binomial`` (exact; 32 trials per random word,
+  bit-sliced comparison with the binary digits of p', popcount) at
+  m = 1000 and m = 2^20 trials for p = 1/2, a dyadic p = 3/8 and a general
+  p = 0.3, against an exact per-trial sampler (one uint32 word per trial
+  compared with p' 2^32, summed: what a sampler drawing each trial costs),
+  ``jax.random.bernoulli(key, p, (size, m)).sum(-1)`` (per trial, float
+  uniforms, not exact) and ``jax.random.binomial`` (not exact; reference),
+  all jitted and timed round-robin in the same run. The speed-up is against
+  the exact per-trial sampler. p = 1/2 costs one bit per trial; a dyadic
+  p = a / 2^b costs b bits; a general p (b = 32) costs 32 bits per trial, as
+  many as the per-trial sampler, so there the gain is only the popcount.
 
-Run: ``python -m experiments.bench_noise [--draws 1000000] [--repeats 5]``.
+Run: ``python -m experiments.bench_noise [--draws 1000000] [--repeats 5]
+[--sections gaussian fwht binomial]``.
 """
 
 import fractions
@@ -137,6 +149,44 @@ def bench_fwht(repeats, warmup, batch):
   return {n: statistics.median(t) for n, t in times.items()}, err
 
 
+BINOMIAL_PS = (0.5, 0.375, 0.3)
+# trials m -> samples per call (2^24 trials per call in both rows)
+BINOMIAL_SIZES = {1000: 2**14, 2**20: 16}
+
+
+def per_trial_binomial(key, size, trials, p):
+  """Exact Bin(trials, p'): one uint32 word per trial, compared and summed."""
+  q = dpjax.noise.binomial_p(p)
+  threshold = q.numerator * 2**32 // q.denominator  # p' 2^32, exact
+  words = jax.random.bits(key, (size, trials), jnp.uint32)
+  return jnp.sum(words < np.uint32(threshold), axis=-1, dtype=jnp.int32)
+
+
+def bench_binomial(trials, p, repeats, warmup):
+  """Samples per second of each Binomial sampler, timed round-robin."""
+  size = BINOMIAL_SIZES[trials]
+  samplers = {
+      'dpjax': jax.jit(lambda k: dpjax.noise.binomial(k, (size,),
+                                                      trials=trials, p=p)),
+      'per_trial': jax.jit(lambda k: per_trial_binomial(k, size, trials, p)),
+      'bernoulli': jax.jit(lambda k: jnp.sum(
+          jax.random.bernoulli(k, p, (size, trials)), -1, dtype=jnp.int32)),
+      'jax_binomial': jax.jit(lambda k: jax.random.binomial(
+          k, trials, p, (size,))),
+  }
+  for i in range(warmup + 1):  # the first call compiles
+    for fn in samplers.values():
+      jax.block_until_ready(fn(jax.random.key(i)))
+  times = {name: [] for name in samplers}
+  for r in range(repeats):
+    for name, fn in samplers.items():
+      times[name].append(_timed(lambda fn=fn, r=r: fn(jax.random.key(50 + r))))
+  return size, {n: size / statistics.median(t) for n, t in times.items()}
+
+
+SECTIONS = ('gaussian', 'fwht', 'binomial')
+
+
 def parse_args(argv):
   parser = bench.OneLineParser(prog='python -m experiments.bench_noise',
                    description=__doc__.splitlines()[0])
@@ -149,6 +199,8 @@ def parse_args(argv):
   parser.add_argument('--warmup', type=int, default=2, help='untimed calls')
   parser.add_argument('--fwht-batch', type=int, default=256,
                       help='vectors in the batched FWHT row')
+  parser.add_argument('--sections', nargs='+', default=list(SECTIONS),
+                      choices=SECTIONS, help='which rows to run')
   args = parser.parse_args(argv)
   if args.draws < 1 or args.oracle_draws < 1:
     parser.error('--draws and --oracle-draws must be at least 1')
@@ -172,13 +224,41 @@ def main(argv=None):
         f'({args.oracle_draws} draws per repeat, extrapolated per sample)\n')
   print('| benchmark | size | dpjax | baseline | baseline is | speed-up |')
   print('|---|---|---|---|---|---|')
-  for sigma in args.sigmas:
+  for sigma in args.sigmas if 'gaussian' in args.sections else ():
     ours, ref, compile_s = bench_discrete_gaussian(
         sigma, args.draws, args.oracle_draws, args.repeats, args.warmup)
     print(f'| discrete Gaussian sigma={sigma:g} (compile {compile_s:.1f} s) | '
           f'{args.draws:,} draws | {ours / 1e6:.2f} M samples/s | '
           f'{ref / 1e3:.1f} k samples/s | Python exact reference | '
           f'{ours / ref:.0f}x |', flush=True)
+  if 'fwht' in args.sections:
+    print_fwht(args)
+  if 'binomial' in args.sections:
+    print_binomial(args)
+
+
+def print_binomial(args):
+  repeats = max(args.repeats, 20)
+  print(f'\nBinomial samplers, samples/s (median of {repeats} interleaved '
+        'calls; speed-up = dpjax / exact per-trial)\n')
+  print('| trials m | p | samples per call | dpjax (exact, bit-sliced) | '
+        'per-trial exact (uint32 compare + sum) | bernoulli sum (not exact) | '
+        'jax.random.binomial (not exact) | speed-up vs per-trial exact | '
+        'vs bernoulli sum |')
+  print('|---|---|---|---|---|---|---|---|---|')
+  for trials in BINOMIAL_SIZES:
+    for p in BINOMIAL_PS:
+      size, rate = bench_binomial(trials, p, repeats, max(args.warmup, 1))
+      m = '2^20' if trials == 2**20 else f'{trials:,}'
+      cells = [m, f'{p:g}', f'{size:,}'] + [
+          f'{rate[k]:,.0f}' for k in ('dpjax', 'per_trial', 'bernoulli',
+                                      'jax_binomial')] + [
+          f"{rate['dpjax'] / rate['per_trial']:.1f}x",
+          f"{rate['dpjax'] / rate['bernoulli']:.1f}x"]
+      print('| ' + ' | '.join(cells) + ' |', flush=True)
+
+
+def print_fwht(args):
   t, err = bench_fwht(max(args.repeats, 20), max(args.warmup, 2),
                       args.fwht_batch)
   print(f'| FWHT vs dense H x, one vector (max abs diff {err:.1e}) | d = 2^12 | '

@@ -245,6 +245,22 @@ def test_binomial_mean_variance_and_chi_square(n, p, draws):
   assert _chi2_pvalue(x, support, wrong / wrong.sum()) < 1e-6
 
 
+@pytest.mark.parametrize('p', [0.5, 0.375])
+def test_binomial_at_1000_trials_is_exact_and_rejects_p_one_percent_off(p):
+  # The bit-sliced sampler at p = 1/2 (one bit per trial) and a dyadic p
+  # (3 bits per trial): chi-square against the exact pmf, and the same
+  # draws reject Bin(1000, 1.01 p) (mean shift 0.25-0.32 sd).
+  n, draws = 1000, 50_000
+  assert noise.binomial_p(p) == fractions.Fraction(p)
+  x = np.asarray(noise.binomial(jax.random.key(7), (draws,), trials=n, p=p))
+  mean, sd = n * p, math.sqrt(n * p * (1 - p))
+  support = np.arange(int(mean - 8 * sd), int(mean + 8 * sd) + 1)
+  pmf = stats.binom.pmf(support, n, p)
+  assert _chi2_pvalue(x, support, pmf / pmf.sum()) > 1e-3
+  wrong = stats.binom.pmf(support, n, 1.01 * p)
+  assert _chi2_pvalue(x, support, wrong / wrong.sum()) < 1e-6
+
+
 def test_binomial_p_is_exact_for_dyadic_p():
   assert noise.binomial_p(0.5) == fractions.Fraction(1, 2)
   assert noise.binomial_p(0.375) == fractions.Fraction(3, 8)

@@ -1,0 +1,128 @@
+"""Options of the DP-SGD step benchmark (``python -m experiments bench``).
+
+Kept apart from ``experiments.bench`` so that ``--help`` and bad input are
+answered without importing JAX or PyTorch.
+"""
+
+import argparse
+
+DEFAULT_OUT = 'results/bench'
+# experiments.bench.MODELS has these keys (a test checks).
+MODEL_NAMES = ('mlp-784-512-512-10', 'tb-mnist-cnn', 'transformer-128x4-seq32')
+# experiments.bench.make_jax_steps's methods; non-private always runs.
+METHODS = ('noise', 'ghost', 'vmap', 'optax', 'jax_privacy')
+# Table rows per model when --batch-sizes is not given.
+TABLE_SIZES = {'mlp-784-512-512-10': (64, 256, 1024),
+               'tb-mnist-cnn': (64, 256),
+               'transformer-128x4-seq32': (64, 256)}
+PLOT_SIZES = tuple(2**k for k in range(6, 13))  # 64 .. 4096
+QUICK_PLOT_SIZES = tuple(2**k for k in range(6, 11))  # 64 .. 1024
+
+
+class ArgumentError(ValueError):
+  """A bad command-line value (reported in one line, exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+
+  def error(self, message):  # one line, no usage dump
+    raise ArgumentError(message)
+
+
+def parser(prog: str = 'python -m experiments bench'
+           ) -> argparse.ArgumentParser:
+  """The benchmark's options."""
+  p = _Parser(prog=prog, description='DP-SGD training steps (dpjax ghost and '
+              'vmap, optax.contrib, jax_privacy, Opacus) against the '
+              'non-private step: time ratios, compiled temp memory, and a '
+              'plot of time and memory against the batch size.')
+  p.add_argument('--out', default=DEFAULT_OUT,
+                 help='output directory for bench.json, bench.md and '
+                 'bench.png (default %(default)s)')
+  p.add_argument('--quick', action='store_true',
+                 help='B in {64, 256} for every model, 3 rounds, 1 warmup, '
+                 '10 s budget, at least 9 calls; plot up to B = 1024')
+  p.add_argument('--models', nargs='+', default=list(MODEL_NAMES),
+                 metavar='MODEL', help='models (default: all of '
+                 f'{", ".join(MODEL_NAMES)})')
+  p.add_argument('--batch-sizes', type=int, nargs='+',
+                 help='table batch sizes for every model (default: MLP 64 256 '
+                 '1024, CNN 64 256, transformer 64 256)')
+  p.add_argument('--plot-batch-sizes', type=int, nargs='+',
+                 help='batch sizes of the plot (default 64 128 ... 4096; '
+                 '--quick: up to 1024)')
+  p.add_argument('--no-plot', dest='plot', action='store_false',
+                 help='table only')
+  p.add_argument('--repeats', type=int, default=10,
+                 help='timing rounds (each method makes --burst calls per '
+                 'round; the median is over all of them)')
+  p.add_argument('--burst', type=int, default=3,
+                 help='consecutive timed calls per method and round')
+  p.add_argument('--min-calls', type=int, default=20,
+                 help='timed calls per method at least, whatever the budget '
+                 '(default %(default)s)')
+  p.add_argument('--warmup', type=int, default=2, help='untimed calls first')
+  p.add_argument('--time-budget', type=float, default=20.0,
+                 help='seconds of timed calls per row and framework; rounds '
+                 'shrink to fit (down to --min-calls)')
+  p.add_argument('--slow', type=float, default=5.0,
+                 help='a method whose warmup call takes longer than this many '
+                 'seconds is timed by that one call ([1 call] in the table)')
+  p.add_argument('--plot-calls', type=int, default=5,
+                 help='timed calls per method and batch size in the plot')
+  p.add_argument('--max-run-gib', type=float, default=4.0,
+                 help='plot points whose compiled memory exceeds this many '
+                 'GiB are compiled (memory) but not run (no time)')
+  p.add_argument('--methods', nargs='+', default=list(METHODS),
+                 metavar='METHOD', help='JAX methods besides non-private '
+                 f'(default: all of {", ".join(METHODS)}); the plot draws '
+                 'ghost and vmap when they are among them')
+  p.add_argument('--no-baselines', dest='baselines', action='store_false',
+                 help='skip the jax_privacy and PyTorch/Opacus columns')
+  return p
+
+
+def _positive_ints(name, values):
+  for v in values:
+    if v <= 0:
+      raise ArgumentError(f'{name} must be positive, got {v}')
+
+
+def parse_args(argv, prog: str = 'python -m experiments bench'
+               ) -> argparse.Namespace:
+  """Parsed and checked options; raises ArgumentError naming a bad value."""
+  args = parser(prog).parse_args(argv)
+  for model in args.models:
+    if model not in MODEL_NAMES:
+      raise ArgumentError(f'unknown model {model!r}; known: '
+                          f'{", ".join(MODEL_NAMES)}')
+  for method in args.methods:
+    if method not in METHODS:
+      raise ArgumentError(f'unknown method {method!r}; known: '
+                          f'{", ".join(METHODS)}')
+  if args.quick:
+    args.repeats, args.warmup = 3, 1
+    args.min_calls = min(args.min_calls, 9)
+    args.time_budget = min(args.time_budget, 10.0)
+  if args.batch_sizes is not None:
+    _positive_ints('--batch-sizes', args.batch_sizes)
+  if args.plot_batch_sizes is None:
+    args.plot_batch_sizes = list(QUICK_PLOT_SIZES if args.quick
+                                 else PLOT_SIZES)
+  _positive_ints('--plot-batch-sizes', args.plot_batch_sizes)
+  for name in ('repeats', 'burst', 'min_calls', 'warmup', 'plot_calls'):
+    if getattr(args, name) < 1:
+      raise ArgumentError(f"--{name.replace('_', '-')} must be at least 1, "
+                          f'got {getattr(args, name)}')
+  for name in ('time_budget', 'slow', 'max_run_gib'):
+    if not getattr(args, name) > 0:
+      raise ArgumentError(f"--{name.replace('_', '-')} must be > 0, got "
+                          f'{getattr(args, name)}')
+  return args
+
+
+def table_sizes(args, model: str) -> list[int]:
+  """The table's batch sizes for ``model``."""
+  if args.batch_sizes is not None:
+    return list(args.batch_sizes)
+  return [64, 256] if args.quick else list(TABLE_SIZES[model])
