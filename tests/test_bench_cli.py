@@ -17,6 +17,7 @@ TINY = ['--models', 'mlp-784-512-512-10', '--batch-sizes', '2',
         '--methods', 'ghost', '--no-baselines', '--quick']
 
 
+@pytest.mark.slow  # compiles and times real steps: 15-60 s
 def test_bench_writes_json_table_and_plot_with_positive_ratios(tmp_path,
                                                                capsys):
   out = tmp_path / 'bench'
