@@ -4,8 +4,8 @@
 optimization barriers, so the same key gives bit-identical noise with and
 without ``jit``. The Gaussian unit draw is ``jax.random.normal``'s, bit for
 bit, computed with Threefry bits that XLA fuses into their use (no loop and
-no counter buffers on CPU; ``_threefry.py``). ``tree_noise`` draws any sampler of ``dpjax.noise`` for
-every leaf of a pytree.
+no counter buffers on CPU; ``_threefry.py``). ``tree_noise`` draws any
+sampler of ``dpjax.noise`` for every leaf of a pytree.
 
 Example:
   >>> x = gaussian(jax.random.key(0), (2, 3), stddev=0.5)
