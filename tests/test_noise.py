@@ -9,6 +9,7 @@ from scipy import stats
 from dpjax import noise
 from dpjax.noise import _discrete
 from dpjax.noise import _exact
+from dpjax.noise import _threefry
 
 N = 20_000
 
@@ -31,6 +32,35 @@ def test_samplers_are_pure_functions_of_the_key():
   assert not np.array_equal(
       noise.gaussian(k, (5,), stddev=1.0),
       noise.gaussian(jax.random.key(4), (5,), stddev=1.0))
+
+
+@pytest.mark.parametrize('key', [
+    jax.random.key(3), jax.random.PRNGKey(7), jax.random.key(1, impl='rbg'),
+    jax.random.fold_in(jax.random.key(0), 5)], ids=['key', 'raw', 'rbg',
+                                                   'folded'])
+@pytest.mark.parametrize('dtype', [jnp.float32, jnp.bfloat16])
+def test_gaussian_unit_draw_is_jax_random_normal_bit_for_bit(key, dtype):
+  # The fusible Threefry bits change the cost of a draw, never its value.
+  for shape in [(), (1,), (7,), (3, 5, 7), (300, 70)]:
+    want = np.asarray(jax.random.normal(key, shape, dtype))
+    for fn in (_threefry.normal, jax.jit(_threefry.normal,
+                                         static_argnums=(1, 2))):
+      np.testing.assert_array_equal(np.asarray(fn(key, shape, dtype)), want)
+  keys = jax.random.split(key, 3) if jnp.ndim(key) == 0 else None
+  if keys is not None:
+    np.testing.assert_array_equal(
+        jax.vmap(lambda k: _threefry.normal(k, (4, 2)))(keys),
+        jax.vmap(lambda k: jax.random.normal(k, (4, 2)))(keys))
+
+
+def test_gaussian_noise_fuses_into_its_use_without_a_loop():
+  # jax.random lowers Threefry on CPU as a loop that keeps two counter
+  # buffers per draw; the unrolled bits fuse into the add.
+  x = jnp.zeros((256, 64))
+  add = jax.jit(lambda k, x: x + noise.gaussian(k, x.shape, stddev=1.0))
+  compiled = add.lower(jax.random.key(0), x).compile()
+  assert ' while(' not in compiled.as_text()
+  assert compiled.memory_analysis().temp_size_in_bytes < x.nbytes
 
 
 def test_zero_scale_gives_zeros():

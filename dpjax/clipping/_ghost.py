@@ -117,9 +117,13 @@ class GhostGrads:
       if leaf in plan.unused:
         total = jnp.zeros(param.shape, param.dtype)
       elif leaf in plan.materialized:
+        # A reduction of the scaled rows, not a dot with ``w``: XLA fuses it
+        # (no masked copy of the per-example gradients), and for a bias the
+        # scaled rows are those the layer's book-keeping forms anyway.
         g = self._g_leaves[leaf]
-        g = jnp.where(_ghost_rules.row_mask(valid, g), g, 0)
-        total = jnp.tensordot(w.astype(g.dtype), g, axes=1)
+        rows = _ghost_rules.row_mask(valid, g)
+        total = jnp.sum(jnp.where(rows, g * w.astype(g.dtype).reshape(
+            rows.shape), 0), axis=0)
       else:
         path = plan.leaf_of_tap[leaf]
         total = _ghost_rules.tap_weighted_sum(

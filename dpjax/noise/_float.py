@@ -2,8 +2,10 @@
 
 ``gaussian`` and ``laplace`` scale a unit draw of ``jax.random`` behind
 optimization barriers, so the same key gives bit-identical noise with and
-without ``jit``. ``tree_noise`` draws any sampler of ``dpjax.noise`` for
-every leaf of a pytree.
+without ``jit``. The Gaussian unit draw is ``jax.random.normal``'s, bit for
+bit, computed with Threefry bits that XLA fuses into their use (no loop and
+no counter buffers on CPU; ``_threefry.py``). ``tree_noise`` draws any
+sampler of ``dpjax.noise`` for every leaf of a pytree.
 
 Example:
   >>> x = gaussian(jax.random.key(0), (2, 3), stddev=0.5)
@@ -17,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import _validate
+from dpjax.noise import _threefry
 
 PyTree = Any
 
@@ -55,7 +58,7 @@ def gaussian(key: jax.Array, shape=(), *, stddev: jax.typing.ArrayLike,
     (3,)
   """
   _validate.non_negative(stddev=stddev)
-  return _scale(stddev, jax.random.normal(key, shape, dtype))
+  return _scale(stddev, _threefry.normal(key, shape, dtype))
 
 
 def laplace(key: jax.Array, shape=(), *, scale: jax.typing.ArrayLike,

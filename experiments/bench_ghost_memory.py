@@ -1,0 +1,196 @@
+"""Ghost clipping benchmark (not a test): compiled memory and time of a DP step.
+
+For each model and batch size B, three jitted training steps on random data,
+compiled and (optionally) timed in the same run:
+
+* non-private: ``jax.grad`` of the mean batch loss + ``optax.sgd``;
+* noise only: ``dpjax.add_gaussian_noise`` on a params-shaped zero update +
+  ``optax.apply_updates`` (the floor every DP step pays);
+* ghost DP: ``dpjax.clipped_grad_sum(..., method='ghost')`` ->
+  ``add_gaussian_noise`` -> ``normalize`` -> ``optax.sgd``, as
+  ``experiments.bench`` builds it.
+
+Memory is the compiled executable's ``memory_analysis().temp_size_in_bytes``
+(deterministic on CPU). The table gives, per row, the ghost step's extra temp
+bytes over the non-private step in units of the parameter bytes, and per
+model the growth ratio: ghost temp bytes per extra example between the
+smallest and largest B over the non-private step's. Times (``--time``) are
+medians over interleaved calls (the methods take turns, so machine load hits
+them alike), as ratios to the non-private step.
+
+Models: the 784-512-512-10 MLP and the Tramer & Boneh CNN of
+``experiments.bench`` and a transformer block (token + position embedding,
+4-head self-attention, LayerNorm, a 4x MLP, mean pooling, a Dense head;
+T = 32 tokens, width 128).
+
+Run: ``python -m experiments.bench_ghost_memory [--batch-sizes 64 256 1024]
+[--models mlp cnn transformer] [--time] [--rounds 20]``.
+"""
+
+import argparse
+import statistics
+import time
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+import dpjax
+from experiments import bench
+
+LR, CLIP, SIGMA = bench.LR, bench.CLIP, bench.SIGMA
+SEQ, VOCAB, WIDTH = 32, 256, 128
+
+
+class Transformer(nn.Module):
+  """One pre-LayerNorm transformer block on T = 32 tokens, width 128."""
+
+  @nn.compact
+  def __call__(self, tokens):
+    h = nn.Embed(VOCAB, WIDTH)(tokens) + self.param(
+        'pos', nn.initializers.normal(0.02), (SEQ, WIDTH))
+    h = h + nn.MultiHeadDotProductAttention(num_heads=4)(nn.LayerNorm()(h))
+    h = h + nn.Dense(WIDTH)(jax.nn.gelu(nn.Dense(4 * WIDTH)(
+        nn.LayerNorm()(h))))
+    return nn.Dense(10)(jnp.mean(h, axis=-2))
+
+
+MODELS = {'mlp': bench.MLP, 'cnn': bench.CNN, 'transformer': Transformer}
+
+
+def make_data(name: str, batch_size: int):
+  kx, ky = jax.random.split(jax.random.key(1))
+  if name == 'transformer':
+    x = jax.random.randint(kx, (batch_size, SEQ), 0, VOCAB)
+  else:
+    x = jax.random.normal(kx, (batch_size, 28, 28, 1))
+  y = jax.random.randint(ky, (batch_size,), 0, 10)
+  return x, y
+
+
+def make_steps(model: nn.Module, batch_size: int) -> dict:
+  """name -> (optax transformation, step(params, state, batch, mask))."""
+
+  def example_loss(params, example):
+    x, y = example
+    return optax.softmax_cross_entropy_with_integer_labels(
+        model.apply(params, x), y)
+
+  def batch_loss(params, batch):
+    x, y = batch
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(
+        model.apply(params, x), y))
+
+  key = jax.random.key(0)
+  sgd = optax.sgd(LR)
+
+  def non_private(params, state, batch, mask):
+    del mask
+    updates, state = sgd.update(jax.grad(batch_loss)(params, batch), state,
+                                params)
+    return optax.apply_updates(params, updates), state
+
+  noise_tx = dpjax.add_gaussian_noise(SIGMA * CLIP, key=key)
+
+  def noise_only(params, state, batch, mask):
+    del batch, mask
+    updates, state = noise_tx.update(jax.tree.map(jnp.zeros_like, params),
+                                     state)
+    return optax.apply_updates(params, updates), state
+
+  dp_tx = optax.chain(dpjax.add_gaussian_noise(SIGMA * CLIP, key=key),
+                      dpjax.normalize(batch_size), optax.sgd(LR))
+  clipped = dpjax.clipped_grad_sum(example_loss, CLIP, method='ghost')
+
+  def ghost(params, state, batch, mask):
+    grad_sum = clipped(params, batch, mask).grad_sum
+    updates, state = dp_tx.update(grad_sum, state, params)
+    return optax.apply_updates(params, updates), state
+
+  return {'non-private': (sgd, non_private), 'noise': (noise_tx, noise_only),
+          'ghost': (dp_tx, ghost)}
+
+
+def measure(name: str, batch_size: int, rounds: int) -> dict:
+  """Temp bytes of every step and, when ``rounds``, median ms per call."""
+  model = MODELS[name]()
+  batch = make_data(name, batch_size)
+  params = model.init(jax.random.key(2), batch[0][0])
+  mask = jnp.ones((batch_size,), bool)
+  temp, runners, carry = {}, {}, {}
+  for method, (tx, step) in make_steps(model, batch_size).items():
+    state = tx.init(params)
+    compiled = jax.jit(step).lower(params, state, batch, mask).compile()
+    temp[method] = compiled.memory_analysis().temp_size_in_bytes
+    carry[method] = (params, state)
+
+    def run(method=method, compiled=compiled):
+      carry[method] = jax.block_until_ready(
+          compiled(*carry[method], batch, mask))
+
+    runners[method] = run
+  times = {m: [] for m in runners}
+  for _ in range(2 if rounds else 0):
+    for run in runners.values():
+      run()
+  for _ in range(rounds):
+    for method, run in runners.items():
+      run()  # untimed: re-warm after the previous method
+      for _ in range(3):
+        start = time.perf_counter()
+        run()
+        times[method].append(time.perf_counter() - start)
+  param_bytes = sum(p.size * p.dtype.itemsize
+                    for p in jax.tree.leaves(params))
+  ms = {m: 1e3 * statistics.median(t) for m, t in times.items() if t}
+  return {'temp': temp, 'ms': ms, 'param_bytes': param_bytes}
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(prog='python -m experiments.'
+                                   'bench_ghost_memory',
+                                   description=__doc__.splitlines()[0])
+  parser.add_argument('--batch-sizes', type=int, nargs='+',
+                      default=[64, 256, 1024])
+  parser.add_argument('--models', nargs='+', default=list(MODELS),
+                      choices=list(MODELS))
+  parser.add_argument('--time', action='store_true',
+                      help='also time the steps (interleaved medians)')
+  parser.add_argument('--rounds', type=int, default=20,
+                      help='timing rounds of 3 calls per method')
+  args = parser.parse_args(argv)
+  sizes = sorted(args.batch_sizes)
+  print(f'jax {jax.__version__}; temp = compiled temp bytes (MiB); extra = '
+        '(ghost - non-private temp) / parameter bytes; ms ratios are '
+        'medians over interleaved calls\n')
+  print('| model | params | B | np temp | noise temp | ghost temp | extra '
+        '(x param bytes) | np ms | noise ms | ghost ms | ghost / np | '
+        'noise / np |')
+  print('|---|---|---|---|---|---|---|---|---|---|---|---|')
+  for name in args.models:
+    rows = {}
+    for b in sizes:
+      row = rows[b] = measure(name, b, args.rounds if args.time else 0)
+      temp, ms, pb = row['temp'], row['ms'], row['param_bytes']
+      mib = lambda m: f'{temp[m] / 2**20:.2f}'  # noqa: E731
+      timing = (['-'] * 5 if not ms else
+                [f"{ms['non-private']:.2f}", f"{ms['noise']:.2f}",
+                 f"{ms['ghost']:.2f}",
+                 f"{ms['ghost'] / ms['non-private']:.2f}x",
+                 f"{ms['noise'] / ms['non-private']:.2f}x"])
+      cells = [name, f'{pb // 4:,}', str(b), mib('non-private'), mib('noise'),
+               mib('ghost'),
+               f"{(temp['ghost'] - temp['non-private']) / pb:.2f}", *timing]
+      print('| ' + ' | '.join(cells) + ' |', flush=True)
+    if len(sizes) > 1:
+      lo, hi = rows[sizes[0]]['temp'], rows[sizes[-1]]['temp']
+      per = lambda m: (hi[m] - lo[m]) / (sizes[-1] - sizes[0])  # noqa: E731
+      print(f'growth {name}: ghost {per("ghost"):,.0f} B/example, '
+            f'non-private {per("non-private"):,.0f} B/example, ratio '
+            f'{per("ghost") / max(per("non-private"), 1):.2f}')
+  return 0
+
+
+if __name__ == '__main__':
+  raise SystemExit(main())
