@@ -18,8 +18,8 @@ smallest and largest B over the non-private step's. Times (``--time``) are
 medians over interleaved calls (the methods take turns, so machine load hits
 them alike), as ratios to the non-private step.
 
-Models: the 784-512-512-10 MLP and the Tramer & Boneh CNN of
-``experiments.bench`` and a transformer block (token + position embedding,
+Models: the 784-512-512-10 MLP, the Tramer & Boneh CNN and the transformer
+block of ``experiments.bench`` (token + position embedding,
 4-head self-attention, LayerNorm, a 4x MLP, mean pooling, a Dense head;
 T = 32 tokens, width 128).
 
@@ -40,33 +40,11 @@ import dpjax
 from experiments import bench
 
 LR, CLIP, SIGMA = bench.LR, bench.CLIP, bench.SIGMA
-SEQ, VOCAB, WIDTH = 32, 256, 128
-
-
-class Transformer(nn.Module):
-  """One pre-LayerNorm transformer block on T = 32 tokens, width 128."""
-
-  @nn.compact
-  def __call__(self, tokens):
-    h = nn.Embed(VOCAB, WIDTH)(tokens) + self.param(
-        'pos', nn.initializers.normal(0.02), (SEQ, WIDTH))
-    h = h + nn.MultiHeadDotProductAttention(num_heads=4)(nn.LayerNorm()(h))
-    h = h + nn.Dense(WIDTH)(jax.nn.gelu(nn.Dense(4 * WIDTH)(
-        nn.LayerNorm()(h))))
-    return nn.Dense(10)(jnp.mean(h, axis=-2))
-
-
-MODELS = {'mlp': bench.MLP, 'cnn': bench.CNN, 'transformer': Transformer}
+MODELS = {'mlp': bench.MLP, 'cnn': bench.CNN, 'transformer': bench.Transformer}
 
 
 def make_data(name: str, batch_size: int):
-  kx, ky = jax.random.split(jax.random.key(1))
-  if name == 'transformer':
-    x = jax.random.randint(kx, (batch_size, SEQ), 0, VOCAB)
-  else:
-    x = jax.random.normal(kx, (batch_size, 28, 28, 1))
-  y = jax.random.randint(ky, (batch_size,), 0, 10)
-  return x, y
+  return bench.random_batch(name, batch_size, jax.random.key(1))
 
 
 def make_steps(model: nn.Module, batch_size: int) -> dict:
