@@ -40,7 +40,9 @@ Example:
 from typing import Any, Callable
 
 import jax
+from jax.sharding import AxisType
 from jax.sharding import Mesh
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 import jax.numpy as jnp
 
@@ -127,7 +129,14 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
         local, mesh=mesh,
         in_specs=(P(), P(), P(axis_name), P(axis_name), P()),
         out_specs=_per_example.ClippedGradSum(P(), P(axis_name)))
-    out = mapped(l2_norm_clip, params, batch, mask, coordinate_mask)
+    args = (l2_norm_clip, params, batch, mask, coordinate_mask)
+    if AxisType.Explicit in mesh.axis_types:  # shard_map wants them placed
+      specs = (P(), P(), P(axis_name), P(axis_name), P())
+      args = tuple(jax.tree.map(
+          lambda x, spec=spec: jax.sharding.reshard(x, NamedSharding(mesh,
+                                                                     spec)),
+          jax.tree.map(jnp.asarray, arg)) for arg, spec in zip(args, specs))
+    out = mapped(*args)
     return out._replace(norms=jax.tree.map(lambda n: n[:size], out.norms))
 
   return fn

@@ -40,6 +40,8 @@ def _replicated(x: Any) -> Any:
           if kind != AxisType.Manual and mesh.shape[name] > 1]
   if not auto:
     return x
+  if AxisType.Explicit in mesh.axis_types:  # sharding in types
+    return jax.sharding.reshard(x, PartitionSpec())
   return jax.lax.with_sharding_constraint(x, NamedSharding(mesh,
                                                            PartitionSpec()))
 
