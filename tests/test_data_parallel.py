@@ -152,6 +152,7 @@ def test_per_example_grads_of_a_sharded_batch_are_exact(mesh):
   assert _max_diff(got, fn(params, batch)) < 1e-6
 
 
+@pytest.mark.slow
 def test_per_layer_clip_and_coordinate_mask(mesh):
   loss, params, (x, y) = _problem('mlp')
   clip = {'params': {'Dense_0': 0.3, 'Dense_1': 0.2}}
