@@ -139,9 +139,8 @@ def test_explicit_mesh():
       params, (x, y), mask)
   assert _max_diff(got.grad_sum, want.grad_sum) < TOL
   rows = NamedSharding(mesh, P('data'))
-  with jax.set_mesh(mesh):
-    idiomatic = jax.jit(dpjax.clipped_grad_sum(loss, CLIP))(
-        params, jax.device_put((x, y), rows), jax.device_put(mask, rows))
+  idiomatic = jax.jit(dpjax.clipped_grad_sum(loss, CLIP))(
+      params, jax.device_put((x, y), rows), jax.device_put(mask, rows))
   assert _max_diff(idiomatic.grad_sum, want.grad_sum) < TOL
 
 

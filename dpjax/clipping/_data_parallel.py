@@ -34,7 +34,7 @@ Example:
   >>> x = jnp.array([[3., 4.], [0., .5], [1., 0.], [0., 0.], [6., 8.]])
   >>> out = fn(jnp.ones(2), x, jnp.ones(5, bool))  # 5 rows on 4 devices: padded
   >>> out.grad_sum, out.norms.shape
-  (Array([2.2, 2.9], dtype=float32), (5,))
+  (Array([2.2, 2.1], dtype=float32), (5,))
 """
 
 from typing import Any, Callable
@@ -137,6 +137,10 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
                                                                      spec)),
           jax.tree.map(jnp.asarray, arg)) for arg, spec in zip(args, specs))
     out = mapped(*args)
-    return out._replace(norms=jax.tree.map(lambda n: n[:size], out.norms))
+    norms = out.norms
+    if pad and AxisType.Explicit in mesh.axis_types:  # slice a whole array
+      norms = jax.tree.map(
+          lambda n: jax.sharding.reshard(n, NamedSharding(mesh, P())), norms)
+    return out._replace(norms=jax.tree.map(lambda n: n[:size], norms))
 
   return fn

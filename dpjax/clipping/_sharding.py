@@ -41,7 +41,7 @@ def _replicated(x: Any) -> Any:
   if not auto:
     return x
   if AxisType.Explicit in mesh.axis_types:  # sharding in types
-    return jax.sharding.reshard(x, PartitionSpec())
+    return jax.sharding.reshard(x, NamedSharding(mesh, PartitionSpec()))
   return jax.lax.with_sharding_constraint(x, NamedSharding(mesh,
                                                            PartitionSpec()))
 
