@@ -5,7 +5,7 @@
   python -m experiments run NAME|all [--quick|--full] [--dataset D] [--seed S]
                                      [--out DIR] [--epsilons E ...] [--delta D]
                                      [--accountant rdp|pld] [--force]
-                                     [--allow-fallback]
+                                     [--allow-fallback] [--devices N]
   python -m experiments run NAME --help  # that experiment's settings
   python -m experiments report DIR
   python -m experiments bench [--quick] [--out DIR] [--models M ...] ...
@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument('--allow-fallback', action='store_true',
                    help='run bundled digits when a tfds set is not prepared '
                    '(the report names the data that ran)')
+  run.add_argument('--devices', type=int,
+                   help='data-parallel DP-SGD over the first N devices, for '
+                   'experiments with a devices setting (CPU: force host '
+                   'devices with XLA_FLAGS=--xla_force_host_platform_'
+                   'device_count=N)')
   run.add_argument('--force', action='store_true',
                    help='rerun even if DIR/NAME/results.json holds the same '
                    'configuration')
@@ -113,13 +118,16 @@ def _validate_run_args(args) -> None:
     validation.positive(epsilon=eps)
   if args.delta is not None:
     validation.open_unit(delta=args.delta)
+  if args.devices is not None:
+    validation.positive_int(devices=args.devices)
 
 
 def run_overrides(args) -> dict:
   """The settings a ``run`` command line gives every experiment."""
   return dict(dataset=args.dataset, seed=args.seed, epsilons=args.epsilons,
               delta=args.delta, accountant=args.accountant,
-              allow_fallback=args.allow_fallback or None)
+              allow_fallback=args.allow_fallback or None,
+              devices=args.devices)
 
 
 def _configs(names, mode, overrides) -> dict[str, dict]:
@@ -127,7 +135,8 @@ def _configs(names, mode, overrides) -> dict[str, dict]:
   configs = {}
   # Flags not every experiment knows are passed only when given.
   overrides = {k: v for k, v in overrides.items()
-               if v is not None or k not in ('accountant', 'allow_fallback')}
+               if v is not None
+               or k not in ('accountant', 'allow_fallback', 'devices')}
   for name in names:
     exp = registry.get(name)
     given = dict(overrides)
@@ -135,6 +144,10 @@ def _configs(names, mode, overrides) -> dict[str, dict]:
         mode):
       raise ValueError(f'{name} has no accountant setting (it reports the '
                        'accountants it uses); drop --accountant')
+    if given.get('devices') is not None and not getattr(
+        exp, 'DATA_PARALLEL', False):
+      raise ValueError(f'{name} has no devices setting (it does not run '
+                       'data-parallel DP-SGD); drop --devices')
     configs[name] = cfg = exp.config(mode, **given)
     dataset = cfg.get('dataset')
     if isinstance(dataset, str) and not cfg.get('allow_fallback'):
@@ -228,6 +241,8 @@ def experiment_help(name: str) -> str:
   takes = ['--quick/--full', '--seed', '--out', '--force', '--no-progress']
   if 'dataset' in quick:
     takes.append('--allow-fallback')
+  if getattr(exp, 'DATA_PARALLEL', False):
+    takes.append('--devices (default 1)')
   for flag, key in (('--dataset', 'dataset'), ('--epsilons', 'epsilons'),
                     ('--delta', 'delta'), ('--accountant', 'accountant')):
     if key in quick:

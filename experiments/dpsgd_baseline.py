@@ -7,7 +7,9 @@ target epsilon, sigma is calibrated under RDP for the exact mechanism the
 sampler runs (truncated Poisson subsampling, ``PoissonSampler.dp_event``) and
 the number of steps; the reported epsilons are read back from each run's
 ledger under RDP and PLD. Accuracy is the test accuracy, mean and sample
-standard deviation over seeds.
+standard deviation over seeds. ``devices=N`` (``--devices N``) computes each
+step's clipped sum data-parallel over the first N devices; the results equal
+the single-device run up to float rounding.
 
 Claims, per model, paired by seed (the verdict rule of
 ``experiments.common.verdict``, Bonferroni over the experiment's claims):
@@ -36,6 +38,7 @@ from experiments.common import train as train_lib
 from experiments.common import verdict as verdict_lib
 
 NAME = 'dpsgd_baseline'
+DATA_PARALLEL = True  # takes devices=N (--devices): DP-SGD over N devices
 DESCRIPTION = 'DP-SGD vs non-private (MLP, CNN) at eps 1/3/8 on digits/MNIST'
 
 MODES = {
@@ -62,6 +65,8 @@ def config(mode: str, **overrides) -> dict[str, Any]:
   cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
   cfg.update({k: v for k, v in overrides.items() if v is not None})
   data_lib.require_classification(NAME, cfg['dataset'])
+  if 'devices' in cfg:  # only when given, so stored configurations match
+    train_lib.check_devices(cfg['devices'])
   return cfg
 
 

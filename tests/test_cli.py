@@ -36,6 +36,10 @@ def test_list_names_every_experiment(capsys):
     (['frobnicate'], 'invalid choice'),
     (['run', 'dpsgd_baseline', '--accountant', 'exact'], 'invalid choice'),
     (['run', 'qdpsgd', '--accountant', 'pld'], 'qdpsgd has no accountant'),
+    (['run', 'dpsgd_baseline', '--devices', '0'], 'devices=0'),
+    (['run', 'dpsgd_baseline', '--devices', '99'],
+     'xla_force_host_platform_device_count'),
+    (['run', 'qdpsgd', '--devices', '2'], 'qdpsgd has no devices setting'),
     (['run', 'compgd', '--out', __file__], 'is a file, not a directory'),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, match, capsys):

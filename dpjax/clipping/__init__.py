@@ -1,5 +1,7 @@
 """Per-example gradients and clipped sums: the vmap path and the ghost path.
 
+One device, or data-parallel over a mesh axis (``sharded_clipped_grad_sum``).
+
 Example:
   >>> loss = lambda w, x: jnp.sum(w * x)
   >>> fn = dpjax.clipping.clipped_grad_sum(loss, 1.0)
@@ -8,6 +10,7 @@ Example:
   (2,)
 """
 
+from dpjax.clipping._data_parallel import sharded_clipped_grad_sum
 from dpjax.clipping._ghost import ghost_grads
 from dpjax.clipping._ghost import ghost_plan
 from dpjax.clipping._ghost import GhostGrads
@@ -30,4 +33,5 @@ __all__ = [
     'GhostGrads',
     'METHODS',
     'per_example_grads',
+    'sharded_clipped_grad_sum',
 ]

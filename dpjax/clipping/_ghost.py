@@ -32,6 +32,7 @@ import jax.numpy as jnp
 from dpjax import _numerics
 from dpjax.clipping import _ghost_plan
 from dpjax.clipping import _ghost_rules
+from dpjax.clipping import _sharding
 
 PyTree = Any
 
@@ -161,11 +162,15 @@ def ghost_grads(loss_fn: Callable[[PyTree, PyTree], jax.Array],
     >>> grads.batch_size, grads.sq_norms()[0].shape
     (4, (4,))
   """
-  batch = jax.tree.map(jnp.asarray, batch)
+  # A batch sharded over a mesh is replicated first: automatic partitioning
+  # of per-example conv gradients is wrong (see ``_sharding.py``).
+  batch = _sharding.replicate_on_mesh(jax.tree.map(jnp.asarray, batch))
   params_flat = [jnp.asarray(p) for p in jax.tree.leaves(params)]
   plan = _ghost_plan.make_plan(loss_fn, params, batch, fallback)
   g_taps, g_leaves, captured = _ghost_plan.backprop(plan, params_flat,
                                                     jax.tree.leaves(batch))
+  g_taps, g_leaves, captured = _sharding.replicate_on_mesh(
+      (g_taps, g_leaves, captured))
   batch_size = jax.tree.leaves(batch)[0].shape[0]
   return GhostGrads(plan, params_flat, batch_size, g_taps, g_leaves, captured)
 

@@ -294,14 +294,30 @@ def leaf_names(params: PyTree) -> list[str]:
   return [jax.tree_util.keystr(p) or '<root>' for p, _ in paths]
 
 
+def shape_struct(aval, drop: int = 0,
+                 weak_type: bool = False) -> jax.ShapeDtypeStruct:
+  """``aval`` without its first ``drop`` axes, as a ShapeDtypeStruct.
+
+  Inside ``shard_map`` it keeps the value's varying mesh axes, so a trace or
+  transpose on it inserts the same casts to varying as the batched replay.
+  """
+  mat = getattr(aval, 'mat', None)
+  if mat is None or mat.empty:
+    return jax.ShapeDtypeStruct(aval.shape[drop:], aval.dtype,
+                                weak_type=weak_type)
+  sharding = jax.sharding.NamedSharding(
+      aval.sharding.mesh, jax.sharding.PartitionSpec(*aval.sharding.spec[drop:]))
+  return jax.ShapeDtypeStruct(aval.shape[drop:], aval.dtype,
+                              weak_type=weak_type, sharding=sharding,
+                              manual_axis_type=mat)
+
+
 def make_plan(loss_fn, params, batch, fallback: str) -> Plan:
   """Traces one example and decides, per parameter leaf, ghost or not."""
   if fallback not in FALLBACKS:
     raise ValueError(f'Expected fallback={fallback!r} in {FALLBACKS}.')
   example = jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype,
-                                     weak_type=jax.typeof(x).weak_type),
-      batch)
+      lambda x: shape_struct(jax.typeof(x), 1, jax.typeof(x).weak_type), batch)
   closed = jax.make_jaxpr(loss_fn)(params, example)
   outs = closed.out_avals
   if (len(outs) != 1 or outs[0].shape != ()
@@ -347,6 +363,16 @@ def make_plan(loss_fn, params, batch, fallback: str) -> Plan:
   return Plan(closed, taps, materialized, unused, remat_inlined, leaf_of_tap)
 
 
+def _zeros(aval) -> jax.Array:
+  """Zeros of ``aval``'s shape, varying over the mesh axes ``aval`` varies
+  over (inside ``shard_map``): the gradient w.r.t. an invariant value would be
+  summed over the axis, mixing the devices' examples."""
+  zeros = jnp.zeros(aval.shape, aval.dtype)
+  mat = getattr(aval, 'mat', None)
+  axes = tuple(sorted(mat.varying)) if mat is not None else ()
+  return jax.lax.pcast(zeros, axes, to='varying') if axes else zeros
+
+
 def backprop(plan: Plan, params_flat, batch_flat):
   """One batched forward + backward: output gradients at the taps, recorded
   tap inputs, and per-example gradients of the materialized leaves."""
@@ -362,11 +388,9 @@ def backprop(plan: Plan, params_flat, batch_flat):
     return out, captured
 
   def per_example(example):
-    z_taps = {p: jnp.zeros(t.eqn.outvars[0].aval.shape,
-                           t.eqn.outvars[0].aval.dtype)
+    z_taps = {p: _zeros(t.eqn.outvars[0].aval)
               for p, t in plan.taps.items()}
-    z_leaves = {leaf: jnp.zeros(params_flat[leaf].shape,
-                                params_flat[leaf].dtype)
+    z_leaves = {leaf: _zeros(jax.typeof(params_flat[leaf]))
                 for leaf in plan.materialized}
     return jax.grad(loss_with_taps, argnums=(0, 1), has_aux=True)(
         z_taps, z_leaves, example)

@@ -181,8 +181,7 @@ def _conv_gram_sq_norm(tap: _ghost_plan.Tap, a, g) -> jax.Array:
 
 def _per_example_view_grads(tap: _ghost_plan.Tap, a, g):
   """Per-example gradients of the tapped view [B, *view] (direct form)."""
-  view = tap.eqn.invars[tap.operand].aval
-  view = jax.ShapeDtypeStruct(view.shape, view.dtype)
+  view = _ghost_plan.shape_struct(tap.eqn.invars[tap.operand].aval)
 
   def one(a_i, g_i):
     def op(v):
@@ -350,7 +349,7 @@ def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
       return jax.vmap(one)(a)
 
     return jax.linear_transpose(
-        op, jax.ShapeDtypeStruct(view_aval.shape, view_aval.dtype))(
+        op, _ghost_plan.shape_struct(view_aval))(
             scaled)[0]
 
   # Rows without ``valid`` have weight 0, but a non-finite input there makes
@@ -390,7 +389,7 @@ def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
     ct_view = contract(jnp.where(row_mask(valid, a), a, 0), scaled)
   ct_param, = jax.linear_transpose(
       lambda p: _ghost_plan.replay(tap.chain, p),
-      jax.ShapeDtypeStruct(param.shape, param.dtype))(ct_view)
+      _ghost_plan.shape_struct(jax.typeof(param)))(ct_view)
   return ct_param
 
 

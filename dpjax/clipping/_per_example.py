@@ -29,6 +29,7 @@ import numpy as np
 
 from dpjax.clipping import _ghost
 from dpjax.clipping import _ghost_plan
+from dpjax.clipping import _sharding
 from dpjax import _numerics
 from dpjax import _validate
 
@@ -59,6 +60,10 @@ def per_example_grads(loss_fn: LossFn) -> Callable[[PyTree, PyTree], PyTree]:
 
   Returns:
     A function giving a pytree shaped like params with a leading axis B.
+    Under ``jax.jit`` with a batch sharded over a mesh, the batch is
+    replicated first (automatic partitioning of per-example conv gradients is
+    wrong; ``_sharding.py``): exact, not parallel. For data parallelism use
+    ``sharded_clipped_grad_sum``.
 
   Example:
     >>> loss = lambda w, x: jnp.sum(w * x)
@@ -67,7 +72,13 @@ def per_example_grads(loss_fn: LossFn) -> Callable[[PyTree, PyTree], PyTree]:
            [2., 3.],
            [4., 5.]], dtype=float32)
   """
-  return jax.vmap(jax.grad(loss_fn), in_axes=(None, 0))
+  grads_fn = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0))
+
+  def fn(params, batch):
+    return _sharding.replicate_on_mesh(
+        grads_fn(params, _sharding.replicate_on_mesh(batch)))
+
+  return fn
 
 
 def clipped_norm_bound(l2_norm_clip: Any) -> Any:
@@ -362,6 +373,7 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
                                        l2_norm_clip))
 
   def vmap_fn(params, batch, mask, coordinate_mask=None):
+    mask = _sharding.replicate_on_mesh(mask)
     if _batch_size(batch) == 0:
       return empty(params, mask)
     grads = grads_fn(params, batch)
@@ -374,6 +386,7 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
     return clip_and_sum(grads, l2_norm_clip, mask)
 
   def ghost_fn(params, batch, mask, coordinate_mask=None):
+    mask = _sharding.replicate_on_mesh(mask)
     if _batch_size(batch) == 0:
       return empty(params, mask)
     treedef = jax.tree.structure(params)

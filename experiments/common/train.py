@@ -9,6 +9,12 @@ without clipping or noise. Every step that ran appends its DpEvent, read from
 the chain's state, to a ``dpjax.accounting.PrivacyLedger``; epsilon is read
 from that ledger. Several seeds run as one jitted program.
 
+With ``devices=N > 1`` the clipped sum of a step is computed data-parallel
+over the first N devices (``dpjax.clipping.sharded_clipped_grad_sum``: the
+batch split over a mesh axis, one psum); the noise, the rest of the chain and
+the ledger are those of one device, so the run equals the single-device run
+up to float rounding.
+
 Everything random derives from the seed: model init, the batch of step t
 (``fold_in(batch_key, t)``) and the noise of step t. With checkpoints, a run
 killed and resumed ends bit-identical to an uninterrupted one.
@@ -23,6 +29,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 import dpjax
@@ -57,6 +64,7 @@ class TrainConfig:
   sparsify_rate: float = 0.0
   sparsify_refresh_per_epoch: int = 1
   clipping: str = 'vmap'
+  devices: int = 1  # data-parallel DP-SGD over the first N devices
   eval_every: int = 100
   checkpoint_every: int = 0  # 0: only at the end (if a directory is given)
   seed: int = 0
@@ -65,6 +73,7 @@ class TrainConfig:
     validation.positive_int(steps=self.steps,
                            expected_batch_size=self.expected_batch_size,
                            eval_every=self.eval_every,
+                           devices=self.devices,
                            sparsify_refresh_per_epoch=(
                                self.sparsify_refresh_per_epoch))
     validation.non_negative_int(checkpoint_every=self.checkpoint_every,
@@ -74,6 +83,7 @@ class TrainConfig:
     validation.non_negative(momentum=self.momentum)
     if self.noise_multiplier is not None:
       validation.non_negative(noise_multiplier=self.noise_multiplier)
+    check_devices(self.devices)
     if self.ablation not in (None,) + ABLATIONS:
       raise ValueError(f'Expected ablation={self.ablation!r} in {ABLATIONS}.')
     if (self.ablation == 'noisy_sgd') != (
@@ -94,7 +104,27 @@ class TrainConfig:
     return self.private or self.ablation == 'clipped_sgd'
 
   def to_dict(self) -> dict[str, Any]:
-    return dataclasses.asdict(self)
+    out = dataclasses.asdict(self)
+    if self.devices == 1:  # the default: configurations stored before it
+      del out['devices']   # existed (checkpoints, results) stay valid
+    return out
+
+
+def check_devices(devices: int) -> None:
+  """Refuses more data-parallel devices than JAX has."""
+  validation.positive_int(devices=devices)
+  available = jax.device_count()
+  if devices > available:
+    raise ValueError(
+        f'Expected devices={devices} <= jax.device_count()={available}. On a '
+        'CPU-only machine, force host devices before JAX starts: '
+        f'XLA_FLAGS=--xla_force_host_platform_device_count={devices}')
+
+
+def data_mesh(devices: int) -> jax.sharding.Mesh:
+  """A 1-D mesh over the first ``devices`` devices, axis 'data'."""
+  check_devices(devices)
+  return jax.sharding.Mesh(np.array(jax.devices()[:devices]), ('data',))
 
 
 class TrainResult(NamedTuple):
@@ -253,7 +283,7 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
             config.clipping, config.expected_batch_size, config.momentum,
             None if schedule is None else
             (schedule.steps_per_epoch, schedule.refresh_per_epoch),
-            len(seeds), seeds_as)
+            len(seeds), seeds_as, config.devices)
 
   def build():
     loss_fn = per_example_loss(model, data.task)
@@ -262,6 +292,13 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
     batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
     plain_sum = jax.grad(
         lambda p, ex, mask: jnp.sum(jnp.where(mask, batch_loss(p, ex), 0.0)))
+    if config.devices > 1:
+      mesh = data_mesh(config.devices)
+      clipped_sum = lambda clip: dpjax.clipping.sharded_clipped_grad_sum(
+          loss_fn, clip, config.clipping, mesh=mesh, axis_name='data')
+    else:
+      clipped_sum = lambda clip: dpjax.clipped_grad_sum(
+          loss_fn, clip, method=config.clipping)
 
     def step(params, opt_state, t, hp):
       batch = sampler.sample(jax.random.fold_in(hp['batch_key'], t))
@@ -270,9 +307,8 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
           hp['mask_key'], t, params,
           schedule._replace(num_zeros=hp['num_zeros']))
       if config.clips:
-        grad_sum = dpjax.clipped_grad_sum(
-            loss_fn, hp['clip'], method=config.clipping)(
-                params, examples, batch.mask, coordinate_mask=m).grad_sum
+        grad_sum = clipped_sum(hp['clip'])(
+            params, examples, batch.mask, coordinate_mask=m).grad_sum
       else:
         grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
       tx = _transform(config, {'noise': hp['noise_key']}, schedule, hp)
@@ -461,6 +497,7 @@ def sweep_base(cfg: dict[str, Any], num_examples: int) -> dict[str, Any]:
   return dict(steps=steps, expected_batch_size=cfg['expected_batch_size'],
               learning_rate=cfg['learning_rate'], momentum=cfg['momentum'],
               l2_norm_clip=cfg['l2_norm_clip'],
+              devices=cfg.get('devices', 1),
               eval_every=max(1, steps // cfg['evals']))
 
 
