@@ -138,7 +138,7 @@ def test_certified_release_is_epsilon_dp_on_adversarial_neighbours():
 
 def test_measurement_noise_is_laplace_of_the_stated_scale():
   """kappa = n = p: CoSaMP inverts Psi, so Psi (out - x) / (2 xi kappa) = e."""
-  n = kappa = p = 4
+  kappa = p = 4  # n = kappa
   xi, eps = 1.0, 2.0
   v = jnp.array([0.3, -0.2, 0.5, 0.1])
 

@@ -2,7 +2,6 @@
 
 import dp_accounting
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
