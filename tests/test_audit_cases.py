@@ -19,35 +19,56 @@ CASES = audit.audit_cases()
 TRIALS = 100_000
 RELATIONS = ('add/remove', 'replace-one', 'replace-one label',
              'any two inputs')
-# lower bound / stated epsilon at TRIALS, for the attacks that can be tight
-# (the case's ``attack`` says why the others are loose); measured ratios in
-# the comments, the floors leave room for sampling noise.
+# lower bound / stated epsilon at TRIALS that the honest audit must exceed
+# (the attack has teeth), for every case but the two whose claims are loose
+# (cpSGD's Thm 1, Q-DPSGD-2's zCDP with a rounding term; see their
+# ``attack``). Ratios measured at key 0 and confidence 0.95 in the comments;
+# the floors leave room for sampling noise.
 TEETH = {
-    'gaussian': 0.6,  # 0.72
-    'laplace': 0.75,  # 0.87
-    'exponential': 0.6,  # 0.79
-    'dp_knn': 0.5,  # 0.63
-    'noisy_reg': 0.75,  # 0.88
-    'dpsgd_vmap': 0.6,  # 0.71
-    'dpsgd_ghost': 0.6,  # 0.71
-    'dp_compgd': 0.6,  # 0.71
-    'laplace_privatizer': 0.75,  # 0.87
-    'qdpsgd1': 0.6,  # 0.71
+    'gaussian': 0.45,  # 0.54
+    'laplace': 0.85,  # 1.00
+    'discrete_gaussian': 0.45,  # 0.55
+    'exponential': 0.75,  # 0.90
+    'dp_knn': 0.8,  # 0.98
+    'noisy_reg': 0.8,  # 0.96
+    'random_trees': 0.8,  # 0.96
+    'dpsgd_vmap': 0.5,  # 0.60
+    'dpsgd_ghost': 0.5,  # 0.60
+    'rs_dpsgd': 0.5,  # 0.61
+    'dp_compgd': 0.5,  # 0.62
+    'laplace_privatizer': 0.8,  # 0.98
+    'compressive': 0.8,  # 0.95
+    'ddg': 0.4,  # 0.52
+    'skellam': 0.4,  # 0.51
+    'qdpsgd1': 0.5,  # 0.62
 }
+
+
+# Exact samplers (rejection loops) and the tree fit compile for 5-20 s each
+# on 2 CPU cores: their run check joins the slow stage, where their audits
+# (which also refuse non-finite scores) run too.
+HEAVY_COMPILE = ('laplace', 'discrete_gaussian', 'random_trees',
+                 'laplace_privatizer', 'compressive', 'ddg', 'skellam',
+                 'qdpsgd2')
 
 
 def _ids(cases):
   return [c.name for c in cases]
 
 
+def _staged(cases):
+  return [pytest.param(c, id=c.name, marks=[pytest.mark.slow]
+                       if c.name in HEAVY_COMPILE else []) for c in cases]
+
+
 def test_registry_names_are_unique_and_teeth_name_real_cases():
   names = _ids(CASES)
   twins = [c.broken.name for c in CASES if c.broken is not None]
   assert len(set(names + twins)) == len(names) + len(twins)
-  assert set(TEETH) <= set(names)
+  assert set(TEETH) <= set(names) and set(HEAVY_COMPILE) <= set(names)
 
 
-@pytest.mark.parametrize('case', CASES, ids=_ids(CASES))
+@pytest.mark.parametrize('case', _staged(CASES))
 def test_case_runs_on_both_neighbours_under_jit_and_vmap(case):
   assert case.relation in RELATIONS and case.attack
   assert math.isfinite(case.epsilon) and case.epsilon > 0
@@ -69,10 +90,17 @@ def test_case_runs_on_both_neighbours_under_jit_and_vmap(case):
   assert np.ptp(np.concatenate([s_d, s_dp])) > 0  # the score is not constant
 
 
+# Family-wise 95% over the honest cases (Bonferroni): a tight attack's
+# 95% bound alone exceeds the true epsilon in up to 5% of keys (measured:
+# the Laplace case at key 0 gives 1.00025 at 0.95, a 2.9-sigma held-out
+# count, while 10^6 fresh runs give ln ratio 0.998).
+CONFIDENCE = 1 - 0.05 / len(CASES)
+
+
 def _audit(case):
   return audit.distinguishing_audit(
       jax.random.key(0), case.mechanism, case.d, case.d_prime, trials=TRIALS,
-      delta=case.delta, score=case.score)
+      delta=case.delta, score=case.score, confidence=CONFIDENCE)
 
 
 @pytest.mark.slow
