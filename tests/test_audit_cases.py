@@ -26,21 +26,21 @@ RELATIONS = ('add/remove', 'replace-one', 'replace-one label',
 # floors leave room for sampling noise.
 TEETH = {
     'gaussian': 0.3,  # 0.39
-    'laplace': 0.85,  # 1.00
-    'discrete_gaussian': 0.45,  # 0.55
-    'exponential': 0.75,  # 0.90
-    'dp_knn': 0.8,  # 0.98
-    'noisy_reg': 0.8,  # 0.96
-    'random_trees': 0.8,  # 0.96
-    'dpsgd_vmap': 0.5,  # 0.60
-    'dpsgd_ghost': 0.5,  # 0.60
-    'rs_dpsgd': 0.5,  # 0.61
-    'dp_compgd': 0.5,  # 0.62
-    'laplace_privatizer': 0.8,  # 0.98
-    'compressive': 0.8,  # 0.95
+    'laplace': 0.85,  # 0.98
+    'discrete_gaussian': 0.4,  # 0.48
+    'exponential': 0.7,  # 0.85
+    'dp_knn': 0.8,  # 0.96
+    'noisy_reg': 0.8,  # 0.95
+    'random_trees': 0.8,  # 0.93
+    'dpsgd_vmap': 0.45,  # 0.54
+    'dpsgd_ghost': 0.45,  # 0.54
+    'rs_dpsgd': 0.45,  # 0.52
+    'dp_compgd': 0.45,  # 0.55
+    'laplace_privatizer': 0.8,  # 0.97
+    'compressive': 0.75,  # 0.91
     'ddg': 0.2,  # 0.28
-    'skellam': 0.4,  # 0.51
-    'qdpsgd1': 0.5,  # 0.62
+    'skellam': 0.35,  # 0.45
+    'qdpsgd1': 0.45,  # 0.57
 }
 
 
