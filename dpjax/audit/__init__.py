@@ -1,7 +1,8 @@
 """Attacks on mechanisms: distinguishing audits (an empirical lower bound on
-epsilon, with Clopper-Pearson confidence), one-run audits (a lower bound from
-a single training run with random canaries) and gradient reconstruction
-under random sparsification.
+epsilon, with Clopper-Pearson confidence), a registry of audit cases (one per
+mechanism, each with a broken twin), one-run audits (a lower bound from a
+single training run with random canaries) and gradient reconstruction under
+random sparsification.
 
 Example:
   >>> float(dpjax.audit.reconstruction_error_bound(1.0, 0.0, 10.0)) > 0
@@ -9,6 +10,8 @@ Example:
 """
 
 from dpjax.audit._canaries import dpsgd_gradient_canaries
+from dpjax.audit._cases import audit_cases
+from dpjax.audit._cases import AuditCase
 from dpjax.audit._distinguishing import AuditResult
 from dpjax.audit._distinguishing import clopper_pearson
 from dpjax.audit._distinguishing import distinguishing_audit
@@ -23,6 +26,8 @@ from dpjax.audit._reconstruction import least_squares_reconstruction
 from dpjax.audit._reconstruction import reconstruction_error_bound
 
 __all__ = [
+    'audit_cases',
+    'AuditCase',
     'AuditResult',
     'clopper_pearson',
     'distinguishing_audit',

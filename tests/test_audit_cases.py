@@ -1,0 +1,122 @@
+"""Every mechanism's stated epsilon, attacked (``dpjax.audit.audit_cases``).
+
+Default stage: each case runs jitted and vmapped on both neighbours and its
+declared statement is well formed. Slow stage: the honest audit stays at or
+below the stated epsilon (and, where the attack can be tight, reaches a
+stated fraction of it), and the broken twin's lower bound exceeds its claim.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpjax import audit
+
+CASES = audit.audit_cases()
+TRIALS = 100_000
+RELATIONS = ('add/remove', 'replace-one', 'replace-one label',
+             'any two inputs')
+# lower bound / stated epsilon at TRIALS that the honest audit must exceed
+# (the attack has teeth), for every case but the two whose claims are loose
+# (cpSGD's Thm 1, Q-DPSGD-2's zCDP with a rounding term; see their
+# ``attack``). Ratios measured at key 0 and CONFIDENCE in the comments; the
+# floors leave room for sampling noise.
+TEETH = {
+    'gaussian': 0.3,  # 0.39
+    'laplace': 0.85,  # 0.98
+    'discrete_gaussian': 0.4,  # 0.48
+    'exponential': 0.7,  # 0.85
+    'dp_knn': 0.8,  # 0.96
+    'noisy_reg': 0.8,  # 0.95
+    'random_trees': 0.8,  # 0.93
+    'dpsgd_vmap': 0.45,  # 0.54
+    'dpsgd_ghost': 0.45,  # 0.54
+    'rs_dpsgd': 0.45,  # 0.52
+    'dp_compgd': 0.45,  # 0.55
+    'laplace_privatizer': 0.8,  # 0.97
+    'compressive': 0.75,  # 0.91
+    'ddg': 0.2,  # 0.28
+    'skellam': 0.35,  # 0.45
+    'qdpsgd1': 0.45,  # 0.57
+}
+
+
+# Exact samplers (rejection loops) and the tree fit compile for 5-20 s each
+# on 2 CPU cores: their run check joins the slow stage, where their audits
+# (which also refuse non-finite scores) run too.
+HEAVY_COMPILE = ('laplace', 'discrete_gaussian', 'random_trees',
+                 'laplace_privatizer', 'compressive', 'ddg', 'skellam',
+                 'qdpsgd2')
+
+
+def _ids(cases):
+  return [c.name for c in cases]
+
+
+def _staged(cases):
+  return [pytest.param(c, id=c.name, marks=[pytest.mark.slow]
+                       if c.name in HEAVY_COMPILE else []) for c in cases]
+
+
+def test_registry_names_are_unique_and_teeth_name_real_cases():
+  names = _ids(CASES)
+  twins = [c.broken.name for c in CASES if c.broken is not None]
+  assert len(set(names + twins)) == len(names) + len(twins)
+  assert set(TEETH) <= set(names) and set(HEAVY_COMPILE) <= set(names)
+
+
+@pytest.mark.parametrize('case', _staged(CASES))
+def test_case_runs_on_both_neighbours_under_jit_and_vmap(case):
+  assert case.relation in RELATIONS and case.attack
+  assert math.isfinite(case.epsilon) and case.epsilon > 0
+  assert 0 <= case.delta < 1
+  shapes = lambda t: jax.tree.map(lambda x: (jnp.shape(x), jnp.result_type(x)),
+                                  t)
+  assert jax.tree.structure(case.d) == jax.tree.structure(case.d_prime)
+  assert shapes(case.d) == shapes(case.d_prime)
+  if case.broken is not None:
+    assert shapes(case.broken.d) == shapes(case.broken.d_prime)
+    assert case.broken.epsilon > 0
+  keys = jax.random.split(jax.random.key(0), 200)
+  run = jax.jit(jax.vmap(lambda k, data: case.score(case.mechanism(k, data)),
+                         in_axes=(0, None)))
+  s_d, s_dp = np.asarray(run(keys, case.d)), np.asarray(run(keys, case.d_prime))
+  assert s_d.shape == s_dp.shape == (200,)
+  assert s_d.dtype == np.float32
+  assert np.all(np.isfinite(s_d)) and np.all(np.isfinite(s_dp))
+  assert np.ptp(np.concatenate([s_d, s_dp])) > 0  # the score is not constant
+
+
+# Family-wise 95% over the honest cases (Bonferroni): a tight attack's
+# 95% bound alone exceeds the true epsilon in up to 5% of keys (measured:
+# the Laplace case at key 0 gives 1.00025 at 0.95, a 2.9-sigma held-out
+# count, while 10^6 fresh runs give ln ratio 0.998).
+CONFIDENCE = 1 - 0.05 / len(CASES)
+
+
+def _audit(case):
+  return audit.distinguishing_audit(
+      jax.random.key(0), case.mechanism, case.d, case.d_prime, trials=TRIALS,
+      delta=case.delta, score=case.score, confidence=CONFIDENCE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', CASES, ids=_ids(CASES))
+def test_honest_audit_stays_below_the_stated_epsilon(case):
+  bound = _audit(case).epsilon_lower_bound
+  assert bound <= case.epsilon, (case.name, bound, case.epsilon)
+  if case.name in TEETH:  # the attack has teeth
+    assert bound > TEETH[case.name] * case.epsilon, (case.name, bound)
+
+
+BROKEN = [c.broken for c in CASES if c.broken is not None]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', BROKEN, ids=_ids(BROKEN))
+def test_broken_twin_is_refuted(case):
+  bound = _audit(case).epsilon_lower_bound
+  assert bound > case.epsilon, (case.name, bound, case.epsilon)
