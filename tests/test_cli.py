@@ -205,6 +205,9 @@ TINY = {
                   sklearn_trees=5),
     'nonparametric': dict(num_seeds=2, datasets=['iris'], sweep=[2.0],
                           sweep_datasets=['iris'], max_test=20),
+    'audit': dict(num_seeds=2, trials=400, cases=['gaussian', 'dpsgd_vmap'],
+                  one_run_epsilons=[2.0], one_run_canaries=50,
+                  one_run_guesses=10),
 }
 
 

@@ -82,6 +82,18 @@ def _one_run_table(results) -> list[str]:
   return out
 
 
+def _coverage(results) -> str:
+  ran = {r['name'] for r in results['cases']}
+  rest = [n for n in results['registered'] if n not in ran]
+  text = (f'Audited here: {len(ran)} of the {len(results["registered"])} '
+          'cases of `dpjax.audit.audit_cases()`.')
+  if rest:
+    text += (f' Not in this mode: {", ".join(rest)} (they compile for '
+             '5-12 s each; full mode and the slow test stage, '
+             '`tests/test_audit_cases.py`, audit them).')
+  return text
+
+
 def report(results: dict[str, Any], out_dir: str) -> str:
   cfg = results['config']
   trials = cfg['trials']
@@ -95,7 +107,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
          'broken twins (noise halved, clipping skipped, a paper\'s '
          'miscalibrated constant) must be caught. The point estimate uses '
          'the raw held-out rates. No data: canaries built per mechanism. '
-         f'Devices: {results["devices"]}.', '',
+         f'Devices: {results["devices"]}.', '', _coverage(results), '',
          '| Mechanism | Neighbours | Stated eps (delta) | Lower bound: median '
          '[min, max] | Point estimate | Trials per input | Lower / stated | '
          'Above the claim | Broken twin: lower / stated | Attack |',

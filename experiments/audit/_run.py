@@ -86,8 +86,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
   del out_dir
   start = time.time()
   seeds = [cfg['seed'] + s for s in range(cfg['num_seeds'])]
-  rows = []
-  for i, case in enumerate(select(audit.audit_cases(), cfg['cases'])):
+  rows, registered = [], audit.audit_cases()
+  for i, case in enumerate(select(registered, cfg['cases'])):
     row = dict(name=case.name, epsilon=float(case.epsilon),
                delta=float(case.delta), relation=case.relation,
                attack=case.attack, honest=[], broken=[],
@@ -107,6 +107,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
             f'bound median {np.median(lbs):.3g} ({time.time() - start:.1f}s)',
             file=sys.stderr)
   results = dict(experiment=NAME, config=cfg, seeds=seeds, cases=rows,
+                 registered=[c.name for c in registered],
                  one_run=one_run(cfg, seeds), devices=str(jax.devices()))
   results['claims'] = claims(results)
   results['wall_seconds'] = time.time() - start
