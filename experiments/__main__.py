@@ -225,6 +225,12 @@ def write_report(out: str) -> str:
   if dirs == [out]:  # one experiment's directory: its report.md is the report
     path = os.path.join(out, report_lib.REPORT_FILE)
   else:
+    bench = os.path.join(out, 'bench', 'bench.md')
+    if os.path.exists(bench):  # `python -m experiments bench` wrote it here
+      with open(bench) as f:
+        sections.append('## bench (`python -m experiments bench`)\n\n' +
+                        f.read().strip() + '\n\n![time and memory vs '
+                        'batch size](bench/bench.png)\n')
     path = os.path.join(out, report_lib.COMBINED_REPORT_FILE)
     with open(path, 'w') as f:
       f.write('# dpjax reproductions\n\n' + _claims_summary(dirs) +

@@ -160,10 +160,17 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
   assert combined.count(verdict.RULE) == 1  # the rule, stated once
   assert 'dpsgd_baseline: mlp: eps=8 within 0.05 of non-private' in combined
 
-  # `report DIR` redoes the report from results.json alone.
+  # `report DIR` redoes the report from results.json alone, and carries the
+  # benchmark's table when `python -m experiments bench` wrote one there.
   os.remove(os.path.join(out, 'REPORT.md'))
+  os.makedirs(os.path.join(out, 'bench'))
+  with open(os.path.join(out, 'bench', 'bench.md'), 'w') as f:
+    f.write('| model | B |\n|---|---|\n| mlp | 64 |\n')
   assert cli.main(['report', out]) == 0
-  assert os.path.exists(os.path.join(out, 'REPORT.md'))
+  with open(os.path.join(out, 'REPORT.md')) as f:
+    combined = f.read()
+  assert '## bench' in combined and '| mlp | 64 |' in combined
+  assert '](bench/bench.png)' in combined
 
   # Rerunning the same command skips the finished experiment ...
   start = time.time()
