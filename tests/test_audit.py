@@ -27,8 +27,10 @@ def test_clopper_pearson_matches_scipys_exact_interval(k, n):
 
 
 def test_lower_bound_formula_and_no_evidence():
-  a = audit.clopper_pearson(10, 10000, 0.9)[1]
-  b = audit.clopper_pearson(9000, 10000, 0.9)[1]
+  # Joint 95%: each rate's one-sided upper bound at 97.5% (union bound), the
+  # level jax_privacy's CanaryScoreAuditor uses too (significance / 2).
+  a = stats.beta.ppf(0.975, 10 + 1, 10000 - 10)
+  b = stats.beta.ppf(0.975, 9000 + 1, 10000 - 9000)
   assert audit.epsilon_lower_bound(10, 9000, 10000, DELTA, 0.95) == (
       pytest.approx(math.log((1 - DELTA - b) / a)))
   assert audit.epsilon_lower_bound(5000, 5000, 10000, DELTA) == 0.0

@@ -110,16 +110,17 @@ def epsilon_lower_bound(false_positives: int, false_negatives: int,
 
   Example:
     >>> round(epsilon_lower_bound(10, 9000, 10000, 1e-5), 3)
-    4.027
+    3.936
   """
   _check_counts(false_positives, trials)
   _check_counts(false_negatives, trials)
   if not 0 <= delta < 1:
     raise ValueError(f'Expected delta={delta} in [0, 1).')
   _validate.open_unit(confidence=confidence)
-  one_sided = 2 * confidence - 1  # two-sided level whose upper end is 1-a/2
-  a = clopper_pearson(false_positives, trials, one_sided)[1]
-  b = clopper_pearson(false_negatives, trials, one_sided)[1]
+  # The two-sided interval at level c has its upper end at quantile
+  # (1 + c) / 2: the one-sided level each rate needs for a joint c.
+  a = clopper_pearson(false_positives, trials, confidence)[1]
+  b = clopper_pearson(false_negatives, trials, confidence)[1]
   best = 0.0
   for x, y in ((a, b), (b, a)):
     if y > 0 and 1 - delta - x > y:
