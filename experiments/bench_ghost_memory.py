@@ -34,12 +34,9 @@ import time
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import optax
 
-import dpjax
 from experiments import bench
 
-LR, CLIP, SIGMA = bench.LR, bench.CLIP, bench.SIGMA
 MODELS = {'mlp': bench.MLP, 'cnn': bench.CNN, 'transformer': bench.Transformer}
 
 
@@ -48,46 +45,11 @@ def make_data(name: str, batch_size: int):
 
 
 def make_steps(model: nn.Module, batch_size: int) -> dict:
-  """name -> (optax transformation, step(params, state, batch, mask))."""
-
-  def example_loss(params, example):
-    x, y = example
-    return optax.softmax_cross_entropy_with_integer_labels(
-        model.apply(params, x), y)
-
-  def batch_loss(params, batch):
-    x, y = batch
-    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(
-        model.apply(params, x), y))
-
-  key = jax.random.key(0)
-  sgd = optax.sgd(LR)
-
-  def non_private(params, state, batch, mask):
-    del mask
-    updates, state = sgd.update(jax.grad(batch_loss)(params, batch), state,
-                                params)
-    return optax.apply_updates(params, updates), state
-
-  noise_tx = dpjax.add_gaussian_noise(SIGMA * CLIP, key=key)
-
-  def noise_only(params, state, batch, mask):
-    del batch, mask
-    updates, state = noise_tx.update(jax.tree.map(jnp.zeros_like, params),
-                                     state)
-    return optax.apply_updates(params, updates), state
-
-  dp_tx = optax.chain(dpjax.add_gaussian_noise(SIGMA * CLIP, key=key),
-                      dpjax.normalize(batch_size), optax.sgd(LR))
-  clipped = dpjax.clipped_grad_sum(example_loss, CLIP, method='ghost')
-
-  def ghost(params, state, batch, mask):
-    grad_sum = clipped(params, batch, mask).grad_sum
-    updates, state = dp_tx.update(grad_sum, state, params)
-    return optax.apply_updates(params, updates), state
-
-  return {'non-private': (sgd, non_private), 'noise': (noise_tx, noise_only),
-          'ghost': (dp_tx, ghost)}
+  """name -> (optax transformation, step(params, state, batch, mask)): the
+  non-private, noise-only and ghost steps of ``experiments.bench``."""
+  steps = bench.make_jax_steps(model, batch_size,
+                               {'jax_privacy': 'not timed here'})
+  return {m: steps[m] for m in ('non-private', 'noise', 'ghost')}
 
 
 def measure(name: str, batch_size: int, rounds: int) -> dict:
