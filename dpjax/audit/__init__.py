@@ -10,6 +10,7 @@ Example:
 """
 
 from dpjax.audit._canaries import dpsgd_gradient_canaries
+from dpjax.audit._canaries import dpsgd_input_canaries
 from dpjax.audit._cases import audit_cases
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._distinguishing import AuditResult
@@ -32,6 +33,7 @@ __all__ = [
     'clopper_pearson',
     'distinguishing_audit',
     'dpsgd_gradient_canaries',
+    'dpsgd_input_canaries',
     'epsilon_lower_bound',
     'count_correct',
     'invert_gradients',

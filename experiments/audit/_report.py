@@ -58,26 +58,33 @@ def _one_run_table(results) -> list[str]:
   rows = results['one_run']
   if not rows:
     return []
-  r0 = rows[0]
-  out = ['', f'**One-run audit of DP-SGD training** (Steinke, Nasr & '
-         f'Jagielski 2023; `dpjax.audit.one_run_audit`): {r0["steps"]} '
-         f'full-batch steps, m = {r0["canaries"]:,} gradient canaries of '
-         f'norm 10 C each present with probability 1/2, r = '
-         f'{r0["guesses"]:,} guesses from one run. Its bound cannot exceed '
-         f'about ln(r / ln 20) even with perfect guesses, so it is loose by '
-         'construction at these sizes; the broken twin skips clipping.', '',
-         '| Stated eps (delta) | Noise multiplier | Lower bound: median '
-         '[min, max] | Correct of r | Broken (unclipped): lower bound, '
-         'correct | Lower / stated |', '|---|---|---|---|---|---|']
+  grad = next(r for r in rows if r['kind'] == 'gradient')
+  inp = next(r for r in rows if r['kind'] == 'input')
+  out = ['', f'**One-run audits of DP-SGD training** (Steinke, Nasr & '
+         f'Jagielski 2023; `dpjax.audit.one_run_audit`), {grad["steps"]} '
+         'full-batch steps, each canary present with probability 1/2, one '
+         f'run per seed. Gradient canaries (white box, every update seen): '
+         f'm = {grad["canaries"]:,} of norm 10 C, r = {grad["guesses"]:,} '
+         'guesses (`dpsgd_gradient_canaries`). Input-space canaries (black '
+         f'box, final model only): m = {inp["canaries"]} far-out inputs with '
+         f'random labels among 512 generated examples (4 Gaussian clusters, '
+         f'32 dimensions), softmax regression, r = {inp["guesses"]} guesses '
+         'by the log-probability of the canary\'s label '
+         '(`dpsgd_input_canaries`). r perfect guesses prove at most about '
+         'ln(r / ln 20), so both are loose by construction at these sizes; '
+         'the broken twin skips clipping.', '',
+         '| Canaries | Stated eps (delta) | Noise multiplier | Lower bound: '
+         'median [min, max] | Correct of r | Broken (unclipped): lower '
+         'bound, correct | Lower / stated |', '|---|---|---|---|---|---|---|']
   for row in rows:
     lb = np.array([a['lower_bound'] for a in row['honest']])
     bb = np.array([a['lower_bound'] for a in row['broken']])
     correct = np.median([a['correct'] for a in row['honest']])
     bcorrect = np.median([a['correct'] for a in row['broken']])
-    out.append(f'| {row["epsilon"]:.3g} ({row["delta"]:.0e}) | '
-               f'{row["noise_multiplier"]:.3f} | {np.median(lb):.3f} '
-               f'[{lb.min():.3f}, {lb.max():.3f}] | {correct:.0f} | '
-               f'{np.median(bb):.3f}, {bcorrect:.0f} | '
+    out.append(f'| {row["kind"]} | {row["epsilon"]:.3g} ({row["delta"]:.0e})'
+               f' | {row["noise_multiplier"]:.3f} | {np.median(lb):.3f} '
+               f'[{lb.min():.3f}, {lb.max():.3f}] | {correct:.0f} of '
+               f'{row["guesses"]} | {np.median(bb):.3f}, {bcorrect:.0f} | '
                f'{np.median(lb) / row["epsilon"]:.2f} |')
   return out
 

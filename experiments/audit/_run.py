@@ -41,32 +41,49 @@ def _audit(key, case, cfg) -> dict[str, Any]:
               seconds=time.time() - start)
 
 
+def input_canary_data(n=512, m=256, d=32, classes=4, seed=0):
+  """Generated data: 4 Gaussian clusters in 32 dimensions; the canaries are
+  far-out inputs (5x the spread) with random labels."""
+  rng = np.random.default_rng(seed)
+  centers = rng.normal(size=(classes, d)) * 2
+  y = rng.integers(0, classes, n)
+  x = centers[y] + rng.normal(size=(n, d))
+  return x, y, rng.normal(size=(m, d)) * 5, rng.integers(0, classes, m)
+
+
 def one_run(cfg, seeds) -> list[dict[str, Any]]:
-  """One-run audits of full-batch DP-SGD training with gradient canaries:
-  honest and with clipping skipped, per stated epsilon and seed."""
-  m, r, steps = (cfg['one_run_canaries'], cfg['one_run_guesses'],
-                 cfg['one_run_steps'])
-  delta, rows = cfg['one_run_delta'], []
+  """One-run audits of full-batch DP-SGD training, honest and with clipping
+  skipped, per stated epsilon and seed: white-box gradient canaries and
+  black-box input-space canaries."""
+  steps, delta, rows = cfg['one_run_steps'], cfg['one_run_delta'], []
+  x, y, cx, cy = input_canary_data()
   for eps in cfg['one_run_epsilons']:
     sigma = accounting.calibrate_noise_multiplier(eps, delta, 1.0, steps)
     stated = float(accounting.epsilon(accounting.dpsgd_event(sigma, 1.0,
                                                              steps), delta))
-    row = dict(target=eps, epsilon=stated, delta=delta,
-               noise_multiplier=sigma, canaries=m, guesses=r, steps=steps)
-    for name, clip in (('honest', True), ('broken', False)):
-      scores = audit.dpsgd_gradient_canaries(m, steps=steps,
-                                             noise_multiplier=sigma,
-                                             clip=clip)
-      row[name] = []
-      for seed in seeds:
-        start = time.time()
-        res = audit.one_run_audit(jax.random.key(seed), scores,
-                                  num_canaries=m, num_guesses=r, delta=delta,
-                                  confidence=cfg['confidence'])
-        row[name].append(dict(lower_bound=res.epsilon_lower_bound,
-                              correct=res.num_correct,
-                              seconds=time.time() - start))
-    rows.append(row)
+    for kind in ('gradient', 'input'):
+      if kind == 'gradient':
+        m, r = cfg['one_run_canaries'], cfg['one_run_guesses']
+        make = lambda clip, m=m: audit.dpsgd_gradient_canaries(  # noqa: E731
+            m, steps=steps, noise_multiplier=sigma, clip=clip)
+      else:
+        m, r = len(cx), min(50, len(cx))
+        make = lambda clip: audit.dpsgd_input_canaries(  # noqa: E731
+            x, y, cx, cy, num_classes=4, steps=steps, noise_multiplier=sigma,
+            learning_rate=2.0, clip=clip)
+      row = dict(kind=kind, target=eps, epsilon=stated, delta=delta,
+                 noise_multiplier=sigma, canaries=m, guesses=r, steps=steps)
+      for name, clip in (('honest', True), ('broken', False)):
+        scores, row[name] = make(clip), []
+        for seed in seeds:
+          start = time.time()
+          res = audit.one_run_audit(jax.random.key(seed), scores,
+                                    num_canaries=m, num_guesses=r,
+                                    delta=delta, confidence=cfg['confidence'])
+          row[name].append(dict(lower_bound=res.epsilon_lower_bound,
+                                correct=res.num_correct,
+                                seconds=time.time() - start))
+      rows.append(row)
   return rows
 
 
