@@ -220,6 +220,7 @@ def write_report(out: str) -> str:
     with open(os.path.join(d, report_lib.REPORT_FILE), 'w') as f:
       f.write(section)
     rel = os.path.relpath(d, out)
+    section = section.rstrip('\n') + '\n'  # one blank line between sections
     sections.append(section.replace('](', f']({rel}/') if rel != '.'
                     else section)
   if dirs == [out]:  # one experiment's directory: its report.md is the report

@@ -11,6 +11,10 @@ from experiments.common import report as report_lib
 from experiments.common import verdict as verdict_lib
 
 
+def _delta(delta: float) -> str:
+  return '0' if delta == 0 else f'{delta:.0e}'
+
+
 def _bounds(row, which):
   return np.array([a['lower_bound'] for a in row[which]])
 
@@ -25,7 +29,7 @@ def _row(row, trials) -> str:
     broken = (f'{np.median(r):.2f} (stated {row["broken_epsilon"]:.3g}; '
               f'caught on {int(np.sum(r > 1))}/{len(r)})')
   return (f'| {row["name"]} | {row["relation"]} | {row["epsilon"]:.4g} '
-          f'({row["delta"]:.0e}) | {np.median(lb):.3f} [{lb.min():.3f}, '
+          f'({_delta(row["delta"])}) | {np.median(lb):.3f} [{lb.min():.3f}, '
           f'{lb.max():.3f}] | {est:.3f} | {trials:,} | '
           f'{np.median(ratios(row, "honest")):.2f} | {above}/{len(lb)} | '
           f'{broken} | {row["attack"]} |')
@@ -81,7 +85,8 @@ def _one_run_table(results) -> list[str]:
     bb = np.array([a['lower_bound'] for a in row['broken']])
     correct = np.median([a['correct'] for a in row['honest']])
     bcorrect = np.median([a['correct'] for a in row['broken']])
-    out.append(f'| {row["kind"]} | {row["epsilon"]:.3g} ({row["delta"]:.0e})'
+    out.append(f'| {row["kind"]} | {row["epsilon"]:.3g} '
+               f'({_delta(row["delta"])})'
                f' | {row["noise_multiplier"]:.3f} | {np.median(lb):.3f} '
                f'[{lb.min():.3f}, {lb.max():.3f}] | {correct:.0f} of '
                f'{row["guesses"]} | {np.median(bb):.3f}, {bcorrect:.0f} | '
