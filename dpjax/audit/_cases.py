@@ -21,7 +21,6 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dpjax import accounting
 from dpjax import clipping
@@ -254,8 +253,7 @@ def _dpsgd_epsilon(tx, grads, mask, n) -> float:
 
 
 def _canary_grads(n=8, dim=5):
-  rng = np.random.default_rng(0)
-  grads = jnp.asarray(rng.normal(size=(n, dim)) * 0.3, jnp.float32)
+  grads = 0.3 * jax.random.normal(jax.random.key(0), (n, dim), jnp.float32)
   return grads.at[0].set(jnp.zeros(dim).at[0].set(100.0))
 
 
@@ -294,9 +292,9 @@ def _ghost_loss(params, example):
 
 def dpsgd_ghost_case() -> AuditCase:
   clip, sigma, n, d_in, d_out = 1.0, 2.0, 4, 3, 2
-  rng = np.random.default_rng(1)
-  xs = jnp.asarray(rng.normal(size=(n, d_in)) * 0.3, jnp.float32)
-  ts = jnp.asarray(rng.normal(size=(n, d_out)) * 0.3, jnp.float32)
+  k_x, k_t = jax.random.split(jax.random.key(1))
+  xs = 0.3 * jax.random.normal(k_x, (n, d_in), jnp.float32)
+  ts = 0.3 * jax.random.normal(k_t, (n, d_out), jnp.float32)
   # Canary: x = 10 e_0, t = 10 e_0, so its gradient is 100 C on w[0, 0].
   xs = xs.at[0].set(jnp.zeros(d_in).at[0].set(10.0))
   ts = ts.at[0].set(jnp.zeros(d_out).at[0].set(10.0))
