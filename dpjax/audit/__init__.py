@@ -11,6 +11,8 @@ Example:
 
 from dpjax.audit._canaries import dpsgd_gradient_canaries
 from dpjax.audit._canaries import dpsgd_input_canaries
+from dpjax.audit._cases import audit_case
+from dpjax.audit._cases import audit_case_names
 from dpjax.audit._cases import audit_cases
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._distinguishing import AuditResult
@@ -27,6 +29,8 @@ from dpjax.audit._reconstruction import least_squares_reconstruction
 from dpjax.audit._reconstruction import reconstruction_error_bound
 
 __all__ = [
+    'audit_case',
+    'audit_case_names',
     'audit_cases',
     'AuditCase',
     'AuditResult',

@@ -9,12 +9,14 @@ message, with two agents on the swap matrix W = [[0, 1], [1, 0]] and mixing
 rate 1, so the neighbour's model after the round IS the message.
 
 Example:
-  >>> [c.name for c in distributed_cases()][:2]
-  ['cpsgd_binomial', 'ddg']
+  >>> distributed_builders()['ddg']().name
+  'ddg'
 """
 
 import dataclasses
+import functools
 import math
+from typing import Callable
 
 import dp_accounting
 import jax
@@ -172,12 +174,14 @@ def qdpsgd2_case() -> AuditCase:
       attack='sigma quartered'))
 
 
-def distributed_cases() -> tuple[AuditCase, ...]:
-  """The protocol cases of ``audit_cases``.
+def distributed_builders() -> dict[str, Callable[[], AuditCase]]:
+  """The protocol cases of ``audit_cases``, by name, not yet built.
 
   Example:
-    >>> all(c.broken is not None for c in distributed_cases())
-    True
+    >>> list(distributed_builders())
+    ['cpsgd_binomial', 'ddg', 'skellam', 'qdpsgd1', 'qdpsgd2']
   """
-  return (cpsgd_case(), _secure_sum_case('ddg'), _secure_sum_case('skellam'),
-          qdpsgd1_case(), qdpsgd2_case())
+  return {'cpsgd_binomial': cpsgd_case,
+          'ddg': functools.partial(_secure_sum_case, 'ddg'),
+          'skellam': functools.partial(_secure_sum_case, 'skellam'),
+          'qdpsgd1': qdpsgd1_case, 'qdpsgd2': qdpsgd2_case}
