@@ -9,8 +9,8 @@ message, with two agents on the swap matrix W = [[0, 1], [1, 0]] and mixing
 rate 1, so the neighbour's model after the round IS the message.
 
 Example:
-  >>> distributed_builders()['ddg']().name
-  'ddg'
+  >>> list(distributed_builders())[:2]
+  ['cpsgd_binomial', 'ddg']
 """
 
 import dataclasses
