@@ -1,20 +1,55 @@
-"""Test setup: four host CPU devices and strict dtype promotion.
+"""Test setup: the persistent compilation cache, four host CPU devices, strict
+dtype promotion and the compile budget (tests/compile_budget.py).
 
 Four devices so that the 4-way client mesh of tests/test_cpsgd.py runs
-in-process.
+in-process. The on-disk cache (experiments/compilation_cache.py) is on for
+every pytest run, also `python -m pytest tests/test_x.py`:
+DPJAX_COMPILATION_CACHE=0 turns it off, DPJAX_COMPILATION_CACHE_DIR moves it.
 """
 
 import gc
 import os
 
+from experiments import compilation_cache
+
 os.environ['XLA_FLAGS'] = (
     os.environ.get('XLA_FLAGS', '') + ' --xla_force_host_platform_device_count=4')
+# LLVM codegen without its optimization passes (also in the experiments the
+# tests start as subprocesses): compiles about a quarter faster. XLA's own
+# HLO passes (fusion, layout, buffer assignment) still run, so programs,
+# their compiled memory and the tested values keep their meaning. Claims
+# that depend on codegen (two different programs agree bit for bit) hold at
+# the level users compile at, not always at this one: those tests take the
+# `full_optimization` fixture.
+os.environ.setdefault('JAX_DISABLE_MOST_OPTIMIZATIONS', '1')
+compilation_cache.configure()
 
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+import compile_budget  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 jax.config.update('jax_numpy_dtype_promotion', 'strict')
 jax.config.update('jax_platforms', 'cpu')
+
+
+def pytest_addoption(parser):
+  compile_budget.addoption(parser)
+
+
+def pytest_configure(config):
+  compile_budget.register(config)
+
+
+@pytest.fixture
+def full_optimization():
+  """Compiles the test's programs at JAX's default optimization level."""
+  before = jax.config.read('jax_disable_most_optimizations')
+  jax.clear_caches()  # no program compiled at the other level is reused
+  jax.config.update('jax_disable_most_optimizations', False)
+  yield
+  jax.clear_caches()
+  jax.config.update('jax_disable_most_optimizations', before)
 
 
 @pytest.fixture(autouse=True, scope='module')

@@ -269,6 +269,7 @@ def _mesh(size, name):
 
 
 @pytest.mark.parametrize('rotate', [False, True])
+@pytest.mark.usefixtures('full_optimization')
 def test_sharded_matches_vmapped_bitwise(rotate):
   mesh = _mesh(4, 'clients')
   cfg = CONFIGS[rotate]

@@ -82,6 +82,7 @@ def test_noise_free_decoding_recovers_the_rounded_sum_exactly():
   assert np.max(np.abs(np.asarray(est) - clipped.mean(0))) < 3 * cfg.gamma
 
 
+@pytest.mark.usefixtures('full_optimization')
 def test_sharded_modular_sum_equals_vmapped_bitwise():
   cfg, masked, devices = CFG_DDG, True, 4
   key = jax.random.key(5)

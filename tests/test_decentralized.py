@@ -81,6 +81,7 @@ def _leaves_equal(a, b):
 
 
 @pytest.mark.parametrize('name', dd.ALGORITHMS)
+@pytest.mark.usefixtures('full_optimization')
 def test_sharded_rounds_equal_vmapped_rounds_bitwise(name):
   assert len(jax.devices()) >= 4
   s1, m1 = _run(_make(name))

@@ -51,6 +51,7 @@ def _noisy_counts(key, x, shared):
   return jnp.round(x * scale).astype(jnp.int32) + noise + offset
 
 
+@pytest.mark.usefixtures('full_optimization')
 def test_client_sum_vmapped_equals_sharded_bitwise():
   n, d = 8, 5
   xs = jnp.asarray(np.random.default_rng(0).normal(size=(n, d)), jnp.float32)

@@ -117,6 +117,7 @@ def test_normalize_divides_by_expected_not_padded_batch_size():
 
 @pytest.mark.parametrize('factory', [dpjax.add_gaussian_noise,
                                      dpjax.add_laplace_noise])
+@pytest.mark.usefixtures('full_optimization')
 def test_noise_is_bit_identical_with_and_without_jit(factory):
   tx = factory(1.3, key=KEY)
   zeros = {'a': jnp.zeros((7, 3)), 'b': jnp.zeros(11)}
