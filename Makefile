@@ -16,12 +16,18 @@ $(STAMP): pyproject.toml
 reproduce: $(STAMP)
 	$(PY) -m experiments run all
 
+# Tests run in TEST_WORKERS processes (pytest-xdist), a whole module per
+# process so that the compile budget (tests/compile_budget.py) counts each
+# module alike; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # Second stage: slow statistical and property-based tests (CI runs both).
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow
+	$(PYTEST) -m slow
 
 # The benchmark's optional baselines (jax_privacy, PyTorch + Opacus) come from
 # the `bench` extra; when it cannot be installed their columns are skipped.
