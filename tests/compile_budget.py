@@ -14,7 +14,8 @@ slow"``, ``slow`` for ``-m slow``; a run without ``-m`` is held to their sum.
 A module without a budget fails too. After a deliberate change, rewrite the
 stage's budgets from a full run of that stage with ``--compile-budget-update``
 (measured count plus 10% and 5 programs of slack) and commit the file; the
-diff shows what the change costs. Works under pytest-xdist: each worker counts
+diff shows what the change costs. ``--compile-budget-tests N`` lists the N
+tests that compile the most. Works under pytest-xdist: each worker counts
 its own compilations and the controller adds them up (collection, which every
 worker repeats, is counted once).
 """
@@ -66,9 +67,13 @@ class CompileBudget:
     self.config = config
     self.stage = stage_of(config.getoption('markexpr'))
     self.update = config.getoption('compile_budget_update')
+    self.budget_file = config.getoption('compile_budget_file')
     self.is_worker = hasattr(config, 'workerinput')
     self.stats = collections.defaultdict(_new_stats)
+    self.per_test = collections.Counter()  # compilations of each test
+    self.shown_tests = config.getoption('compile_budget_tests')
     self.current, self.collecting = '<session>', False
+    self.test = None
     self.over: list[str] = []
     jax.monitoring.register_event_duration_secs_listener(self._on_duration)
     jax.monitoring.register_event_listener(self._on_event)
@@ -79,6 +84,8 @@ class CompileBudget:
     stats = self.stats[self.current]
     if event == COMPILE_EVENT:
       stats['collect_compiles' if self.collecting else 'run_compiles'] += 1
+      if self.test and not self.collecting:
+        self.per_test[self.test] += 1
       stats['compile_seconds'] += duration_secs
     elif event in TRACE_EVENTS:
       stats['trace_seconds'] += duration_secs
@@ -101,7 +108,7 @@ class CompileBudget:
 
   def pytest_runtest_logstart(self, nodeid, location):
     del location
-    self.current = _module(nodeid)
+    self.current, self.test = _module(nodeid), nodeid
 
   def pytest_runtest_logreport(self, report):
     if not self.is_worker:  # the controller sees every worker's reports
@@ -112,6 +119,8 @@ class CompileBudget:
   def pytest_sessionfinish(self, session):
     if self.is_worker:
       self.config.workeroutput['compile_budget'] = json.dumps(self.stats)
+      self.config.workeroutput['compile_budget_tests'] = json.dumps(
+          self.per_test)
       return
     self.over = self._check()
     if self.over and not self.update:
@@ -119,7 +128,9 @@ class CompileBudget:
 
   def pytest_testnodedown(self, node, error):
     del error
-    sent = getattr(node, 'workeroutput', {}).get('compile_budget')
+    output = getattr(node, 'workeroutput', {})
+    self.per_test.update(json.loads(output.get('compile_budget_tests', '{}')))
+    sent = output.get('compile_budget')
     for module, theirs in json.loads(sent or '{}').items():
       ours = self.stats[module]
       for name, value in theirs.items():
@@ -148,14 +159,14 @@ class CompileBudget:
     if self.stage == 'other':
       return []
     budgets = {}
-    if os.path.exists(BUDGET_FILE):
-      with open(BUDGET_FILE) as f:
+    if os.path.exists(self.budget_file):
+      with open(self.budget_file) as f:
         budgets = json.load(f)
     if self.update and self.stage in ('default', 'slow'):
       ran = {m: budget_for(self._compiles(m)) for m in self._modules()}
       budgets[self.stage] = dict(sorted({**budgets.get(self.stage, {}),
                                          **ran}.items()))
-      with open(BUDGET_FILE, 'w') as f:
+      with open(self.budget_file, 'w') as f:
         json.dump(budgets, f, indent=1, sort_keys=True)
         f.write('\n')
     over = []
@@ -163,7 +174,7 @@ class CompileBudget:
       allowed, used = self._allowed(budgets, module), self._compiles(module)
       if allowed is None:
         over.append(f'{module}: {used} compilations and no budget in '
-                    f'{os.path.basename(BUDGET_FILE)}')
+                    f'{os.path.basename(self.budget_file)}')
       elif used > allowed:
         over.append(f'{module}: {used} compilations, budget {allowed}')
     return over
@@ -182,9 +193,11 @@ class CompileBudget:
       tr.write_line(f'{m:36s} {s["seconds"]:8.1f} {self._compiles(m):9d} '
                     f'{s["compile_seconds"]:10.1f} {s["trace_seconds"]:8.1f} '
                     f'{s["cache_hits"]:10d}')
+    for test, count in self.per_test.most_common(self.shown_tests):
+      tr.write_line(f'{count:6d} compilations  {test}')
     if self.update and self.stage in ('default', 'slow'):
       tr.write_line(f'budgets of the {self.stage} stage rewritten in '
-                    f'{BUDGET_FILE}')
+                    f'{self.budget_file}')
     for line in self.over:
       tr.write_line(f'OVER BUDGET {line}', red=True, bold=True)
     if self.over and not self.update:
@@ -201,6 +214,11 @@ def addoption(parser):
       '--compile-budget-update', action='store_true', default=False,
       help="rewrite tests/compile_budget.json for this run's stage "
       '(-m "not slow" or -m slow) from the measured compilations')
+  parser.addoption('--compile-budget-file', default=BUDGET_FILE,
+                   help='the budget file (default: %(default)s)')
+  parser.addoption(
+      '--compile-budget-tests', type=int, default=0, metavar='N',
+      help='also list the N tests that compile the most programs')
 
 
 def register(config):
