@@ -4,6 +4,7 @@ pure DP, truncated Poisson, and the ledger."""
 import math
 
 import dp_accounting
+import numpy as np
 import dpjax
 from dp_accounting import pld
 from dp_accounting import rdp
@@ -204,11 +205,12 @@ def test_ledger_reports_the_recorded_events_and_round_trips_json():
   ledger = accounting.PrivacyLedger()
   assert ledger.epsilon(1e-5) == 0.0
   step = accounting.gaussian_step_event(1.1, 0.01)
-  for _ in range(500):
-    ledger.record(step)
+  batch_key, noise_key = np.uint32([0, 1]), np.uint32([0, 2])  # raw keys
+  for t in range(500):
+    ledger.record(step, batch=(batch_key, t), noise=(noise_key, t))
   ledger.record(accounting.pure_dp_event(0.2), count=3)
   ledger.record(dp_accounting.TruncatedSubsampledGaussianDpEvent(
-      1000, 0.01, 60, 1.1))
+      1000, 0.01, 60, 1.1), batch=(batch_key, 500), noise=(noise_key, 500))
   assert ledger.num_events == 504 and len(ledger.runs) == 3
   expected = dp_accounting.ComposedDpEvent([
       dp_accounting.SelfComposedDpEvent(step, 500),

@@ -134,7 +134,7 @@ def test_minibatch_event_and_masked_rows():
   assert isinstance(event.event, dp_accounting.PoissonSampledDpEvent)
   assert event.event.event.noise_multiplier == sigma and event.count == steps
   sampler = dpjax.sampling.PoissonSampler(200, q)
-  batch = sampler.sample(jax.random.key(0))
+  batch = sampler.sample(jax.random.key(0), 0)
   grads = jax.random.normal(jax.random.key(1), (sampler.max_batch_size, D))
   tx = T.dp_compsgd(0.1, M, 1.0, L, sigma, sampler.expected_batch_size,
                     key=jax.random.key(2))

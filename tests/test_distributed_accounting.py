@@ -114,8 +114,9 @@ def test_poisson_sampling_uses_the_zhu_wang_bound():
 def test_ledger_composes_and_serializes_the_events():
   ledger = accounting.PrivacyLedger()
   ev = accounting.ddg_event(2.0, 10, 30.0, 300.0, 256, sampling_rate=0.1)
-  for _ in range(3):
-    ledger.record(ev, bits=16 * 256)
+  for t in range(3):  # Poisson-sampled: each round's batch and noise
+    ledger.record(ev, bits=16 * 256, batch=(np.uint32([0, 1]), t),
+                  noise=(np.uint32([0, 2]), t))
   ledger.record(accounting.skellam_event(900.0, 30.0, 300.0))
   back = accounting.PrivacyLedger.from_json(ledger.to_json())
   assert back == ledger

@@ -18,6 +18,7 @@ from dpjax import noise
 from dpjax import transforms
 
 KEY = jax.random.key(0)
+BATCH_KEY = jax.random.key(7)
 NAN_VECTOR = jnp.array([1.0, jnp.nan, -2.0, jnp.inf, 0.5, -jnp.inf])
 ZERO_SUBSTITUTE = jnp.array([1.0, 0.0, -2.0, 0.0, 0.5, 0.0])
 
@@ -125,7 +126,7 @@ def test_padding_cannot_reach_an_aggregator_without_its_mask(method):
 def test_poisson_padding_without_mask_is_refused_by_the_chain():
   """Before: example 0 was counted once per padded slot."""
   sampler = dpjax.PoissonSampler(100, 0.08)
-  batch = sampler.sample(KEY)
+  batch = sampler.sample(KEY, 0)
   params = jnp.zeros(2)
   grads = jnp.ones((sampler.max_batch_size, 2))
   tx = dpjax.dpsgd(0.1, 1.0, 1.0, 8, key=KEY)
@@ -207,7 +208,7 @@ def test_ledger_refuses_to_spend_the_same_noise_twice():
   """Before: a second tx.init replayed step 0's noise without an error."""
   tx = dpjax.add_gaussian_noise(1.0, key=KEY)
   ledger = dpjax.PrivacyLedger()
-  event = dpjax.accounting.gaussian_step_event(1.0, 0.01)
+  event = dpjax.accounting.gaussian_step_event(1.0)
   state = tx.init(None)
   for _ in range(3):
     ledger.record(event, noise=(state.key, state.count))
@@ -231,13 +232,14 @@ def test_ledger_refuses_to_spend_the_same_noise_twice():
 
 
 def _run_dpsgd(tx, sampler, steps, d=3):
-  """``steps`` DP-SGD steps on Poisson batches; the state after each."""
+  """``steps`` DP-SGD steps on Poisson batches (step t draws batch t of
+  ``BATCH_KEY``); the state after each."""
   params = jnp.zeros(d)
   grads = jnp.ones((sampler.max_batch_size, d))
 
   @jax.jit
   def step(state, t):
-    mask = sampler.sample(jax.random.key(t)).mask
+    mask = sampler.sample(BATCH_KEY, t).mask
     return tx.update(grads, state, params, mask=mask)[1]
 
   state, states = tx.init(params), []
@@ -256,10 +258,10 @@ def test_ledger_records_the_sigma_that_ran_and_refuses_a_claimed_other():
   with pytest.raises(ValueError, match='ran noise_multiplier=0.5'):
     dpjax.transforms.dpsgd_step_event(states[0], sampler, noise_multiplier=1.5)
   ledger = dpjax.PrivacyLedger()
-  for s in states:
+  for t, s in enumerate(states):
     event, noise = dpjax.transforms.dpsgd_step_event(
         s, sampler, noise_multiplier=0.5)
-    ledger.record(event, noise=noise)
+    ledger.record(event, noise=noise, batch=(BATCH_KEY, t))
   def eps(sigma):  # 100 steps of the sampler's (truncated Poisson) event
     return dpjax.accounting.epsilon(dp_accounting.SelfComposedDpEvent(
         sampler.dp_event(sigma), 100), 1e-5)
@@ -269,7 +271,7 @@ def test_ledger_records_the_sigma_that_ran_and_refuses_a_claimed_other():
   assert ran > 5 > 0.5 > claimed
   event, noise = dpjax.transforms.dpsgd_step_event(states[3], sampler)
   with pytest.raises(ValueError, match='already spent'):  # a step twice
-    ledger.record(event, noise=noise)
+    ledger.record(event, noise=noise, batch=(BATCH_KEY, 100))
 
 
 def test_ledger_follows_a_traced_sigma_changed_mid_run():

@@ -2,6 +2,7 @@
 
 import dp_accounting
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
@@ -13,8 +14,8 @@ DRAWS = 3000
 
 
 def _poisson_draws(sampler, draws=DRAWS):
-  keys = jax.random.split(jax.random.key(0), draws)
-  return jax.jit(jax.vmap(sampler.sample))(keys)
+  return jax.jit(jax.vmap(sampler.sample, in_axes=(None, 0)))(
+      jax.random.key(0), jnp.arange(draws))
 
 
 def _chi2_pvalue(observed, expected_probs):
@@ -60,7 +61,7 @@ def test_poisson_inclusions_are_uniform_over_examples_and_pairwise_independent()
 
 def test_poisson_without_overflow_returns_exactly_the_selected_set():
   sampler = dpjax.PoissonSampler(1000, 0.05)
-  batch = jax.jit(sampler.sample)(jax.random.key(7))
+  batch = jax.jit(sampler.sample)(jax.random.key(7), 0)
   size = int(batch.num_sampled)
   assert int(batch.mask.sum()) == size <= sampler.max_batch_size
   idx = np.asarray(batch.indices)[np.asarray(batch.mask)]
@@ -86,7 +87,7 @@ def test_truncation_keeps_a_uniform_subset_of_the_selected_examples():
 def test_a_cap_above_n_returns_every_selected_example(q, cap):
   sampler = dpjax.PoissonSampler(100, q, max_batch_size=cap)
   assert sampler.max_batch_size > 100
-  batch = jax.jit(sampler.sample)(jax.random.key(5))
+  batch = jax.jit(sampler.sample)(jax.random.key(5), 0)
   assert batch.indices.shape == (sampler.max_batch_size,)
   assert int(batch.mask.sum()) == int(batch.num_sampled)
   if q == 1.0:
@@ -96,9 +97,9 @@ def test_a_cap_above_n_returns_every_selected_example(q, cap):
 
 def test_sampling_is_a_pure_function_of_the_key():
   sampler = dpjax.PoissonSampler(500, 0.1)
-  a = sampler.sample(jax.random.key(3))
-  b = jax.jit(sampler.sample)(jax.random.key(3))
-  for x, y in zip(a, b):
+  a = sampler.sample(jax.random.key(3), 5)
+  b = jax.jit(sampler.sample)(jax.random.key(3), 5)
+  for x, y in zip(a[:3], b[:3]):
     np.testing.assert_array_equal(x, y)
 
 
@@ -130,8 +131,8 @@ def test_poisson_events_name_the_mechanism_that_ran():
 def test_fixed_size_sampler_draws_distinct_uniform_examples():
   n, b = 30, 7
   sampler = dpjax.sampling.FixedSizeSampler(n, b)
-  keys = jax.random.split(jax.random.key(1), DRAWS)
-  idx = np.asarray(jax.vmap(sampler.sample)(keys).indices)
+  idx = np.asarray(jax.vmap(sampler.sample, in_axes=(None, 0))(
+      jax.random.key(1), jnp.arange(DRAWS)).indices)
   assert all(len(set(row)) == b for row in idx)
   assert _chi2_pvalue(np.bincount(idx.ravel(), minlength=n),
                       np.full(n, 1 / n)) > 1e-3

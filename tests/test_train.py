@@ -259,7 +259,7 @@ def test_masked_coordinates_do_not_move_within_an_epoch(digits, model,
   state, step = train._make_step(model, cfg, digits, stacked, (cfg.seed,))
   history = [params]
   for t in range(16):
-    stacked, state = step(stacked, state, jnp.int32(t))
+    stacked, state, _ = step(stacked, state, jnp.int32(t))
     history.append(jax.tree.map(lambda x: x[0], stacked))
   flat = lambda p: np.concatenate([np.ravel(x) for x in jax.tree.leaves(p)])
   kept = flat(dpjax.transforms.sparsity_mask(

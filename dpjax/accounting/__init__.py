@@ -40,6 +40,7 @@ from dpjax.accounting._events import gaussian_step_event
 from dpjax.accounting._events import laplace_event
 from dpjax.accounting._events import poisson_truncation_probability
 from dpjax.accounting._events import pure_dp_event
+from dpjax.accounting._events import replace_one_event
 from dpjax.accounting._gaussian import calibrate_gaussian_stddev
 from dpjax.accounting._gaussian import classical_gaussian_stddev
 from dpjax.accounting._gaussian import gaussian_epsilon
@@ -48,6 +49,7 @@ from dpjax.accounting._gaussian import gaussian_protocol_event
 from dpjax.accounting._gaussian import gaussian_stddev
 from dpjax.accounting._ledger import event_from_dict
 from dpjax.accounting._ledger import event_to_dict
+from dpjax.accounting._ledger import is_amplified
 from dpjax.accounting._ledger import key_fingerprint
 from dpjax.accounting._ledger import PrivacyLedger
 
@@ -86,6 +88,7 @@ __all__ = [
     'gaussian_stddev',
     'gaussian_step_event',
     'infer_neighboring_relation',
+    'is_amplified',
     'laplace_event',
     'make_accountant',
     'poisson_truncation_probability',
@@ -93,6 +96,7 @@ __all__ = [
     'PrivacyLedger',
     'pure_dp_event',
     'rdp_curve',
+    'replace_one_event',
     'rounded_l1_norm_bound',
     'rounded_l2_norm_bound',
     'skellam_event',

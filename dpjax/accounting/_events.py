@@ -180,3 +180,48 @@ def basic_composition(event: dp_accounting.DpEvent,
         f'basic_composition supports EpsilonDeltaDpEvent and compositions of '
         f'it; got {type(event).__name__}.')
   return math.inf, 1.0
+
+
+def replace_one_event(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
+  """The replace-one guarantee of an event known under add/remove-one.
+
+  Replacing one example is removing it and adding another, so this is
+  group privacy of size 2: an (epsilon, delta)-DP event becomes (2 epsilon,
+  (1 + e^epsilon) delta)-DP (Dwork & Roth 2014, Thm. 2.2, applied twice);
+  a Gaussian mechanism of noise multiplier s (noise over the add/remove
+  sensitivity) has at most twice the sensitivity, so s / 2; a Laplace one
+  becomes the pure 2 / s-DP event (dp_accounting's RDP has no replace-one
+  Laplace); rho-zCDP becomes 4 rho-zCDP (Bun & Steinke 2016, Prop. 1.9). Compositions
+  convert term by term. Events amplified by subsampling have no such
+  conversion here: account them under the relation of their sampler.
+
+  Raises:
+    ValueError: an event without a conversion (naming it).
+
+  Example:
+    >>> replace_one_event(pure_dp_event(1.0))
+    EpsilonDeltaDpEvent(epsilon=2.0, delta=0.0)
+  """
+  if isinstance(event, (dp_accounting.NoOpDpEvent,
+                        dp_accounting.NonPrivateDpEvent)):
+    return event
+  if isinstance(event, EpsilonDeltaDpEvent):
+    eps = float(event.epsilon)
+    return EpsilonDeltaDpEvent(
+        2 * eps, min(1.0, (1 + math.exp(min(eps, 700.0))) * event.delta))
+  if isinstance(event, dp_accounting.GaussianDpEvent):
+    return dp_accounting.GaussianDpEvent(event.noise_multiplier / 2)
+  if isinstance(event, dp_accounting.LaplaceDpEvent):  # pure 2 / b-DP
+    if event.noise_multiplier == 0:
+      return dp_accounting.NonPrivateDpEvent()
+    return replace_one_event(pure_dp_event(1.0 / event.noise_multiplier))
+  if isinstance(event, dp_accounting.ZCDpEvent) and event.xi == 0:
+    return dp_accounting.ZCDpEvent(4 * event.rho)
+  if isinstance(event, dp_accounting.SelfComposedDpEvent):
+    return dp_accounting.SelfComposedDpEvent(replace_one_event(event.event),
+                                             event.count)
+  if isinstance(event, dp_accounting.ComposedDpEvent):
+    return dp_accounting.ComposedDpEvent(
+        [replace_one_event(e) for e in event.events])
+  raise ValueError(f'event: no replace-one conversion of '
+                   f'{type(event).__name__} is known.')

@@ -70,22 +70,74 @@ def key_fingerprint(key: Any) -> str:
   return hashlib.sha256(data.dtype.str.encode() + data.tobytes()).hexdigest()[:16]
 
 
+_SAMPLED = (dp_accounting.PoissonSampledDpEvent,
+            dp_accounting.SampledWithoutReplacementDpEvent,
+            dp_accounting.SampledWithReplacementDpEvent,
+            dp_accounting.TruncatedSubsampledGaussianDpEvent)
+NeighboringRelation = dp_accounting.NeighboringRelation
+
+
+def is_amplified(event: dp_accounting.DpEvent) -> bool:
+  """Whether ``event`` claims amplification by subsampling anywhere in it.
+
+  Example:
+    >>> is_amplified(gaussian_step_event(1.0, 0.01))
+    True
+  """
+  walk = _accountants._walk  # pylint: disable=protected-access
+  return any(isinstance(e, _SAMPLED) for e in walk(event))
+
+
+def _stream(value: Any, name: str) -> tuple[Any, int]:
+  """``(key, step)`` of a ``noise=`` or ``batch=`` argument."""
+  if hasattr(value, 'key') and hasattr(value, 'step'):
+    value = (value.key, value.step)
+  try:
+    key, step = value
+  except (TypeError, ValueError):
+    raise ValueError(f'Expected {name}=(key, step) or a sampled batch, got '
+                     f'{type(value).__name__}.') from None
+  if key is None or step is None:
+    raise ValueError(f'{name}= carries no (key, step): draw the batch with '
+                     'sampler.sample(key, step).')
+  step = np.asarray(step)
+  if step.shape:
+    raise ValueError(f'Expected one run\'s {name}= step, got shape '
+                     f'{step.shape}: index the run (e.g. the seed axis) first.')
+  return key, int(step)
+
+
 class PrivacyLedger:
   """Records the DpEvents a run actually executed, its privacy and its bits.
 
   Consecutive identical events are stored as one run ``(event, count)``, so a
   ledger of 10^5 identical steps stays small. ``record(..., bits=b)`` also
   counts b bits of communication per execution (e.g. bits per client per
-  round); ``bits`` is the total. ``record(..., noise=(key, step))`` binds the
-  record to the noise stream it used (a transform's key and the step count
-  of its state): the ledger keeps the spent steps of each key and raises if
-  a (key, step) is spent twice, since replayed noise (a second ``tx.init``,
-  two transforms built from one key) voids the guarantee of both records.
+  round); ``bits`` is the total.
+
+  Fresh randomness. ``record(..., noise=(key, step))`` binds the record to
+  the noise stream it used (a transform's key and the step count of its
+  state), and ``record(..., batch=batch)`` to the batch it used (a sampler's
+  ``sample(key, step)`` carries its key and step). The ledger keeps the
+  spent steps of each key and raises if a (key, step) is spent twice, or if
+  one key serves as both a batch and a noise key: replayed noise (a second
+  ``tx.init``, two transforms built from one key) or a replayed batch (one
+  sampler key every step) voids the guarantee of both records. An event
+  amplified by subsampling (Poisson, fixed-size) is refused without both
+  ``batch=`` and ``noise=``, unless ``planned=True`` states that the record
+  is an accounting plan, not a run (``planned`` counts such executions).
+
+  Neighbouring relation. Each record holds under one relation
+  (``neighboring_relation=``, default ``infer_neighboring_relation``); the
+  ledger accounts under one, set at construction or by its first record,
+  and refuses a record under the other. An add/remove-one event enters a
+  replace-one ledger only converted, by ``replace_one_event`` (group
+  privacy of size 2); there is no conversion the other way.
 
   Example:
     >>> ledger = PrivacyLedger()
-    >>> for _ in range(100):
-    ...   ledger.record(gaussian_step_event(1.0, 0.01))
+    >>> for t in range(100):
+    ...   ledger.record(gaussian_step_event(1.0), noise=(jax.random.key(0), t))
     >>> ledger.num_events
     100
     >>> ledger == PrivacyLedger.from_json(ledger.to_json())
@@ -94,34 +146,84 @@ class PrivacyLedger:
 
   def __init__(self, runs: list[tuple[dp_accounting.DpEvent, int]] = (),
                bits: list[float] | None = None,
-               noise: dict[str, list[list[int]]] | None = None):
+               noise: dict[str, list[list[int]]] | None = None, *,
+               batches: dict[str, list[list[int]]] | None = None,
+               neighboring_relation: NeighboringRelation | str | None = None,
+               planned: int = 0):
+    """A ledger, empty or restored (``runs`` are taken as already checked)."""
     self._runs: list[list[Any]] = []
-    self._noise: dict[str, list[list[int]]] = {
-        k: [list(r) for r in v] for k, v in (noise or {}).items()}
+    self._spent: dict[str, dict[str, list[list[int]]]] = {
+        kind: {k: [list(r) for r in v] for k, v in (given or {}).items()}
+        for kind, given in (('noise', noise), ('batch', batches))}
+    if isinstance(neighboring_relation, str):
+      neighboring_relation = NeighboringRelation[neighboring_relation]
+    if neighboring_relation is not None and not isinstance(
+        neighboring_relation, NeighboringRelation):
+      raise ValueError('Expected neighboring_relation= a NeighboringRelation,'
+                       f' got {neighboring_relation!r}.')
+    if neighboring_relation is None and runs:
+      relations = {_accountants.infer_neighboring_relation(e) for e, _ in runs}
+      if len(relations) > 1:
+        raise ValueError('neighboring_relation: the runs mix neighbouring '
+                         'relations; state the ledger\'s.')
+      neighboring_relation, = relations
+    self._relation = neighboring_relation
+    self._planned = int(planned)
     for i, (event, count) in enumerate(runs):
-      self.record(event, count, bits=bits[i] if bits else 0)
+      self._check_event(event, count, bits[i] if bits else 0)
+      self._append(event, count, bits[i] if bits else 0)
 
-  def _spend(self, key: Any, step: int, count: int) -> None:
+  @staticmethod
+  def _check_event(event, count, bits):
+    if not isinstance(event, dp_accounting.DpEvent):
+      raise ValueError(f'Expected a DpEvent, got {type(event).__name__}.')
+    _validate.non_negative_int(count=count)
+    _validate.non_negative(bits=bits)
+
+  def _append(self, event, count, bits):
+    if count == 0:
+      return
+    last = self._runs[-1] if self._runs else None
+    if last and last[0] == event and last[2] == bits:
+      last[1] += count
+    else:
+      self._runs.append([event, count, bits])
+
+  def _spend(self, kind: str, key: Any, step: int, count: int) -> list[Any]:
+    """The new spent ranges of ``key`` (raises if any step was spent)."""
     _validate.non_negative_int(step=step)
     name = key_fingerprint(key)
-    spent = self._noise.setdefault(name, [])
+    other = 'batch' if kind == 'noise' else 'noise'
+    if name in self._spent[other]:
+      raise ValueError(
+          f'{kind}=: key {name} was recorded as a {other} key: batches and '
+          'noise drawn from one key are not independent. Use separate keys.')
+    spent = [list(r) for r in self._spent[kind].get(name, [])]
+    cause = ('re-initialized transform state, or two transforms built from '
+             'one key' if kind == 'noise' else
+             'one sampler key and step for several steps: draw step t with '
+             'sampler.sample(key, t)')
     for start, stop in spent:
       if step < stop and start < step + count:
         raise ValueError(
-            f'Noise of key {name} at steps [{max(start, step)}, '
-            f'{min(stop, step + count)}) was already spent: replayed noise '
-            'voids the guarantee (re-initialized transform state, or two '
-            'transforms built from one key). Resume from the saved state, or '
-            'use a fresh key.')
+            f'{kind}=: {kind} of key {name} at steps [{max(start, step)}, '
+            f'{min(stop, step + count)}) was already spent: a replayed '
+            f'{kind} voids the guarantee ({cause}). Resume from the saved '
+            'state, or use a fresh key.')
     if spent and spent[-1][1] == step:
       spent[-1][1] = step + count
     else:
       spent.append([step, step + count])
       spent.sort()
+    return [name, spent]
 
   def record(self, event: dp_accounting.DpEvent, count: int = 1, *,
-             bits: float = 0, noise: tuple[Any, Any] | None = None) -> None:
+             bits: float = 0, noise: Any = None, batch: Any = None,
+             neighboring_relation: NeighboringRelation | None = None,
+             planned: bool = False) -> None:
     """Appends ``count`` executions of ``event``, each sending ``bits``.
+
+    A refused record changes nothing.
 
     Args:
       event: the DpEvent of one execution.
@@ -129,23 +231,62 @@ class PrivacyLedger:
       bits: bits sent per execution.
       noise: ``(key, step)`` of the noise the executions used, steps
         ``step .. step + count - 1`` of ``key`` (e.g. ``(state.key,
-        state.count)`` of a ``KeyStepState`` before the step). Raises if any
-        of them was recorded before.
+        state.count)`` of a ``KeyStepState`` before the step, or the
+        ``noise`` of ``dpsgd_step_event``). Raises if any was recorded.
+      batch: the batch the executions used: a sampler's ``sample(key,
+        step)`` (it carries both), or ``(key, step)``; steps ``step ..
+        step + count - 1``. Raises if any was recorded.
+      neighboring_relation: the relation ``event`` holds under; default
+        ``infer_neighboring_relation(event)``. Must be the ledger's.
+      planned: the record is a plan (e.g. an accounting of batch sizes),
+        not executions bound to their randomness: amplified events are then
+        accepted without ``batch=`` and ``noise=``.
+
+    Raises:
+      ValueError: a bad argument; an amplified event without ``batch=`` or
+        ``noise=`` (and not ``planned``); a spent (key, step); an event under
+        another neighbouring relation than the ledger's.
     """
-    if not isinstance(event, dp_accounting.DpEvent):
-      raise ValueError(f'Expected a DpEvent, got {type(event).__name__}.')
-    _validate.non_negative_int(count=count)
-    _validate.non_negative(bits=bits)
+    self._check_event(event, count, bits)
+    if neighboring_relation is None:
+      neighboring_relation = _accountants.infer_neighboring_relation(event)
+    if (self._relation is not None and neighboring_relation is not None
+        and neighboring_relation != self._relation):
+      hint = (' Build the ledger with neighboring_relation=REPLACE_ONE and '
+              'record replace_one_event(event) (group privacy).'
+              if self._relation == NeighboringRelation.ADD_OR_REMOVE_ONE else
+              ' Convert it with replace_one_event(event) (group privacy).')
+      raise ValueError(
+          f'neighboring_relation: the event holds under '
+          f'{neighboring_relation.name} but the ledger accounts under '
+          f'{self._relation.name}; mixing them undercounts.' + hint)
+    if is_amplified(event) and not planned:
+      for name, given in (('batch', batch), ('noise', noise)):
+        if given is None:
+          raise ValueError(
+              f'{name}= is required to record an event amplified by '
+              'subsampling: amplification holds only for a fresh batch and '
+              'fresh noise each step (pass the sampled batch and the noise '
+              '(key, step), or planned=True for an accounting plan).')
     if count == 0:
       return
+    updates = []
     if noise is not None:
-      key, step = noise
-      self._spend(key, int(step), count)
-    last = self._runs[-1] if self._runs else None
-    if last and last[0] == event and last[2] == bits:
-      last[1] += count
-    else:
-      self._runs.append([event, count, bits])
+      updates.append(('noise', *self._spend('noise', *_stream(noise, 'noise'),
+                                            count)))
+    if batch is not None:
+      key, step = _stream(batch, 'batch')
+      if noise is not None and key_fingerprint(key) == updates[0][1]:
+        raise ValueError('batch=: the batch key is the noise key: batches '
+                         'and noise drawn from one key are not independent.')
+      updates.append(('batch', *self._spend('batch', key, step, count)))
+    for kind, name, spent in updates:
+      self._spent[kind][name] = spent
+    if self._relation is None:
+      self._relation = neighboring_relation
+    if planned:
+      self._planned += count
+    self._append(event, count, bits)
 
   @property
   def runs(self) -> list[tuple[dp_accounting.DpEvent, int]]:
@@ -165,34 +306,59 @@ class PrivacyLedger:
     return dp_accounting.ComposedDpEvent(
         [dp_accounting.SelfComposedDpEvent(e, c) for e, c, _ in self._runs])
 
+  @property
+  def neighboring_relation(self) -> NeighboringRelation | None:
+    """The relation the ledger accounts under (None until set)."""
+    return self._relation
+
+  @property
+  def planned(self) -> int:
+    """Executions recorded with ``planned=True`` (not bound to randomness)."""
+    return self._planned
+
   def epsilon(self, delta: float, accountant: str = 'rdp') -> float:
     """epsilon spent so far at ``delta`` (0 for an empty ledger)."""
-    return _accountants.epsilon(self.event(), delta, accountant)
+    return _accountants.epsilon(self.event(), delta, accountant,
+                                self._relation)
 
   def delta(self, epsilon: float, accountant: str = 'rdp') -> float:
     """delta spent so far at ``epsilon``."""
-    return _accountants.delta(self.event(), epsilon, accountant)
+    return _accountants.delta(self.event(), epsilon, accountant,
+                              self._relation)
 
   @property
   def noise_spent(self) -> dict[str, list[tuple[int, int]]]:
-    """Per key fingerprint, the half-open step ranges recorded."""
-    return {k: [tuple(r) for r in v] for k, v in self._noise.items()}
+    """Per noise key fingerprint, the half-open step ranges recorded."""
+    return {k: [tuple(r) for r in v] for k, v in self._spent['noise'].items()}
+
+  @property
+  def batches_spent(self) -> dict[str, list[tuple[int, int]]]:
+    """Per sampler key fingerprint, the half-open step ranges recorded."""
+    return {k: [tuple(r) for r in v] for k, v in self._spent['batch'].items()}
 
   def to_json(self) -> str:
+    relation = self._relation.name if self._relation else None
     return json.dumps({'runs': [{'event': event_to_dict(e), 'count': c,
                                  'bits': b} for e, c, b in self._runs],
-                       'noise': self._noise})
+                       'noise': self._spent['noise'],
+                       'batches': self._spent['batch'],
+                       'neighboring_relation': relation,
+                       'planned': self._planned})
 
   @classmethod
   def from_json(cls, text: str) -> 'PrivacyLedger':
     data = json.loads(text)
-    return cls([(event_from_dict(r['event']), r['count'])
-                for r in data['runs']],
-               [r.get('bits', 0) for r in data['runs']], data.get('noise'))
+    runs = [(event_from_dict(r['event']), r['count']) for r in data['runs']]
+    return cls(runs, [r.get('bits', 0) for r in data['runs']],
+               data.get('noise'), batches=data.get('batches'),
+               neighboring_relation=data.get('neighboring_relation'),
+               planned=data.get('planned', 0))
 
   def __eq__(self, other: object) -> bool:
     return (isinstance(other, PrivacyLedger) and self._runs == other._runs
-            and self._noise == other._noise)
+            and self._spent == other._spent
+            and self._relation == other._relation
+            and self._planned == other._planned)
 
   def __repr__(self) -> str:
     return f'PrivacyLedger({self.runs!r})'

@@ -216,8 +216,11 @@ def agent_ledgers(setting: DecentralizedPrivacy, batch_sizes,
     bits: [rounds, agents] bits sent (default 0).
 
   Returns:
-    ``PrivacyLedger`` per agent; the run's epsilon is the largest (see
-    ``agent_epsilons`` for the same numbers computed faster).
+    ``PrivacyLedger`` per agent, under replace-one neighbours; the run's
+    epsilon is the largest (see ``agent_epsilons`` for the same numbers
+    computed faster). The records are ``planned``: an accounting of the
+    batch sizes, each batch assumed a fresh uniform subset (as the deadline
+    sampler draws it from a fresh key per round).
   """
   _check(setting)
   sizes = _sizes(batch_sizes)
@@ -227,12 +230,14 @@ def agent_ledgers(setting: DecentralizedPrivacy, batch_sizes,
   sizes_, sens = _events_of(setting, sizes)
   sigma = float(setting.noise_multiplier)
   ledgers = []
+  replace_one = dp_accounting.NeighboringRelation.REPLACE_ONE
   for i in range(sizes.shape[1]):
-    ledger = accounting.PrivacyLedger()
+    ledger = accounting.PrivacyLedger(neighboring_relation=replace_one)
     for t in range(sizes.shape[0]):
       ledger.record(_round_event(setting, int(sizes_[t, i]),
                                  float(sens[t, i]), sigma),
-                    bits=float(bits[t, i]))
+                    bits=float(bits[t, i]), neighboring_relation=replace_one,
+                    planned=True)
     ledgers.append(ledger)
   return ledgers
 

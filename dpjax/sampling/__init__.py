@@ -2,7 +2,7 @@
 
 Example:
   >>> sampler = dpjax.sampling.PoissonSampler(1000, 0.05)
-  >>> batch = sampler.sample(jax.random.key(0))
+  >>> batch = sampler.sample(jax.random.key(0), 0)  # step 0 of key 0
   >>> batch.indices.shape == batch.mask.shape == (sampler.max_batch_size,)
   True
 """

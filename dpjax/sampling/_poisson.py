@@ -36,10 +36,17 @@ class PaddedBatch(NamedTuple):
     mask: bool [cap]; True for real examples.
     num_sampled: int32 scalar; examples drawn before truncation (> cap means
       the batch was truncated to a uniform subset).
+    key: the sampler key the batch was drawn from (None if the sampler
+      draws no per-step stream).
+    step: int32 scalar, the step of ``key`` it was drawn at: the batch is a
+      function of ``fold_in(key, step)``. ``PrivacyLedger.record(...,
+      batch=batch)`` refuses a (key, step) it has recorded.
   """
   indices: jax.Array
   mask: jax.Array
   num_sampled: jax.Array
+  key: jax.Array | None = None
+  step: jax.Array | None = None
 
 
 def poisson_batch_cap(num_examples: int, sampling_rate: float,
@@ -74,9 +81,9 @@ class PoissonSampler:
 
   Example:
     >>> s = PoissonSampler(1000, 0.05)
-    >>> b = s.sample(jax.random.key(0))
-    >>> b.indices.shape == (s.max_batch_size,)
-    True
+    >>> b = s.sample(jax.random.key(0), 7)  # step 7 of the sampler key
+    >>> b.indices.shape == (s.max_batch_size,), int(b.step)
+    (True, 7)
   """
   num_examples: int
   sampling_rate: float
@@ -102,14 +109,18 @@ class PoissonSampler:
     return accounting.poisson_truncation_probability(
         self.num_examples, self.sampling_rate, self.max_batch_size)
 
-  def sample(self, key: jax.Array) -> PaddedBatch:
-    """One Poisson batch. Jittable; the same key gives the same batch.
+  def sample(self, key: jax.Array, step: jax.Array | int) -> PaddedBatch:
+    """Batch ``step`` of the stream ``key``, drawn from ``fold_in(key, step)``.
 
-    Selection uses integer thresholds on 32-bit random words, so the realized
-    rate is floor(q 2^32) / 2^32 <= q: accounting at q is conservative.
+    Jittable; the same (key, step) gives the same batch, so each step needs
+    its own: the batch carries both, for ``PrivacyLedger.record(...,
+    batch=batch)``. Selection uses integer thresholds on 32-bit random
+    words, so the realized rate is floor(q 2^32) / 2^32 <= q: accounting at
+    q is conservative.
     """
     n, cap = self.num_examples, self.max_batch_size
-    select_key, truncate_key = jax.random.split(key)
+    step = jnp.asarray(step, jnp.int32)
+    select_key, truncate_key = jax.random.split(jax.random.fold_in(key, step))
     if self.sampling_rate == 1:
       selected = jnp.ones((n,), bool)
     else:
@@ -131,7 +142,7 @@ class PoissonSampler:
       indices = jax.lax.cond(num_sampled > cap, uniform_subset, first_selected)
     mask = jnp.arange(cap) < jnp.minimum(num_sampled, cap)
     indices = jnp.where(mask, indices, 0)
-    return PaddedBatch(indices, mask, num_sampled)
+    return PaddedBatch(indices, mask, num_sampled, key, step)
 
   def dp_event(self, noise_multiplier: float) -> dp_accounting.DpEvent:
     """One step's event for a Gaussian sum with this noise multiplier.

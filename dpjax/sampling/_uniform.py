@@ -25,7 +25,7 @@ class FixedSizeSampler:
   """Uniform subsets of exactly ``batch_size`` examples, fresh each step.
 
   Example:
-    >>> FixedSizeSampler(100, 10).sample(jax.random.key(0)).indices.shape
+    >>> FixedSizeSampler(100, 10).sample(jax.random.key(0), 0).indices.shape
     (10,)
   """
   num_examples: int
@@ -42,11 +42,18 @@ class FixedSizeSampler:
   def expected_batch_size(self) -> float:
     return float(self.batch_size)
 
-  def sample(self, key: jax.Array) -> PaddedBatch:
-    idx = jax.random.choice(key, self.num_examples, (self.batch_size,),
-                            replace=False).astype(jnp.int32)
+  def sample(self, key: jax.Array, step: jax.Array | int) -> PaddedBatch:
+    """Batch ``step`` of the stream ``key``, from ``fold_in(key, step)``.
+
+    The batch carries (key, step) for ``PrivacyLedger.record(...,
+    batch=batch)``.
+    """
+    step = jnp.asarray(step, jnp.int32)
+    idx = jax.random.choice(jax.random.fold_in(key, step), self.num_examples,
+                            (self.batch_size,), replace=False
+                            ).astype(jnp.int32)
     return PaddedBatch(idx, jnp.ones((self.batch_size,), bool),
-                       jnp.int32(self.batch_size))
+                       jnp.int32(self.batch_size), key, step)
 
   def dp_event(self, noise_multiplier: float) -> dp_accounting.DpEvent:
     """One step's event (replace-one neighbours).

@@ -69,11 +69,12 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     Each step is a Gaussian mechanism with noise multiplier
     ``noise_multiplier`` on a sum of L2 sensitivity
     ``clipped_norm_bound(l2_norm_clip)`` (add/remove-one). Record each step
-    from the state it returns: ``ledger.record(*dpsgd_step_event(state,
-    sampler))`` reads the sigma that ran, checks the ``normalize`` divisor
-    against the sampler and binds the record to the step's noise, so a
-    re-``init`` (which restarts the noise at step 0) is refused by the
-    ledger. Resume from the saved state, never from parameters alone. Under
+    from the state it returns and the batch it used: ``event, noise =
+    dpsgd_step_event(state, sampler)`` reads the sigma that ran and checks
+    the ``normalize`` divisor against the sampler; ``ledger.record(event,
+    noise=noise, batch=batch)`` binds the record to the step's noise and
+    batch, so a re-``init`` (which restarts the noise at step 0) or a
+    sampler key reused for several steps is refused by the ledger. Resume from the saved state, never from parameters alone. Under
     Poisson sampling at rate q for T steps the run is
     ``dpjax.accounting.dpsgd_event(noise_multiplier, q, T)``; its message is
     ``dpsgd_bits(params)`` bits per step.

@@ -128,8 +128,9 @@ def dpsgd_step_event(opt_state: Any, sampler: Any, *,
 
   Reads sigma from the chain's one ``DpsgdNoiseState`` (the value that ran)
   and checks every ``normalize`` divisor in the chain against the sampler's
-  expected batch size. Record the result with
-  ``ledger.record(event, noise=noise)``, which refuses a replayed step.
+  expected batch size. Record the result with ``ledger.record(event,
+  noise=noise, batch=batch)`` (``batch`` the step's ``sampler.sample(key,
+  step)``), which refuses a replayed noise step or batch.
 
   Args:
     opt_state: the state after the step (a ``dpsgd``/``rs_dpsgd`` state, or

@@ -301,7 +301,7 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
           loss_fn, clip, method=config.clipping)
 
     def step(params, opt_state, t, hp):
-      batch = sampler.sample(jax.random.fold_in(hp['batch_key'], t))
+      batch = sampler.sample(hp['batch_key'], t)
       examples = (x[batch.indices], y[batch.indices])
       m = None if schedule is None else dpjax.transforms.sparsity_mask(
           hp['mask_key'], t, params,
@@ -313,7 +313,8 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
         grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
       tx = _transform(config, {'noise': hp['noise_key']}, schedule, hp)
       updates, opt_state = tx.update(grad_sum, opt_state, params)
-      return optax.apply_updates(params, updates), opt_state
+      return (optax.apply_updates(params, updates), opt_state,
+              (batch.key, batch.step))
 
     if seeds_as == 'vmap':
       return jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0)))
@@ -446,19 +447,20 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
   shown = {}  # metrics of the last evaluation, for the progress line
 
   def record_pending():
-    for ran in pending:
+    for ran, drawn in pending:
       for i, ledger in enumerate(ledgers):
         event, noise = dpjax.transforms.dpsgd_step_event(
             jax.tree.map(lambda x, i=i: x[i], ran), sampler,
             noise_multiplier=config.noise_multiplier)
-        ledger.record(event, noise=noise)
+        ledger.record(event, noise=noise,
+                      batch=jax.tree.map(lambda x, i=i: x[i], drawn))
     pending.clear()
 
   while step < config.steps:
-    params, opt_state = step_fn(params, opt_state, jnp.int32(step))
+    params, opt_state, drawn = step_fn(params, opt_state, jnp.int32(step))
     step += 1
     if config.private:
-      pending.append(dpjax.transforms.privacy_states(opt_state))
+      pending.append((dpjax.transforms.privacy_states(opt_state), drawn))
     state = {'params': params, 'opt_state': opt_state}
     if step % config.eval_every == 0 or step == config.steps:
       record_pending()
