@@ -42,17 +42,19 @@ def default_depth(num_features: int) -> int:
   return max(1, min(int(num_features), _trees.MAX_DEFAULT_DEPTH))
 
 
-def _check(epsilon, num_trees, depth, num_candidates, num_features,
-           **sizes) -> int:
+def _check(epsilon, num_trees, depth, num_candidates, num_features) -> int:
+  """Checks the public parameters only.
+
+  Nothing is refused for the number of records: a refusal that depends on
+  the private n is itself a release of n. With fewer records than trees
+  some parts are empty; their trees get random splits and noise-only leaf
+  counts, as for any n.
+  """
   _validate.positive(epsilon=epsilon)
   _validate.positive_int(num_trees=num_trees)
   _validate.integer_at_least(2, num_candidates=num_candidates)
   depth = default_depth(num_features) if depth is None else depth
   _validate.integer_at_least(1, depth=depth)
-  for name, n in sizes.items():
-    if num_trees > n:
-      raise ValueError(f'Expected num_trees={num_trees} <= {name}={n}: the '
-                       'trees get disjoint parts of the data.')
   return depth
 
 
@@ -116,7 +118,7 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
     epsilon: the total budget, > 0.
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
-    num_trees: N, 1 <= N <= n.
+    num_trees: N >= 1 (any n: a tree whose part is empty releases noise).
     depth: split levels D >= 1; default ``default_depth(d)`` = min(d, 10).
     num_candidates: candidates per private median, >= 2 (the thesis leaves
       the number open).
@@ -147,8 +149,7 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   """
   key = _validate.key(key)
   z, y, low, high = _labels(x, y, num_classes, bounds)
-  depth = _check(epsilon, num_trees, depth, num_candidates, z.shape[1],
-                 n=z.shape[0])
+  depth = _check(epsilon, num_trees, depth, num_candidates, z.shape[1])
   _validate.open_unit(split_fraction=split_fraction)
   eps_s = float(epsilon) * float(split_fraction)
   eps_l = float(epsilon) - eps_s
@@ -188,7 +189,7 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
     setting: 1 or 2, as above.
-    num_trees: N <= n_l (and <= n_u in setting 1).
+    num_trees: N >= 1 (parts may be empty).
     depth: split levels D >= 1; default min(d, 10).
     num_candidates: candidates per private median (setting 1).
 
@@ -219,17 +220,11 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   key = _validate.key(key)
   z_l, y_l, low, high = _labels(x_labelled, y_labelled, num_classes, bounds,
                                 'x_labelled')
+  _bounds.check_features(x_unlabelled, 'x_unlabelled', z_l.shape[1])
   z_u, _, _ = _prepare(x_unlabelled, (low, high), 'x_unlabelled')
-  if z_u.shape[1] != z_l.shape[1]:
-    raise ValueError(f'Expected x_unlabelled with {z_l.shape[1]} features '
-                     f'like x_labelled, got {z_u.shape[1]}.')
   if setting not in (1, 2):
     raise ValueError(f'Expected setting=1 or 2, got setting={setting!r}.')
-  sizes = dict(n_labelled=z_l.shape[0])
-  if setting == 1:
-    sizes['n_unlabelled'] = z_u.shape[0]
-  depth = _check(epsilon, num_trees, depth, num_candidates, z_l.shape[1],
-                 **sizes)
+  depth = _check(epsilon, num_trees, depth, num_candidates, z_l.shape[1])
   eps = float(epsilon)
   k_pl, k_pu, k_tree, k_leaf = jax.random.split(key, 4)
   if setting == 1:
@@ -239,6 +234,9 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
         jnp.asarray(_trees.depth_budgets(eps, depth), z_u.dtype), depth=depth,
         num_candidates=num_candidates)
   else:
+    if z_l.shape[0] + z_u.shape[0] == 0:  # public features (label-DP)
+      raise ValueError('Expected setting=2 to get at least one row in '
+                       'x_labelled or x_unlabelled (public features).')
     attrs, thrs = _exact_trees(k_tree, jnp.concatenate([z_l, z_u]),
                                num_trees, depth)
   tree_of_l = _trees.partition(k_pl, z_l.shape[0], num_trees)
@@ -271,7 +269,7 @@ def pte(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
     epsilon: the total budget, > 0.
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
-    num_trees: N1 <= n_l.
+    num_trees: N1 >= 1.
     num_trees_second: N2 >= 1; default N1.
     depth: split levels D >= 1; default min(d, 10).
 
