@@ -26,10 +26,12 @@ def exponential_mechanism(key: jax.Array, utilities: ArrayLike, *,
     sensitivity: Delta, the largest change of any u_i between neighbouring
       datasets (replace-one), > 0.
     mask: optional boolean ``[m]``; False candidates are never drawn. The mask
-      must not depend on private data.
+      must not depend on private data. A concrete mask with no True entry is
+      refused; under jit, where it cannot be checked, the draw is then -1.
 
   Returns:
-    An int32 index into the last axis of ``utilities``.
+    An int32 index into the last axis of ``utilities`` (-1 only for an
+    all-False traced mask).
 
   Privacy: epsilon-DP when every utility changes by at most ``sensitivity``
   between neighbours; ``exponential_mechanism_event(epsilon)`` is its event.
@@ -47,15 +49,26 @@ def exponential_mechanism(key: jax.Array, utilities: ArrayLike, *,
   key = _validate.key(key)
   _validate.positive(epsilon=epsilon, sensitivity=sensitivity)
   u = jnp.asarray(utilities)
+  if u.ndim == 0 or u.shape[-1] == 0:
+    raise ValueError(f'Expected utilities with at least one candidate on the '
+                     f'last axis, got shape {u.shape}.')
   if not jnp.issubdtype(u.dtype, jnp.floating):
     u = u.astype(jnp.float32)
   _check_finite(u)
+  if mask is not None:
+    mask = jnp.broadcast_to(jnp.asarray(mask, bool), u.shape)
+    if not isinstance(mask, jax.core.Tracer) and not np.all(
+        np.any(np.asarray(mask), axis=-1)):
+      raise ValueError('Expected mask to allow at least one candidate.')
   logits = jnp.asarray(epsilon, u.dtype) * u / (
       2 * jnp.asarray(sensitivity, u.dtype))
   if mask is not None:
-    logits = jnp.where(jnp.asarray(mask, bool), logits, -jnp.inf)
+    logits = jnp.where(mask, logits, -jnp.inf)
   gumbel = jax.random.gumbel(key, u.shape, u.dtype)
-  return jnp.argmax(logits + gumbel, axis=-1).astype(jnp.int32)
+  index = jnp.argmax(logits + gumbel, axis=-1).astype(jnp.int32)
+  if mask is None:
+    return index
+  return jnp.where(jnp.any(mask, axis=-1), index, -1)
 
 
 def exponential_mechanism_event(epsilon: float):
