@@ -140,7 +140,11 @@ def test_jit_and_eager_agree_and_purity():
     np.testing.assert_array_equal(a, b)
   other, _ = _spe(jax.random.key(1), x, y)
   assert not np.array_equal(eager.thresholds, other.thresholds)
-  assert event.epsilon == 1.0 and event.delta == 0.0
+  # The private medians' float noise: one delta per depth (eps_s = 0.5).
+  delta = sum(npm.exponential_mechanism_delta(float(e), 8)
+              for e in _trees.depth_budgets(0.5, D))
+  assert event.epsilon == 1.0 and event.delta == pytest.approx(delta)
+  assert 0 < event.delta < 1e-16
   shapes = [tuple(a.shape) for a in eager]
   assert shapes == [(N, 2 ** D - 1), (N, 2 ** D - 1), (N, 2 ** D, K), (2,),
                     (2,)]

@@ -155,9 +155,11 @@ def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
 
   Returns:
     ``((low, high), event)``: float64 numpy bounds ``[d]`` with low < high,
-    and the epsilon-DP event to record before any release that uses them.
+    and the event to record before any release that uses them.
 
-  Privacy: epsilon-DP (replace-one); the returned event says so.
+  Privacy: (epsilon, delta)-DP (replace-one), delta = 2 d times
+  ``exponential_mechanism_delta(epsilon / (2 d), num_candidates)`` (the
+  float noise's bounded support); the returned event says so.
 
   Example:
     >>> x = jnp.linspace(0.0, 1.0, 1000)[:, None]
@@ -195,5 +197,8 @@ def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
   high = np.asarray(jnp.take_along_axis(candidates, picks[1][:, None], 1))[:, 0]
   step = (d_high - d_low) / (num_candidates - 1)
   high = np.maximum(high, low + step)  # post-processing keeps low < high
-  event = accounting.pure_dp_event(epsilon)  # 2 d draws of epsilon / (2 d)
+  # 2 d draws of epsilon / (2 d), each with the float noise's delta.
+  delta = 2 * d * _exponential.exponential_mechanism_delta(per_draw,
+                                                           num_candidates)
+  event = accounting.EpsilonDeltaDpEvent(float(epsilon), min(1.0, delta))
   return (low.astype(np.float64), high.astype(np.float64)), event

@@ -23,6 +23,7 @@ from jax.typing import ArrayLike
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.nonparametric import _bounds
+from dpjax.nonparametric import _exponential
 from dpjax.nonparametric import _trees
 from dpjax.nonparametric._predict import predict
 from dpjax.nonparametric._trees import TreeEnsemble
@@ -68,6 +69,15 @@ def _labels(x, y, num_classes, bounds, name='x'):
   z, low, high = _prepare(x, bounds, name)
   y = _bounds.check_labels(y, z.shape[0], num_classes)
   return z, y, low, high
+
+
+def _split_event(epsilon, eps_s, depth, num_candidates):
+  """(epsilon, delta): a record is in one node per depth, so the private
+  medians add one ``exponential_mechanism_delta`` per depth."""
+  delta = sum(_exponential.exponential_mechanism_delta(float(e),
+                                                       num_candidates)
+              for e in _trees.depth_budgets(eps_s, depth))
+  return accounting.EpsilonDeltaDpEvent(float(epsilon), min(1.0, delta))
 
 
 def _release(attributes, thresholds, counts, low, high) -> TreeEnsemble:
@@ -125,14 +135,15 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
     split_fraction: the share of epsilon spent on splits, in (0, 1).
 
   Returns:
-    ``(release, event)``: a ``TreeEnsemble`` and ``pure_dp_event(epsilon)``.
+    ``(release, event)``: a ``TreeEnsemble`` and its (epsilon, delta) event.
 
-  Privacy: epsilon-DP under add/remove-one; 2 epsilon-DP under replace-one.
+  Privacy: (epsilon, delta)-DP under add/remove-one; (2 epsilon, 2 delta)
+  under replace-one; delta sums ``exponential_mechanism_delta(eps_i, m)``
+  over the depths (the float noise of the private medians).
   A record is in one tree (parallel composition over trees); at each depth
   it is in one node (parallel composition over nodes) and the depths compose
   to eps_s; it is in one leaf (counts change by 1: eps_l). A replacement
-  changes two nodes per depth and two counts. The event is
-  ``accounting.pure_dp_event(epsilon)``.
+  changes two nodes per depth and two counts.
 
   References:
     Huang thesis (paper 002), Alg. 10-11, eq. 8.1-8.6.
@@ -162,7 +173,7 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   counts = _distribute(k_leaf, attrs, thrs, z, y, tree_of, num_classes,
                        eps_l)
   return (_release(attrs, thrs, counts, low, high),
-          accounting.pure_dp_event(epsilon))
+          _split_event(epsilon, eps_s, depth, num_candidates))
 
 
 def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
@@ -194,16 +205,18 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
     num_candidates: candidates per private median (setting 1).
 
   Returns:
-    ``(release, event)``: a ``TreeEnsemble`` and ``pure_dp_event(epsilon)``.
+    ``(release, event)``: a ``TreeEnsemble`` and its event.
 
-  Privacy: setting 1 is epsilon-DP under add/remove of one record of S or of
+  Privacy: setting 1 is (epsilon, delta)-DP, delta as in ``spe`` (the
+  private medians' float noise), under add/remove of one record of S or of
   D (a person's row is in S or in D, not both): a row of D moves only its
   tree's splits (eps by the per-depth composition), a row of S only one
   count of its tree (eps). Under replace-one it is 2 epsilon-DP. Setting 2
   is label-DP: epsilon-DP when one label is added or removed (the features
   of S and D are public, so the trees are fixed) and 2 epsilon-DP when one
   label is changed (two counts of one leaf move); it protects no feature.
-  The event is ``accounting.pure_dp_event(epsilon)``.
+  The event is (epsilon, delta) in setting 1 and
+  ``accounting.pure_dp_event(epsilon)`` in setting 2 (exact medians).
 
   References:
     Huang thesis (paper 002), Alg. 12.
@@ -242,8 +255,9 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   tree_of_l = _trees.partition(k_pl, z_l.shape[0], num_trees)
   counts = _distribute(k_leaf, attrs, thrs, z_l, y_l, tree_of_l, num_classes,
                        eps)
-  return (_release(attrs, thrs, counts, low, high),
-          accounting.pure_dp_event(epsilon))
+  event = (_split_event(epsilon, eps, depth, num_candidates) if setting == 1
+           else accounting.pure_dp_event(epsilon))
+  return _release(attrs, thrs, counts, low, high), event
 
 
 def pte(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
