@@ -152,3 +152,94 @@ def test_cpsgd_and_gaussian_protocols_are_finite(case, rotate):
   assert bool(jnp.all(jnp.isfinite(distributed.distributed_mean(cfg, key, xs))))
   assert bool(jnp.all(jnp.isfinite(
       distributed.gaussian_distributed_mean(key, xs, 1.0, 0.5))))
+
+
+# --- non-parametric entry points ---------------------------------------------
+
+NP_SETTINGS = hypothesis.settings(SETTINGS, max_examples=12)
+NP_ARGUMENTS = ('x', 'y', 'x_test', 'x_labelled', 'y_labelled',
+                'x_unlabelled', 'bounds', 'utilities', 'mask')
+
+
+@st.composite
+def nonparametric_case(draw):
+  """(x, y, x_test, bounds): specials in x, labels possibly out of [0, 2),
+  possibly no rows, a test set possibly of the wrong width."""
+  n = draw(st.sampled_from([0, 1, 4]))
+  d = draw(st.integers(1, 2))
+  rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+  x = rng.uniform(-0.5, 1.5, size=(n, d))
+  if n and draw(st.booleans()):
+    x.flat[rng.integers(x.size)] = draw(st.sampled_from(SPECIALS))
+  y = rng.integers(0, 2, size=n)
+  if n and draw(st.booleans()):
+    y[rng.integers(n)] = draw(st.sampled_from([-1, 2, 7]))
+  x_test = rng.uniform(size=(2, d + draw(st.sampled_from([0, 0, 1]))))
+  bounds = draw(st.sampled_from([(0.0, 1.0), (0.0, 1.0), (1.0, 1.0 + 1e-12),
+                                 (2.0, 1.0)]))
+  return x.astype(np.float32), y, x_test.astype(np.float32), bounds
+
+
+def _refused_or_safe(call, x_query):
+  """A ValueError naming an argument, or predictions that are classes."""
+  try:
+    release, _ = call()
+  except ValueError as e:
+    assert str(e).startswith('Expected'), str(e)
+    assert any(name in str(e) for name in NP_ARGUMENTS), str(e)
+    assert 'row' not in str(e) and 'value' not in str(e), str(e)
+    return
+  for leaf in jax.tree.leaves(release):
+    if jnp.issubdtype(leaf.dtype, jnp.floating):
+      assert bool(jnp.all(jnp.isfinite(leaf)))
+  labels = np.asarray(dpjax.nonparametric.predict(release, x_query))
+  assert labels.shape == (x_query.shape[0],)
+  assert np.all((labels >= 0) & (labels < 2))
+
+
+@NP_SETTINGS
+@hypothesis.given(case=nonparametric_case(), fn=st.sampled_from(
+    ['noisy_reg', 'private_histogram', 'random_decision_trees', 'spe']))
+def test_nonparametric_releases_are_refused_or_safe(case, fn):
+  x, y, _, bounds = case
+  npm = dpjax.nonparametric
+  kw = dict(epsilon=1.0, bounds=bounds, num_classes=2)
+  extra = {'noisy_reg': dict(bins=2), 'private_histogram': dict(bins=2),
+           'random_decision_trees': dict(num_trees=2, depth=1),
+           'spe': dict(num_trees=2, depth=1, num_candidates=2)}[fn]
+  _refused_or_safe(lambda: getattr(npm, fn)(jax.random.key(0), x, y,
+                                            **kw, **extra),
+                   np.full((2, x.shape[1]), 0.5, np.float32))
+
+
+@NP_SETTINGS
+@hypothesis.given(case=nonparametric_case(), fn=st.sampled_from(
+    ['dp_knn', 'sspe1', 'sspe2', 'pte']))
+def test_nonparametric_with_a_second_set_are_refused_or_safe(case, fn):
+  x, y, x_test, bounds = case
+  npm = dpjax.nonparametric
+  kw = dict(epsilon=1.0, bounds=bounds, num_classes=2)
+  trees = dict(num_trees=2, depth=1)
+  call = {
+      'dp_knn': lambda: npm.dp_knn(jax.random.key(0), x, y, x_test, **kw),
+      'sspe1': lambda: npm.sspe(jax.random.key(0), x, y, x_test, setting=1,
+                                num_candidates=2, **trees, **kw),
+      'sspe2': lambda: npm.sspe(jax.random.key(0), x, y, x_test, setting=2,
+                                **trees, **kw),
+      'pte': lambda: npm.pte(jax.random.key(0), x, y, x_test, **trees, **kw),
+  }[fn]
+  _refused_or_safe(call, np.full((2, x.shape[1]), 0.5, np.float32))
+
+
+@NP_SETTINGS
+@hypothesis.given(case=vector_case(), masked=st.integers(0, 3))
+def test_exponential_mechanism_is_refused_or_draws_a_candidate(case, masked):
+  u, _ = case
+  mask = jnp.arange(u.shape[0]) >= masked * u.shape[0] // 3
+  try:
+    i = int(dpjax.nonparametric.exponential_mechanism(
+        jax.random.key(5), u, epsilon=1.0, sensitivity=1.0, mask=mask))
+  except ValueError as e:
+    assert 'utilities' in str(e) or 'mask' in str(e), str(e)
+    return
+  assert 0 <= i < u.shape[0] and bool(mask[i])

@@ -201,9 +201,9 @@ def test_releases_are_pure_and_predict_identically_under_jit():
     (dict(epsilon=0.0), 'epsilon=0.0'),
     (dict(bins=0), 'bins=0'),
     (dict(projection_dim=0), 'projection_dim=0'),
-    (dict(y=[0, 3, 1]), 'value 3'),
+    (dict(y=[0, 3, 1]), r'y to hold integer labels in \[0, num_classes=2\)'),
     (dict(y=[0, 1]), r'shape \(2,\)'),
-    (dict(x=[[0.0, np.nan], [0.0, 0.0], [1.0, 1.0]]), 'NaN in row'),
+    (dict(x=[[0.0, np.nan], [0.0, 0.0], [1.0, 1.0]]), 'x without NaN'),
     (dict(num_classes=1), 'num_classes=1'),
 ])
 @pytest.mark.parametrize('fn', ['noisy_reg', 'private_histogram'])

@@ -87,9 +87,9 @@ def test_pure_jit_invariant_and_predicts_at_nearest_test_point():
 @pytest.mark.parametrize('kwargs,match', [
     (dict(epsilon=0.0), 'epsilon=0.0'),
     (dict(k=0), 'k=0'),
-    (dict(y=[0, 5, 1]), 'value 5'),
+    (dict(y=[0, 5, 1]), 'y to hold integer labels'),
     (dict(y=[0, 1]), r'shape \(2,\)'),
-    (dict(x=[[0.0, np.nan], [0.0, 0.0], [1.0, 1.0]]), 'NaN in row'),
+    (dict(x=[[0.0, np.nan], [0.0, 0.0], [1.0, 1.0]]), 'x without NaN'),
     (dict(x_test=[[0.0, 0.0, 0.0]]), 'x_test with 2 features'),
     (dict(x_test=[[np.nan, 0.0]]), 'x_test without NaN'),
 ])

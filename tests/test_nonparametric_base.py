@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpjax import audit
 from dpjax import nonparametric as npm
 
 
@@ -70,9 +71,9 @@ def test_bounds_clip_and_refuse():
     npm.to_unit_cube(x, None)
   with pytest.raises(ValueError, match='low=1.0 >= high=1.0'):
     npm.check_bounds((1.0, 1.0), 2)
-  with pytest.raises(ValueError, match='NaN in row'):
+  with pytest.raises(ValueError, match='x without NaN'):
     npm.to_unit_cube(jnp.array([[0.0, jnp.nan]]), (0.0, 1.0))
-  with pytest.raises(ValueError, match='value 3'):
+  with pytest.raises(ValueError, match='integer labels'):
     npm.check_labels(jnp.array([0, 3]), 2, 3)
   with pytest.raises(ValueError, match='shape'):
     npm.check_labels(jnp.array([0, 1, 1]), 2, 3)
@@ -102,3 +103,27 @@ def test_private_bounds_rank_utility_has_sensitivity_one():
     r1 = (x[:, None] <= grid).sum(0)
     r2 = (x2[:, None] <= grid).sum(0)
     assert np.max(np.abs(r1 - r2)) <= 1
+
+
+def test_exponential_event_states_the_delta_of_the_float_noise():
+  """Float Gumbel noise has bounded support: the event is (eps, delta) with
+  delta = (1 + e^eps) m 2^-63, and the releases built on it carry it (spe:
+  test_private_trees)."""
+  event = npm.exponential_mechanism_event(1.0, 50)
+  assert event.epsilon == 1.0
+  assert event.delta == pytest.approx((1 + np.e) * 50 * 2.0 ** -63, rel=1e-12)
+  assert npm.exponential_mechanism_delta(100.0, 2) == 1.0  # vacuous, said so
+  case = audit.audit_case('exponential')
+  assert (case.epsilon, case.delta) == (1.0, event.delta)
+  x = jnp.linspace(0.0, 1.0, 20)[:, None]
+  _, bounds_event = npm.private_bounds(jax.random.key(0), x, epsilon=1.0,
+                                       domain=(-1, 2), num_candidates=8)
+  assert bounds_event.delta == pytest.approx(
+      2 * npm.exponential_mechanism_delta(0.5, 8))
+
+
+def test_exponential_huge_equal_utilities_are_a_fair_draw():
+  """Logits are shifted by the top utility, so 1e30 + noise does not round
+  the noise away (which always drew the first candidate)."""
+  counts = _frequencies(jnp.array([1e30, 1e30]), 1.0, 1.0, draws=400)
+  assert 150 < counts[0] < 250

@@ -140,7 +140,11 @@ def test_jit_and_eager_agree_and_purity():
     np.testing.assert_array_equal(a, b)
   other, _ = _spe(jax.random.key(1), x, y)
   assert not np.array_equal(eager.thresholds, other.thresholds)
-  assert event.epsilon == 1.0 and event.delta == 0.0
+  # The private medians' float noise: one delta per depth (eps_s = 0.5).
+  delta = sum(npm.exponential_mechanism_delta(float(e), 8)
+              for e in _trees.depth_budgets(0.5, D))
+  assert event.epsilon == 1.0 and event.delta == pytest.approx(delta)
+  assert 0 < event.delta < 1e-16
   shapes = [tuple(a.shape) for a in eager]
   assert shapes == [(N, 2 ** D - 1), (N, 2 ** D - 1), (N, 2 ** D, K), (2,),
                     (2,)]
@@ -162,7 +166,7 @@ def test_splits_stay_in_the_public_box_and_route_consistently():
     (dict(epsilon=0.0), 'epsilon=0.0'),
     (dict(epsilon=-1.0), 'epsilon=-1.0'),
     (dict(depth=0), 'depth=0'),
-    (dict(num_trees=61), 'num_trees=61'),
+    (dict(num_trees=0), 'num_trees=0'),
     (dict(bounds=(1.0, 1.0)), 'low=1.0 >= high=1.0'),
     (dict(bounds=None), 'public input'),
     (dict(num_classes=1), 'num_classes=1'),
@@ -175,14 +179,14 @@ def test_bad_input_names_the_value(kwargs, match):
 
 def test_bad_input_nan_and_semi_supervised():
   x, y = _data()
-  with pytest.raises(ValueError, match='NaN in row'):
+  with pytest.raises(ValueError, match='x without NaN'):
     _spe(jax.random.key(0), x.at[3, 1].set(jnp.nan), y)
   kw = dict(epsilon=1.0, bounds=BOUNDS, num_classes=K, num_trees=N, depth=D)
   with pytest.raises(ValueError, match='setting=3'):
     npm.sspe(jax.random.key(0), x[:20], y[:20], x[20:], setting=3, **kw)
-  with pytest.raises(ValueError, match='n_unlabelled=2'):
-    npm.sspe(jax.random.key(0), x[:20], y[:20], x[20:22], setting=1, **kw)
-  with pytest.raises(ValueError, match='NaN in row'):
+  with pytest.raises(ValueError, match='x_unlabelled with 2 features'):
+    npm.sspe(jax.random.key(0), x[:20], y[:20], x[20:, :1], setting=1, **kw)
+  with pytest.raises(ValueError, match='x_unlabelled without NaN'):
     npm.pte(jax.random.key(0), x[:20], y[:20], x[20:].at[0, 0].set(jnp.nan),
             **kw)
   with pytest.raises(ValueError, match='epsilon=0'):

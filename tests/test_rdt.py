@@ -106,9 +106,9 @@ def test_pure_jit_invariant_and_accurate():
     (dict(num_trees=0), 'num_trees=0'),
     (dict(depth=0), 'depth=0'),
     (dict(depth=21), 'depth=21'),
-    (dict(y=[0, 2, 1]), 'value 2'),
+    (dict(y=[0, 2, 1]), 'y to hold integer labels'),
     (dict(y=[0, 1]), r'shape \(2,\)'),
-    (dict(x=[[0.0, np.nan], [0.0, 0.0], [1.0, 1.0]]), 'NaN in row'),
+    (dict(x=[[0.0, np.nan], [0.0, 0.0], [1.0, 1.0]]), 'x without NaN'),
     (dict(bounds=(1.0, 0.0)), 'low < high'),
     (dict(bounds=None), 'bounds'),
 ])

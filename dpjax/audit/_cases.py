@@ -134,13 +134,15 @@ def discrete_gaussian_case() -> AuditCase:
 
 
 def exponential_case() -> AuditCase:
-  eps = _pure(nonparametric.exponential_mechanism_event(1.0))
+  event = nonparametric.exponential_mechanism_event(1.0, 50)
+  eps, delta = accounting.basic_composition(event)
   mech = lambda e: lambda key, u: nonparametric.exponential_mechanism(
       key, u, epsilon=e, sensitivity=1.0).astype(jnp.float32)
   u = jnp.zeros(50, jnp.float32)
   case = AuditCase(
       'exponential', mech(1.0), u, jnp.full(50, -1.0).at[0].set(1.0),
-      lambda i: (i == 0).astype(jnp.float32), eps, 0.0, REPLACE_ONE,
+      lambda i: (i == 0).astype(jnp.float32), float(eps), float(delta),
+      REPLACE_ONE,
       'candidate 0 gains the sensitivity, the 49 others lose it (the worst '
       'case); score = [index == 0]: near tight')
   return case._replace(broken=_twin(

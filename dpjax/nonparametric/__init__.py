@@ -2,10 +2,12 @@
 
 Releases that are not gradient steps. Each is a function ``f(key, x, y, *,
 epsilon, bounds, ...) -> (release, event)``: ``release`` is a pytree that a
-separate pure ``predict(release, x)`` reads, and ``event`` is the pure-DP
-``DpEvent`` a ``PrivacyLedger`` records. Feature bounds are a public input:
-data are clipped to them (``to_unit_cube``), never scaled by the range of the
-private data; ``private_bounds`` spends budget when no public bounds exist.
+separate pure ``predict(release, x)`` reads, and ``event`` is the
+``DpEvent`` a ``PrivacyLedger`` records (pure DP, or (epsilon, delta) where
+the exponential mechanism's float noise adds a delta). Feature bounds are a
+public input: data are clipped to them (``to_unit_cube``), never scaled by
+the range of the private data; ``private_bounds`` spends budget when no
+public bounds exist.
 The exponential mechanism is here as a general primitive.
 
 Example:
@@ -26,6 +28,7 @@ from dpjax.nonparametric._ensembles import pte
 from dpjax.nonparametric._ensembles import spe
 from dpjax.nonparametric._ensembles import sspe
 from dpjax.nonparametric._exponential import exponential_mechanism
+from dpjax.nonparametric._exponential import exponential_mechanism_delta
 from dpjax.nonparametric._exponential import exponential_mechanism_event
 from dpjax.nonparametric._histogram import HistogramRelease
 from dpjax.nonparametric._histogram import NoisyRegRelease
@@ -54,6 +57,7 @@ __all__ = [
     'dp_knn_event',
     'DpKnnRelease',
     'exponential_mechanism',
+    'exponential_mechanism_delta',
     'exponential_mechanism_event',
     'histogram',
     'HistogramRelease',

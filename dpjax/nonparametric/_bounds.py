@@ -48,26 +48,59 @@ def check_bounds(bounds: Any, num_features: int) -> tuple[np.ndarray,
     j = int(bad[0])
     raise ValueError(f'Expected bounds low < high for every feature, got '
                      f'low={low[j]} >= high={high[j]} at feature {j}.')
+  # Releases compute in float32: bounds that meet there (or a range that
+  # overflows) would put every record in one cell.
+  with np.errstate(over='ignore'):
+    width = high.astype(np.float32) - low.astype(np.float32)
+  bad = np.flatnonzero(~(np.isfinite(width) & (width > 0)))
+  if bad.size:
+    j = int(bad[0])
+    raise ValueError(f'Expected bounds low < high with a finite width in '
+                     f'float32 for every feature, got low={low[j]}, '
+                     f'high={high[j]} at feature {j}.')
   return low, high
 
 
-def check_features(x: ArrayLike, name: str = 'x') -> jax.Array:
-  """Checks ``x`` is ``[n, d]`` and, when concrete, free of NaN; returns it."""
+def clip_to_box(x: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:
+  """Clips ``x`` to the box; a NaN (possible only under jit) becomes low.
+
+  Example:
+    >>> clip_to_box(jnp.array([[-1.0, jnp.nan]]), 0.0, 1.0)
+    Array([[0., 0.]], dtype=float32)
+  """
+  return jnp.clip(jnp.where(jnp.isnan(x), low, x), low, high)
+
+
+def check_features(x: ArrayLike, name: str = 'x',
+                   num_features: int | None = None) -> jax.Array:
+  """Checks ``x`` is ``[n, d]`` and, when concrete, free of NaN; returns it.
+
+  The error names the argument and the rule only, never a value or a row of
+  private data. Under jit a NaN cannot be seen; ``clip_to_box`` then maps it
+  to the lower bound. ``num_features``, if given, is the width d required.
+  """
   x = jnp.asarray(x)
   if x.ndim != 2:
     raise ValueError(f'Expected {name} of shape [n, d], got shape {x.shape}.')
+  if num_features is not None and x.shape[1] != num_features:
+    raise ValueError(f'Expected {name} with {num_features} features, got '
+                     f'{x.shape[1]}.')
   if not jnp.issubdtype(x.dtype, jnp.floating):
     x = x.astype(jnp.float32)
   if not isinstance(x, jax.core.Tracer) and np.any(np.isnan(np.asarray(x))):
-    rows = np.flatnonzero(np.any(np.isnan(np.asarray(x)), axis=1))
-    raise ValueError(f'Expected {name} without NaN, got NaN in row(s) '
-                     f'{rows[:5].tolist()}.')
+    raise ValueError(f'Expected {name} without NaN.')
   return x
 
 
 def check_labels(y: ArrayLike, num_examples: int, num_classes: int,
                  name: str = 'y') -> jax.Array:
-  """Checks integer labels ``[n]`` in ``[0, num_classes)``; returns int32."""
+  """Checks integer labels ``[n]`` in ``[0, num_classes)``; returns int32.
+
+  The error names the argument and the rule, never a label value. Under jit
+  (traced labels) nothing can be refused: a label that is not an integer in
+  ``[0, num_classes)`` becomes ``num_classes``, which every count drops, so
+  it is never counted as another class.
+  """
   _validate.integer_at_least(2, num_classes=num_classes)
   y = jnp.asarray(y)
   if y.shape != (num_examples,):
@@ -75,13 +108,13 @@ def check_labels(y: ArrayLike, num_examples: int, num_classes: int,
                      f'x, got shape {y.shape}.')
   if not isinstance(y, jax.core.Tracer):
     arr = np.asarray(y)
-    if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-      raise ValueError(f'Expected integer labels in {name}, got {arr[:5]}.')
-    bad = arr[(arr < 0) | (arr >= num_classes)]
-    if bad.size:
-      raise ValueError(f'Expected labels in [0, {num_classes}), got '
-                       f'{name} value {bad[0]}.')
-  return y.astype(jnp.int32)
+    if (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))
+        or np.any((arr < 0) | (arr >= num_classes))):
+      raise ValueError(f'Expected {name} to hold integer labels in '
+                       f'[0, num_classes={num_classes}).')
+    return y.astype(jnp.int32)
+  valid = (y >= 0) & (y < num_classes) & (y == jnp.round(y))
+  return jnp.where(valid, y, num_classes).astype(jnp.int32)
 
 
 def to_unit_cube(x: ArrayLike, bounds: Any) -> jax.Array:
@@ -96,7 +129,7 @@ def to_unit_cube(x: ArrayLike, bounds: Any) -> jax.Array:
   low, high = check_bounds(bounds, x.shape[1])
   low = jnp.asarray(low, x.dtype)
   high = jnp.asarray(high, x.dtype)
-  return (jnp.clip(x, low, high) - low) / (high - low)
+  return (clip_to_box(x, low, high) - low) / (high - low)
 
 
 def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
@@ -122,9 +155,11 @@ def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
 
   Returns:
     ``((low, high), event)``: float64 numpy bounds ``[d]`` with low < high,
-    and the epsilon-DP event to record before any release that uses them.
+    and the event to record before any release that uses them.
 
-  Privacy: epsilon-DP (replace-one); the returned event says so.
+  Privacy: (epsilon, delta)-DP (replace-one), delta = 2 d times
+  ``exponential_mechanism_delta(epsilon / (2 d), num_candidates)`` (the
+  float noise's bounded support); the returned event says so.
 
   Example:
     >>> x = jnp.linspace(0.0, 1.0, 1000)[:, None]
@@ -162,5 +197,8 @@ def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
   high = np.asarray(jnp.take_along_axis(candidates, picks[1][:, None], 1))[:, 0]
   step = (d_high - d_low) / (num_candidates - 1)
   high = np.maximum(high, low + step)  # post-processing keeps low < high
-  event = accounting.pure_dp_event(epsilon)  # 2 d draws of epsilon / (2 d)
+  # 2 d draws of epsilon / (2 d), each with the float noise's delta.
+  delta = 2 * d * _exponential.exponential_mechanism_delta(per_draw,
+                                                           num_candidates)
+  event = accounting.EpsilonDeltaDpEvent(float(epsilon), min(1.0, delta))
   return (low.astype(np.float64), high.astype(np.float64)), event

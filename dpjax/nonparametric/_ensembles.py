@@ -23,6 +23,7 @@ from jax.typing import ArrayLike
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.nonparametric import _bounds
+from dpjax.nonparametric import _exponential
 from dpjax.nonparametric import _trees
 from dpjax.nonparametric._predict import predict
 from dpjax.nonparametric._trees import TreeEnsemble
@@ -42,17 +43,19 @@ def default_depth(num_features: int) -> int:
   return max(1, min(int(num_features), _trees.MAX_DEFAULT_DEPTH))
 
 
-def _check(epsilon, num_trees, depth, num_candidates, num_features,
-           **sizes) -> int:
+def _check(epsilon, num_trees, depth, num_candidates, num_features) -> int:
+  """Checks the public parameters only.
+
+  Nothing is refused for the number of records: a refusal that depends on
+  the private n is itself a release of n. With fewer records than trees
+  some parts are empty; their trees get random splits and noise-only leaf
+  counts, as for any n.
+  """
   _validate.positive(epsilon=epsilon)
   _validate.positive_int(num_trees=num_trees)
   _validate.integer_at_least(2, num_candidates=num_candidates)
   depth = default_depth(num_features) if depth is None else depth
   _validate.integer_at_least(1, depth=depth)
-  for name, n in sizes.items():
-    if num_trees > n:
-      raise ValueError(f'Expected num_trees={num_trees} <= {name}={n}: the '
-                       'trees get disjoint parts of the data.')
   return depth
 
 
@@ -66,6 +69,15 @@ def _labels(x, y, num_classes, bounds, name='x'):
   z, low, high = _prepare(x, bounds, name)
   y = _bounds.check_labels(y, z.shape[0], num_classes)
   return z, y, low, high
+
+
+def _split_event(epsilon, eps_s, depth, num_candidates):
+  """(epsilon, delta): a record is in one node per depth, so the private
+  medians add one ``exponential_mechanism_delta`` per depth."""
+  delta = sum(_exponential.exponential_mechanism_delta(float(e),
+                                                       num_candidates)
+              for e in _trees.depth_budgets(eps_s, depth))
+  return accounting.EpsilonDeltaDpEvent(float(epsilon), min(1.0, delta))
 
 
 def _release(attributes, thresholds, counts, low, high) -> TreeEnsemble:
@@ -116,21 +128,22 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
     epsilon: the total budget, > 0.
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
-    num_trees: N, 1 <= N <= n.
+    num_trees: N >= 1 (any n: a tree whose part is empty releases noise).
     depth: split levels D >= 1; default ``default_depth(d)`` = min(d, 10).
     num_candidates: candidates per private median, >= 2 (the thesis leaves
       the number open).
     split_fraction: the share of epsilon spent on splits, in (0, 1).
 
   Returns:
-    ``(release, event)``: a ``TreeEnsemble`` and ``pure_dp_event(epsilon)``.
+    ``(release, event)``: a ``TreeEnsemble`` and its (epsilon, delta) event.
 
-  Privacy: epsilon-DP under add/remove-one; 2 epsilon-DP under replace-one.
+  Privacy: (epsilon, delta)-DP under add/remove-one; (2 epsilon, 2 delta)
+  under replace-one; delta sums ``exponential_mechanism_delta(eps_i, m)``
+  over the depths (the float noise of the private medians).
   A record is in one tree (parallel composition over trees); at each depth
   it is in one node (parallel composition over nodes) and the depths compose
   to eps_s; it is in one leaf (counts change by 1: eps_l). A replacement
-  changes two nodes per depth and two counts. The event is
-  ``accounting.pure_dp_event(epsilon)``.
+  changes two nodes per depth and two counts.
 
   References:
     Huang thesis (paper 002), Alg. 10-11, eq. 8.1-8.6.
@@ -147,8 +160,7 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   """
   key = _validate.key(key)
   z, y, low, high = _labels(x, y, num_classes, bounds)
-  depth = _check(epsilon, num_trees, depth, num_candidates, z.shape[1],
-                 n=z.shape[0])
+  depth = _check(epsilon, num_trees, depth, num_candidates, z.shape[1])
   _validate.open_unit(split_fraction=split_fraction)
   eps_s = float(epsilon) * float(split_fraction)
   eps_l = float(epsilon) - eps_s
@@ -161,7 +173,7 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   counts = _distribute(k_leaf, attrs, thrs, z, y, tree_of, num_classes,
                        eps_l)
   return (_release(attrs, thrs, counts, low, high),
-          accounting.pure_dp_event(epsilon))
+          _split_event(epsilon, eps_s, depth, num_candidates))
 
 
 def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
@@ -188,21 +200,23 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
     setting: 1 or 2, as above.
-    num_trees: N <= n_l (and <= n_u in setting 1).
+    num_trees: N >= 1 (parts may be empty).
     depth: split levels D >= 1; default min(d, 10).
     num_candidates: candidates per private median (setting 1).
 
   Returns:
-    ``(release, event)``: a ``TreeEnsemble`` and ``pure_dp_event(epsilon)``.
+    ``(release, event)``: a ``TreeEnsemble`` and its event.
 
-  Privacy: setting 1 is epsilon-DP under add/remove of one record of S or of
+  Privacy: setting 1 is (epsilon, delta)-DP, delta as in ``spe`` (the
+  private medians' float noise), under add/remove of one record of S or of
   D (a person's row is in S or in D, not both): a row of D moves only its
   tree's splits (eps by the per-depth composition), a row of S only one
   count of its tree (eps). Under replace-one it is 2 epsilon-DP. Setting 2
   is label-DP: epsilon-DP when one label is added or removed (the features
   of S and D are public, so the trees are fixed) and 2 epsilon-DP when one
   label is changed (two counts of one leaf move); it protects no feature.
-  The event is ``accounting.pure_dp_event(epsilon)``.
+  The event is (epsilon, delta) in setting 1 and
+  ``accounting.pure_dp_event(epsilon)`` in setting 2 (exact medians).
 
   References:
     Huang thesis (paper 002), Alg. 12.
@@ -219,17 +233,11 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   key = _validate.key(key)
   z_l, y_l, low, high = _labels(x_labelled, y_labelled, num_classes, bounds,
                                 'x_labelled')
+  _bounds.check_features(x_unlabelled, 'x_unlabelled', z_l.shape[1])
   z_u, _, _ = _prepare(x_unlabelled, (low, high), 'x_unlabelled')
-  if z_u.shape[1] != z_l.shape[1]:
-    raise ValueError(f'Expected x_unlabelled with {z_l.shape[1]} features '
-                     f'like x_labelled, got {z_u.shape[1]}.')
   if setting not in (1, 2):
     raise ValueError(f'Expected setting=1 or 2, got setting={setting!r}.')
-  sizes = dict(n_labelled=z_l.shape[0])
-  if setting == 1:
-    sizes['n_unlabelled'] = z_u.shape[0]
-  depth = _check(epsilon, num_trees, depth, num_candidates, z_l.shape[1],
-                 **sizes)
+  depth = _check(epsilon, num_trees, depth, num_candidates, z_l.shape[1])
   eps = float(epsilon)
   k_pl, k_pu, k_tree, k_leaf = jax.random.split(key, 4)
   if setting == 1:
@@ -239,13 +247,17 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
         jnp.asarray(_trees.depth_budgets(eps, depth), z_u.dtype), depth=depth,
         num_candidates=num_candidates)
   else:
+    if z_l.shape[0] + z_u.shape[0] == 0:  # public features (label-DP)
+      raise ValueError('Expected setting=2 to get at least one row in '
+                       'x_labelled or x_unlabelled (public features).')
     attrs, thrs = _exact_trees(k_tree, jnp.concatenate([z_l, z_u]),
                                num_trees, depth)
   tree_of_l = _trees.partition(k_pl, z_l.shape[0], num_trees)
   counts = _distribute(k_leaf, attrs, thrs, z_l, y_l, tree_of_l, num_classes,
                        eps)
-  return (_release(attrs, thrs, counts, low, high),
-          accounting.pure_dp_event(epsilon))
+  event = (_split_event(epsilon, eps, depth, num_candidates) if setting == 1
+           else accounting.pure_dp_event(epsilon))
+  return _release(attrs, thrs, counts, low, high), event
 
 
 def pte(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
@@ -271,7 +283,7 @@ def pte(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
     epsilon: the total budget, > 0.
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
-    num_trees: N1 <= n_l.
+    num_trees: N1 >= 1.
     num_trees_second: N2 >= 1; default N1.
     depth: split levels D >= 1; default min(d, 10).
 

@@ -75,7 +75,7 @@ class PrivateHistogramRelease(NamedTuple):
 
 
 def _to_unit(x, low, high, projection):
-  u = (jnp.clip(x, low, high) - low) / (high - low)
+  u = (_bounds.clip_to_box(x, low, high) - low) / (high - low)
   if projection.shape[0]:
     u = _cells.project_unit(u, projection)
   return u
@@ -103,7 +103,7 @@ def _occupied(x, y, w, low, high, num_classes, bins, projection):
   cells = _cells.cell_coordinates(_to_unit(x, low, high, projection), bins)
   unique, group, num = _cells.group_cells(cells, w > 0, bins)
   class_counts = jnp.zeros((x.shape[0], num_classes), jnp.float32).at[
-      group, y].add(w)
+      group, y].add(w, mode='drop')  # a traced label K counts nowhere
   return unique, num, class_counts
 
 
@@ -322,7 +322,7 @@ def _dense_counts(x, y, w, low, high, projection, num_classes, bins,
                   num_cells):
   cells = _cells.cell_coordinates(_to_unit(x, low, high, projection), bins)
   return jnp.zeros((num_cells, num_classes), jnp.float32).at[
-      _flat_index(cells, bins), y].add(w)
+      _flat_index(cells, bins), y].add(w, mode='drop')
 
 
 @jax.jit
@@ -340,13 +340,15 @@ def _predict_sparse(release, x):
 
 @_predict.predict.register(HistogramRelease)
 def _(release: HistogramRelease, x: ArrayLike) -> jax.Array:
-  x = _bounds.check_features(x).astype(jnp.float32)
+  x = _bounds.check_features(x, num_features=release.low.shape[0])
+  x = x.astype(jnp.float32)
   return _predict_sparse(release, x)
 
 
 @_predict.predict.register(PrivateHistogramRelease)
 def _(release: PrivateHistogramRelease, x: ArrayLike) -> jax.Array:
-  x = _bounds.check_features(x).astype(jnp.float32)
+  x = _bounds.check_features(x, num_features=release.low.shape[0])
+  x = x.astype(jnp.float32)
   return _predict_dense(release, x)
 
 

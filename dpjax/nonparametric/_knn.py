@@ -71,7 +71,7 @@ def dp_knn(key: jax.Array, x: ArrayLike, y: ArrayLike, x_test: ArrayLike, *,
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
     k: neighbours per test point, >= 1; default 2 N (the thesis's choice);
-      capped at n.
+      capped at n (with no training point, every count is noise alone).
 
   Returns:
     ``(release, event)``: a ``DpKnnRelease`` and ``dp_knn_event(epsilon)``.
@@ -101,20 +101,23 @@ def dp_knn(key: jax.Array, x: ArrayLike, y: ArrayLike, x_test: ArrayLike, *,
   x = _bounds.check_features(x).astype(jnp.float32)
   n, d = x.shape
   y = _bounds.check_labels(y, n, num_classes)
-  x_test = _bounds.check_features(x_test, 'x_test').astype(jnp.float32)
+  x_test = _bounds.check_features(x_test, 'x_test', num_features=d)
+  x_test = x_test.astype(jnp.float32)
   num_test = x_test.shape[0]
-  if x_test.shape[1] != d:
-    raise ValueError(f'Expected x_test with {d} features like x, got '
-                     f'{x_test.shape[1]}.')
+  if num_test == 0:
+    raise ValueError('Expected x_test with at least one (public) test point.')
   if k is None:
     k = 2 * num_test
   _validate.positive_int(k=k)
-  k = min(k, n)
   low, high = _bounds.check_bounds(bounds, d)
   low = jnp.asarray(low, jnp.float32)
   high = jnp.asarray(high, jnp.float32)
-  x, y, w = _padding.pad_rows(x, y)
-  counts = knn_counts(x, y, w > 0, x_test, low, high, k, num_classes)
+  if n == 0:  # no neighbours: the release is the noise alone, no refusal
+    counts = jnp.zeros((num_test, num_classes), jnp.float32)
+  else:
+    x, y, w = _padding.pad_rows(x, y)
+    counts = knn_counts(x, y, w > 0, x_test, low, high, min(k, n),
+                        num_classes)
   scale = 2.0 * num_test / float(epsilon)
   counts = counts + noise.laplace(key, counts.shape, scale=scale)
   return DpKnnRelease(x_test, counts, low, high), dp_knn_event(epsilon)
@@ -130,7 +133,7 @@ def knn_counts(x, y, valid, x_test, low, high, k, num_classes):
 
 
 def _unit(x, low, high):
-  return (jnp.clip(x, low, high) - low) / (high - low)
+  return (_bounds.clip_to_box(x, low, high) - low) / (high - low)
 
 
 @jax.jit
@@ -144,5 +147,6 @@ def _predict_knn(release, x):
 
 @_predict.predict.register(DpKnnRelease)
 def _(release: DpKnnRelease, x: ArrayLike) -> jax.Array:
-  x = _bounds.check_features(x).astype(jnp.float32)
+  x = _bounds.check_features(x, num_features=release.low.shape[0])
+  x = x.astype(jnp.float32)
   return _predict_knn(release, x)

@@ -181,7 +181,7 @@ def _fit(key, u, y, w, scale, num_trees, depth, num_classes):
   def counts(a, t):
     leaf = _leaves(a, t, u, depth)
     flat = jnp.zeros(num_leaves * num_classes, jnp.float32).at[
-        leaf * num_classes + y].add(w)
+        leaf * num_classes + y].add(jnp.where(y < num_classes, w, 0.0))
     return flat.reshape(num_leaves, num_classes)
 
   exact = jax.vmap(counts)(attrs, thrs)
@@ -192,14 +192,14 @@ def _fit(key, u, y, w, scale, num_trees, depth, num_classes):
 
 @_predict.predict.register(RandomTreesRelease)
 def _predict_trees(release: RandomTreesRelease, x: ArrayLike) -> jax.Array:
-  x = _bounds.check_features(x)
+  x = _bounds.check_features(x, num_features=release.low.shape[0])
   depth = int(np.log2(release.leaf_counts.shape[1]))
   return _predict_jit(release, x.astype(jnp.float32), depth)
 
 
 @functools.partial(jax.jit, static_argnums=(2,))
 def _predict_jit(release, x, depth):
-  u = (jnp.clip(x, release.low, release.high) - release.low) / (
+  u = (_bounds.clip_to_box(x, release.low, release.high) - release.low) / (
       release.high - release.low)
   votes = jax.vmap(
       lambda a, t, c: c[_leaves(a, t, u, depth)])(

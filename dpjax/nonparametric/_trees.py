@@ -256,12 +256,14 @@ def noisy_counts(keys: jax.Array, counts: jax.Array,
 
 def votes(release: TreeEnsemble, x: ArrayLike) -> jax.Array:
   """Summed noisy leaf counts ``[m, K]`` over the trees (thesis step 5)."""
-  return _votes(release, _bounds.check_features(x))
+  return _votes(release, _bounds.check_features(
+      x, num_features=release.low.shape[0]))
 
 
 @jax.jit
 def _votes(release: TreeEnsemble, x: jax.Array) -> jax.Array:
-  z = jnp.clip((x - release.low) / (release.high - release.low), 0.0, 1.0)
+  x = _bounds.clip_to_box(x, release.low, release.high)
+  z = (x - release.low) / (release.high - release.low)
   num_trees = release.attributes.shape[0]
   zeros = jnp.zeros(z.shape[:1], jnp.int32)
   leaves = jax.vmap(lambda a, t: route(a[None], t[None], z, zeros))(
