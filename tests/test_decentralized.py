@@ -301,3 +301,11 @@ def test_metrics_record_the_sigma_that_ran():
       alg.init(PARAMS), jax.random.key(0), batch)[1].noise_multiplier) == 0.5
   assert float(_make('dsgd').round(
       alg.init(PARAMS), jax.random.key(0), batch)[1].noise_multiplier) == 0.0
+
+
+def test_examples_without_the_agent_and_batch_axes_are_refused():
+  alg = _make('dsgd')
+  x, y = _data()
+  with pytest.raises(ValueError, match=r'batch.examples leaves of shape'):
+    alg.round(alg.init(PARAMS), jax.random.key(0),
+              dd.AgentBatch((x[:, 0], y[:, 0]), jnp.ones((N, M), bool)))

@@ -231,6 +231,11 @@ def _make(name, body, w, hyper, static_hyper, bits_of, mesh, axis_name,
     if mask.dtype != jnp.bool_ or mask.ndim != 2 or mask.shape[0] != n:
       raise ValueError(f'Expected batch.mask bool [{n}, cap], got '
                        f'{mask.dtype} {mask.shape}.')
+    for leaf in jax.tree.leaves(batch.examples):
+      if tuple(jnp.shape(leaf)[:2]) != mask.shape:
+        raise ValueError(
+            f'Expected batch.examples leaves of shape {mask.shape} + the '
+            f'example shape (agent and batch axes), got {jnp.shape(leaf)}.')
     values = dict(hyper)
     for k, v in (hyper_override or {}).items():
       if k not in values or k in static_hyper:
