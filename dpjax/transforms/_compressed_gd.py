@@ -121,7 +121,7 @@ def _clipped_sum(rows: jax.Array, l2_norm_clip, keep: jax.Array, finite):
   weight = jnp.where(valid, jnp.minimum(
       1.0, jnp.asarray(l2_norm_clip, jnp.float32) / norms), 0.0)
   rows = jnp.where(valid[:, None], rows, 0)
-  total = jnp.tensordot(weight.astype(rows.dtype), rows, axes=1)
+  total = (rows * weight.astype(rows.dtype)[:, None]).sum(axis=0)
   return total, jnp.sum(keep & ~valid, dtype=jnp.int32)
 
 
