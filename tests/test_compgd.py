@@ -244,3 +244,76 @@ def test_compgd_decreases_a_logistic_loss():
 def test_bad_input_names_the_value(make, match):
   with pytest.raises(ValueError, match=match):
     make()
+
+
+def test_a_nonfinite_row_is_dropped_and_the_others_kept():
+  """One inf (or NaN) row used to make the projected sum NaN, which was then
+  zeroed: every other record's signal was erased."""
+  grads = jax.random.normal(jax.random.key(0), (N, D))
+  w = jnp.zeros(D)
+  for tx in (T.dp_compgd(0.5, M, 1.0, L, 0.0, N, key=jax.random.key(1)),
+             T.dp_compsgd(0.5, M, 1.0, L, 0.0, 4.0, key=jax.random.key(1))):
+    step = jax.jit(lambda g, tx=tx: tx.update(g, tx.init(w), w,
+                                              mask=jnp.ones(N, bool)))
+    clean, _ = step(grads.at[2].set(0.0))
+    assert float(jnp.linalg.norm(clean)) > 0
+    for bad in (jnp.inf, jnp.nan):
+      u, s = step(grads.at[2].set(0.0).at[2, 1].set(bad))
+      np.testing.assert_array_equal(u, clean)
+      assert int(s.num_dropped) == 1
+    _, s = step(grads.at[2].set(1e30))  # finite and huge: clipped, kept
+    assert int(s.num_dropped) == 0
+
+
+@pytest.mark.parametrize('make', [
+    lambda: T.dp_compsgd(0.1, M, 1.0, L, 1.0, 4.0, key=jax.random.key(0)),
+    lambda: T.dp_projected_sgd(0.1, 1.0, L, 1.0, 4.0, key=jax.random.key(0)),
+])
+def test_poisson_steps_refuse_a_batch_without_its_mask(make):
+  """A padded Poisson batch without mask= counted every padded row (copies
+  of one example) as data."""
+  tx = make()
+  w = jnp.zeros(D)
+  with pytest.raises(ValueError, match='mask='):
+    tx.update(jnp.ones((N, D)), tx.init(w), w)
+  with pytest.raises(ValueError, match='boolean mask'):
+    tx.update(jnp.ones((N, D)), tx.init(w), w, mask=jnp.ones(N))
+
+
+def test_full_batch_steps_refuse_a_missing_batch_axis_or_unmasked_padding():
+  w = jnp.zeros(D)
+  for tx in (T.dp_compgd(0.1, M, 1.0, L, 1.0, N, key=jax.random.key(0)),
+             T.dp_projected_gd(0.1, 1.0, L, 1.0, N, key=jax.random.key(0))):
+    with pytest.raises(ValueError, match='Missing batch axis'):
+      tx.update(jnp.ones(D), tx.init(w), w)  # the mean gradient, not rows
+    with pytest.raises(ValueError, match=f'num_examples={N}'):
+      tx.update(jnp.ones((N + 3, D)), tx.init(w), w)
+
+
+def test_state_events_read_the_sigma_that_ran():
+  """dp_compgd_event(1.0, T) was accepted for a run at sigma 0.2."""
+  w = jnp.zeros(D)
+
+  @jax.jit
+  def run(sigma):  # a traced sigma, as in a sweep
+    tx = T.dp_compgd(0.1, M, 1.0, L, sigma, N, key=jax.random.key(0))
+    s = tx.init(w)
+    for _ in range(2):
+      s = tx.update(jnp.ones((N, D)), s, w)[1]
+    return s
+
+  s = run(0.2)
+  event = T.dp_compgd_state_event(s)
+  assert event.count == 2
+  assert event.event.noise_multiplier == pytest.approx(0.2, rel=1e-6)
+  assert T.dp_compgd_state_event(s, noise_multiplier=0.2) == event
+  with pytest.raises(ValueError, match='Claimed noise_multiplier=1.0'):
+    T.dp_compgd_state_event(s, noise_multiplier=1.0)
+  with pytest.raises(ValueError, match='Poisson'):
+    T.dp_compsgd_state_event(s, dpjax.sampling.PoissonSampler(100, 0.05))
+  tx = T.dp_compgd(0.1, M, 1.0, L, 0.2, N, key=jax.random.key(0))
+  with pytest.raises(ValueError, match='before any step'):
+    T.dp_compgd_state_event(tx.init(w))
+  seeds = jax.tree.map(lambda x: jnp.stack([x, x]), s)
+  with pytest.raises(ValueError, match='index the run'):
+    T.dp_compgd_state_event(seeds)

@@ -276,3 +276,36 @@ def test_bad_batch_is_refused():
   with pytest.raises(ValueError, match=r'\[4, cap\]'):
     alg.round(state, jax.random.key(0),
               dd.AgentBatch(_data(), jnp.ones((M,), bool)))
+
+
+def test_metrics_record_the_sigma_that_ran():
+  """A sweep override of sigma is in the round's metrics, and the
+  accounting refuses a setting that claims the factory's sigma."""
+  x, y = _data()
+  batch = _batch(x, y, jax.random.key(0))
+  alg = _make('qdpsgd1')  # built with sigma 1.0
+  state, m = alg.round(alg.init(PARAMS), jax.random.key(0), batch,
+                       dict(noise_multiplier=3.0))
+  assert float(m.noise_multiplier) == 3.0
+  claimed = dd.DecentralizedPrivacy('qdpsgd1', 1.0, 0.5, M)
+  with pytest.raises(ValueError, match='Claimed noise_multiplier=1.0'):
+    dd.qdpsgd_round_event(claimed, m, 0)
+  ran = claimed._replace(noise_multiplier=3.0)
+  assert dd.qdpsgd_round_event(ran, m, 1) == dd.qdpsgd_step_event(
+      ran, int(m.batch_size[1]))
+  _, m2 = alg.round(state, jax.random.key(0), batch)  # the default sigma
+  both = jax.tree.map(lambda *a: np.stack(a), m, m2)
+  with pytest.raises(ValueError, match=r'ran noise_multiplier=\[1.0, 3.0\]'):
+    dd.run_epsilon(ran, both, 1e-5)
+  assert float(_make('qdpsgd2').round(
+      alg.init(PARAMS), jax.random.key(0), batch)[1].noise_multiplier) == 0.5
+  assert float(_make('dsgd').round(
+      alg.init(PARAMS), jax.random.key(0), batch)[1].noise_multiplier) == 0.0
+
+
+def test_examples_without_the_agent_and_batch_axes_are_refused():
+  alg = _make('dsgd')
+  x, y = _data()
+  with pytest.raises(ValueError, match=r'batch.examples leaves of shape'):
+    alg.round(alg.init(PARAMS), jax.random.key(0),
+              dd.AgentBatch((x[:, 0], y[:, 0]), jnp.ones((N, M), bool)))

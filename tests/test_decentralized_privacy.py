@@ -109,7 +109,8 @@ def test_calibration_meets_the_target_per_agent():
   rng = np.random.default_rng(1)
   sizes = rng.integers(4, 37, (30, 4))
   for setting in (Q1._replace(num_examples=200, amplified=True),
-                  dd.DecentralizedPrivacy('sdm', 1.0, 0.5, 200),
+                  dd.DecentralizedPrivacy('sdm', 1.0, 0.5, 200,
+                                          amplified=True),
                   dd.DecentralizedPrivacy('qdpsgd2', 1.0, 0.5, 200, 0.2, 0.5,
                                           0.05, 30, (0.5,) * 4)):
     sigma = dd.calibrate_decentralized(setting, sizes, 1.5, 1e-5)
@@ -135,3 +136,58 @@ def test_bad_privacy_input_names_the_value():
   with pytest.raises(ValueError, match='nothing to calibrate'):
     dd.calibrate_decentralized(dd.DecentralizedPrivacy('dsgd', 0.0, 1.0, 10),
                                [[1]], 1.0, 1e-5)
+
+
+def test_the_default_claims_no_amplification():
+  """The docs said no amplification was claimed while the default claimed
+  it; amplification holds only for batches drawn from secret randomness
+  (DeadlineSampler), so it is opt-in."""
+  default = dd.DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 1000)
+  assert not default.amplified
+  assert dd.qdpsgd_step_event(default, 20) == dp_accounting.GaussianDpEvent(
+      20.0)
+  assert dd.run_epsilon(default, [[20]], 1e-5) == dd.run_epsilon(
+      Q1, [[20]], 1e-5)
+
+
+def test_a_batch_above_the_agent_dataset_is_refused():
+  with pytest.raises(ValueError, match='batch_size=1001'):
+    dd.qdpsgd_step_event(Q1, 1001)
+  with pytest.raises(ValueError, match='batch_sizes <= num_examples=1000'):
+    dd.run_epsilon(Q1, [[20, 1001]], 1e-5)
+  with pytest.raises(ValueError, match='batch_sizes <= num_examples=1000'):
+    dd.agent_ledgers(Q1, [[1001]])
+
+
+def _metrics(sizes, sigma):
+  sizes = np.asarray(sizes)
+  return dd.RoundMetrics(sizes, np.full(sizes.shape, 8.0),
+                         np.zeros(sizes.shape[:-1]),
+                         np.full(sizes.shape[:-1], sigma, np.float32))
+
+
+def test_events_are_read_from_the_sigma_that_ran():
+  """A sweep override of sigma used to be recorded as the setting's sigma."""
+  ran = _metrics([[20, 3], [7, 0]], 114.9)
+  with pytest.raises(ValueError, match='Claimed noise_multiplier=2.0'):
+    dd.qdpsgd_round_event(Q1, _round_of(ran, 0), 0)
+  with pytest.raises(ValueError, match='Claimed noise_multiplier=2.0'):
+    dd.run_epsilon(Q1, ran, 1e-5)
+  with pytest.raises(ValueError, match='Claimed noise_multiplier=2.0'):
+    dd.agent_ledgers(Q1, ran)
+  setting = Q1._replace(noise_multiplier=114.9)
+  assert dd.qdpsgd_round_event(setting, _round_of(ran, 0), 1) == (
+      dd.qdpsgd_step_event(setting, 3))
+  assert dd.run_epsilon(setting, ran, 1e-5) == dd.run_epsilon(
+      setting, ran.batch_size, 1e-5)
+  ledgers = dd.agent_ledgers(setting, ran)
+  assert [l.bits for l in ledgers] == [16.0, 16.0]
+  with pytest.raises(ValueError, match='index the round'):
+    dd.qdpsgd_round_event(setting, ran, 0)
+  with pytest.raises(ValueError, match='agent=2'):
+    dd.qdpsgd_round_event(setting, _round_of(ran, 0), 2)
+
+
+def _round_of(metrics, t):
+  """Round t of metrics stacked over rounds."""
+  return dd.RoundMetrics(*(np.asarray(x)[t] for x in metrics))

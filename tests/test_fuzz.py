@@ -2,7 +2,9 @@
 finite output whose replace-one change stays within the stated sensitivity.
 
 Random shapes, dtypes (f32, bf16, f16, int32), NaN/inf positions, masks and
-hyperparameters. Same key on both neighbours, so the noise cancels and the
+hyperparameters; the CompGD steps and the decentralized rounds also get
+misuse (no mask, no batch axis, a non-boolean or misshapen mask), which must
+raise a ValueError. Same key on both neighbours, so the noise cancels and the
 difference of the outputs is the difference of the clipped inputs.
 """
 
@@ -243,3 +245,179 @@ def test_exponential_mechanism_is_refused_or_draws_a_candidate(case, masked):
     assert 'utilities' in str(e) or 'mask' in str(e), str(e)
     return
   assert 0 <= i < u.shape[0] and bool(mask[i])
+
+
+# --- CompGD and the decentralized rounds: fixed shapes, one program each ---
+
+CB, CD = 4, 6  # batch rows and dimension of the CompGD cases
+
+
+@st.composite
+def compgd_case(draw):
+  """(rows, neighbour rows, mask, clip, sigma): specials anywhere."""
+  rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+  rows = rng.normal(size=(CB, CD)) * 10.0 ** rng.integers(-3, 4)
+  for _ in range(draw(st.integers(0, 3))):
+    rows[rng.integers(CB), rng.integers(CD)] = draw(st.sampled_from(SPECIALS))
+  neighbour = rows.copy()
+  neighbour[rng.integers(CB)] = draw(st.sampled_from(
+      [np.nan, np.inf, 100.0])) * rng.normal(size=CD)
+  mask = rng.random(CB) < 0.8
+  clip = float(10.0 ** draw(st.floats(-2, 2)))
+  sigma = draw(st.floats(0, 5))
+  return (jnp.asarray(rows, jnp.float32), jnp.asarray(neighbour, jnp.float32),
+          jnp.asarray(mask), clip, sigma)
+
+
+@jax.jit
+def _compgd_releases(rows, neighbour, mask, clip, sigma):
+  """Both neighbours' released estimates (same Phi and noise)."""
+  phi = dpjax.transforms.gaussian_projection(jax.random.key(0), 3, CD)
+  est = lambda r: dpjax.transforms.private_estimate(
+      r, phi, clip, sigma, jax.random.key(1), sensitivity_factor=2.0,
+      divisor=CB, mask=mask)
+  return est(rows), est(neighbour)
+
+
+_COMPGD_STEPS = {}
+
+
+def _compgd_step(name):
+  """One jitted step per entry point; clip and sigma are traced."""
+  if name not in _COMPGD_STEPS:
+    t = dpjax.transforms
+    make = {
+        'dp_compgd': lambda c, s: t.dp_compgd(0.1, 3, 1.0, c, s, CB,
+                                              key=jax.random.key(0)),
+        'dp_compsgd': lambda c, s: t.dp_compsgd(0.1, 3, 1.0, c, s, 2.0,
+                                                key=jax.random.key(0)),
+        'dp_projected_gd': lambda c, s: t.dp_projected_gd(
+            0.1, 1.0, c, s, CB, key=jax.random.key(0)),
+        'dp_projected_sgd': lambda c, s: t.dp_projected_sgd(
+            0.1, 1.0, c, s, 2.0, key=jax.random.key(0)),
+    }[name]
+
+    def step(rows, mask, clip, sigma):
+      tx = make(clip, sigma)
+      w = jnp.zeros(CD)
+      return tx.update(rows, tx.init(w), w, mask=mask)
+
+    _COMPGD_STEPS[name] = (make, jax.jit(step))
+  return _COMPGD_STEPS[name]
+
+
+@SETTINGS
+@hypothesis.given(case=compgd_case())
+def test_compgd_release_is_finite_and_within_sensitivity(case):
+  rows, neighbour, mask, clip, sigma = case
+  a, b = _compgd_releases(rows, neighbour, mask, clip, sigma)
+  assert bool(jnp.all(jnp.isfinite(a))) and bool(jnp.all(jnp.isfinite(b)))
+  # Replace one row: the sums differ by at most 2 L, divided by n.
+  assert float(jnp.linalg.norm(a - b)) <= 2 * clip / CB * (1 + 1e-4) + 1e-6
+
+
+@SETTINGS
+@hypothesis.given(case=compgd_case(), name=st.sampled_from(
+    ['dp_compgd', 'dp_compsgd', 'dp_projected_gd', 'dp_projected_sgd']),
+                  misuse=st.sampled_from([None, 'no_mask', 'no_batch_axis',
+                                          'int_mask']))
+def test_compgd_steps_are_finite_or_refused(case, name, misuse):
+  rows, _, mask, clip, sigma = case
+  make, step = _compgd_step(name)
+  if misuse is not None:
+    tx, w = make(clip, sigma), jnp.zeros(CD)
+    kwargs = {'no_mask': {}, 'no_batch_axis': dict(mask=mask),
+              'int_mask': dict(mask=mask.astype(jnp.int32))}[misuse]
+    g = rows[0] if misuse == 'no_batch_axis' else rows
+    if misuse == 'no_mask' and name in ('dp_compgd', 'dp_projected_gd'):
+      tx.update(g, tx.init(w), w)  # a full batch of n rows needs no mask
+      return
+    with pytest.raises(ValueError):
+      tx.update(g, tx.init(w), w, **kwargs)
+    return
+  u, s = step(rows, mask, clip, sigma)
+  assert bool(jnp.all(jnp.isfinite(u)))
+  bad = np.asarray(mask) & ~np.all(np.isfinite(np.asarray(rows)), axis=1)
+  assert int(s.num_dropped) == int(bad.sum())
+
+
+_AGENTS, _CAP = 4, 3
+_ROUNDS = {}
+
+
+def _agent_loss(params, example):
+  x, y = example
+  return 0.5 * jnp.square(jnp.dot(params, x) - y)
+
+
+def _algorithm(name):
+  if name not in _ROUNDS:
+    w = distributed.mixing_matrix(distributed.ring(_AGENTS))
+    q = dpjax.transforms.low_precision_quantizer(0.125, 4)
+    common = dict(l2_norm_clip=0.5, noise_multiplier=1.0, learning_rate=0.1)
+    _ROUNDS[name] = {
+        'qdpsgd1': lambda: distributed.qdpsgd1(
+            _agent_loss, w, mixing_rate=0.5, quantizer=q, **common),
+        'qdpsgd2': lambda: distributed.qdpsgd2(
+            _agent_loss, w, mixing_rate=0.5, quantizer=q, **common),
+        'sdm': lambda: distributed.sdm(_agent_loss, w, **common),
+    }[name]()
+  return _ROUNDS[name]
+
+
+@SETTINGS
+@hypothesis.given(seed=st.integers(0, 2**31 - 1),
+                  specials=st.integers(0, 3),
+                  name=st.sampled_from(['qdpsgd1', 'qdpsgd2', 'sdm']),
+                  misuse=st.sampled_from([None, None, 'int_mask',
+                                          'no_batch_axis', 'agent_mask']))
+def test_decentralized_rounds_are_finite_or_refused(seed, specials, name,
+                                                    misuse):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(_AGENTS, _CAP, 2)) * 10.0 ** rng.integers(-2, 3)
+  y = rng.normal(size=(_AGENTS, _CAP))
+  for _ in range(specials):
+    x[rng.integers(_AGENTS), rng.integers(_CAP), rng.integers(2)] = (
+        rng.choice(SPECIALS))
+  mask = rng.random((_AGENTS, _CAP)) < 0.7
+  alg = _algorithm(name)
+  state = alg.init(jnp.zeros(2))
+  examples = (jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32))
+  if misuse is not None:
+    batch = {
+        'int_mask': distributed.AgentBatch(examples, jnp.asarray(mask, int)),
+        'no_batch_axis': distributed.AgentBatch(
+            (examples[0][:, 0], examples[1][:, 0]), jnp.asarray(mask)),
+        'agent_mask': distributed.AgentBatch(examples,
+                                             jnp.asarray(mask[0])),
+    }[misuse]
+    with pytest.raises(ValueError):
+      alg.round(state, jax.random.key(0), batch)
+    return
+  out, metrics = alg.round(state, jax.random.key(0),
+                           distributed.AgentBatch(examples, jnp.asarray(mask)))
+  assert bool(jnp.all(jnp.isfinite(out.params)))
+  np.testing.assert_array_equal(metrics.batch_size, mask.sum(axis=1))
+  assert float(metrics.noise_multiplier) == 1.0
+
+
+@SETTINGS
+@hypothesis.given(size=st.integers(-3, 40), sigma=st.floats(0, 100),
+                  claimed=st.floats(0, 100), amplified=st.booleans())
+def test_decentralized_events_are_valid_or_refused(size, sigma, claimed,
+                                                   amplified):
+  setting = distributed.DecentralizedPrivacy('qdpsgd1', claimed, 0.5, 30,
+                                             amplified=amplified)
+  metrics = distributed.RoundMetrics(np.array([max(size, 0)]), np.zeros(1),
+                                     0.0, np.float32(sigma))
+  refused = size < 0 or size > 30 or not np.isclose(
+      claimed, float(np.float32(sigma)), rtol=1e-6, atol=0)
+  try:
+    if size < 0:
+      distributed.qdpsgd_step_event(setting, size)
+    else:
+      distributed.qdpsgd_round_event(setting, metrics, 0)
+  except ValueError:
+    assert refused
+    return
+  assert not refused

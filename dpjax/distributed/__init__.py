@@ -60,6 +60,7 @@ from dpjax.distributed._decentralized_privacy import paper_epsilon
 from dpjax.distributed._decentralized_privacy import paper_is_upper_bound
 from dpjax.distributed._decentralized_privacy import paper_rdp_coefficients
 from dpjax.distributed._decentralized_privacy import qdpsgd2_sensitivities
+from dpjax.distributed._decentralized_privacy import qdpsgd_round_event
 from dpjax.distributed._decentralized_privacy import qdpsgd_step_event
 from dpjax.distributed._decentralized_privacy import run_epsilon
 from dpjax.distributed._gossip import agent_mesh
@@ -154,6 +155,7 @@ __all__ = [
     'qdpsgd1',
     'qdpsgd2',
     'qdpsgd2_sensitivities',
+    'qdpsgd_round_event',
     'qdpsgd_step_event',
     'ring',
     'rotated_linf_clip',

@@ -83,10 +83,14 @@ class RoundMetrics(NamedTuple):
     batch_size: examples used (|S_i|), int32.
     bits: bits the agent broadcast this round.
     consensus: (1/n) sum_i ||x_i - mean_j x_j||^2 after the round (scalar).
+    noise_multiplier: float32 scalar, the sigma the round ran (an override
+      included; 0 for DSGD). The accounting of ``_decentralized_privacy``
+      reads it from the metrics (``qdpsgd_round_event``, ``run_epsilon``).
   """
   batch_size: jax.Array
   bits: jax.Array
   consensus: jax.Array
+  noise_multiplier: jax.Array
 
 
 class DecentralizedAlgorithm(NamedTuple):
@@ -99,7 +103,8 @@ class DecentralizedAlgorithm(NamedTuple):
       ``hyper`` optionally overrides the traced step sizes and noise
       multiplier (a dict with any of ``learning_rate``, ``mixing_rate``,
       ``noise_multiplier``; not Q-DPSGD-2's, whose sampler needs it static),
-      so a sweep is one compiled round.
+      so a sweep is one compiled round; the sigma that ran is in the
+      round's metrics.
     mixing: W as given (NumPy).
     hyper: the default hyperparameters.
   """
@@ -213,8 +218,11 @@ def _make(name, body, w, hyper, static_hyper, bits_of, mesh, axis_name,
     consensus = sum(
         jnp.sum(jnp.square(x - m[None])) for x, m in
         zip(jax.tree.leaves(whole), jax.tree.leaves(mean))) / n
+    sigma = hyper_values.get('noise_multiplier',
+                             hyper.get('noise_multiplier', 0.0))
     metrics = RoundMetrics(jnp.sum(batch.mask, axis=1).astype(jnp.int32),
-                           bits_of(sent, params), consensus)
+                           bits_of(sent, params), consensus,
+                           jnp.asarray(sigma, jnp.float32))
     return DecentralizedState(params, aux, state.step + 1), metrics
 
   def round_fn(state, key, batch, hyper_override=None):
@@ -223,6 +231,11 @@ def _make(name, body, w, hyper, static_hyper, bits_of, mesh, axis_name,
     if mask.dtype != jnp.bool_ or mask.ndim != 2 or mask.shape[0] != n:
       raise ValueError(f'Expected batch.mask bool [{n}, cap], got '
                        f'{mask.dtype} {mask.shape}.')
+    for leaf in jax.tree.leaves(batch.examples):
+      if tuple(jnp.shape(leaf)[:2]) != mask.shape:
+        raise ValueError(
+            f'Expected batch.examples leaves of shape {mask.shape} + the '
+            f'example shape (agent and batch axes), got {jnp.shape(leaf)}.')
     values = dict(hyper)
     for k, v in (hyper_override or {}).items():
       if k not in values or k in static_hyper:
@@ -272,8 +285,11 @@ def qdpsgd1(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
     Per agent and round with |S| > 0 examples, the released noisy gradient
     has replace-one sensitivity 2K/|S| under noise sigma K: the Gaussian
     mechanism with noise multiplier sigma |S| / 2
-    (``qdpsgd_step_event('qdpsgd1', ...)``); everything an agent sends is
-    post-processing of its noisy gradients. No subsampling amplification.
+    (``qdpsgd_round_event(setting, metrics, i)`` reads |S| and the sigma
+    that ran from the round's metrics); everything an agent sends is
+    post-processing of its noisy gradients. No subsampling amplification
+    is claimed unless the setting opts in (``DecentralizedPrivacy(...,
+    amplified=True)``, valid for ``DeadlineSampler`` batches only).
 
   References:
     Ding et al., "Differentially Private and Communication Efficient

@@ -8,9 +8,12 @@ run's epsilon is the largest over agents. Two accounts are kept side by side:
   Q-DPSGD-1 and SDM release (post-processings of) the noisy mean gradient
   g + N(0, (sigma K)^2 I): sensitivity 2K/|S| (one of |S| clipped gradients
   replaced), the Gaussian mechanism with noise multiplier sigma |S| / 2. A
-  round without examples releases nothing about the data. With
-  ``amplified`` (the default) each such round is also accounted as sampled
-  without replacement: given its size |S| (drawn from the agent's speed,
+  round without examples releases nothing about the data. By default
+  (``amplified=False``) that is the whole account: it holds for any batch
+  the caller forms. With ``amplified=True`` (opt-in, for batches drawn by
+  ``dpjax.sampling.DeadlineSampler`` from a key kept secret) each such round
+  is also accounted as sampled without replacement: given its size |S|
+  (drawn from the agent's speed,
   independent of the data, so it may be conditioned on), the batch is the
   first |S| entries of a uniform permutation of the agent's m examples
   drawn from the agent's private key and never revealed, i.e. a uniform
@@ -23,6 +26,10 @@ run's epsilon is the largest over agents. Two accounts are kept side by side:
   Delta_t = d_t + eta sqrt(p) grows with the drift d_t of
   ``qdpsgd2_sensitivities`` (rho_t = Delta_t^2 / (2 (sigma K)^2) zCDP); the
   drift carries every past batch, so no subsampling argument applies.
+  The sigma of a run is read from its rounds' ``RoundMetrics`` (what ran,
+  sweep overrides included): ``qdpsgd_round_event`` and the functions that
+  take the metrics in place of batch sizes refuse a setting whose
+  ``noise_multiplier`` differs from it.
 * **Paper** (reported, never a headline): Theorems 1 and 5 of Ding et al.
   as stated, with their RDP-to-DP conversion eps = eps(rho) + log(1/delta) /
   (rho - 1) minimized over the order (``paper_epsilon``). Thm. 1 charges
@@ -59,8 +66,11 @@ class DecentralizedPrivacy(NamedTuple):
     eta: the quantizer's resolution (Q-DPSGD-2 and Thm. 5).
     dimension: p, the number of model coordinates.
     self_weights: the diagonal of W, one per agent (Q-DPSGD-2).
-    amplified: Q-DPSGD-1 and SDM: account each round as sampled without
-      replacement (see the module); False: the unsampled Gaussian.
+    amplified: Q-DPSGD-1 and SDM: True accounts each round as sampled
+      without replacement, valid only when every batch is a uniform subset
+      of its size drawn from secret randomness (``DeadlineSampler``; see
+      the module); False (default): the unsampled Gaussian, valid for any
+      batch.
   """
   algorithm: str
   noise_multiplier: float
@@ -71,7 +81,7 @@ class DecentralizedPrivacy(NamedTuple):
   eta: float = 0.0
   dimension: int = 0
   self_weights: tuple[float, ...] = ()
-  amplified: bool = True
+  amplified: bool = False
 
 
 def _check(setting: DecentralizedPrivacy) -> None:
@@ -87,13 +97,35 @@ def _check(setting: DecentralizedPrivacy) -> None:
     _validate.positive_int(dimension=setting.dimension)
 
 
-def _sizes(batch_sizes) -> np.ndarray:
+def _check_ran(setting: DecentralizedPrivacy, ran, rtol: float = 1e-6,
+               sigma: float | None = None) -> None:
+  """Refuses a setting whose sigma is not the one every round ran."""
+  claimed = setting.noise_multiplier if sigma is None else sigma
+  ran = np.asarray(ran, np.float64)
+  if not np.all(np.isclose(ran, claimed, rtol=rtol, atol=0)):
+    values = np.unique(ran)
+    raise ValueError(
+        f'Claimed noise_multiplier={claimed}, but the rounds ran '
+        f'noise_multiplier={values.tolist() if values.size < 4 else values}:'
+        ' account what ran (one setting per sigma).')
+
+
+def _sizes(batch_sizes, setting: DecentralizedPrivacy,
+           sigma: float | None = None) -> np.ndarray:
+  """[rounds, agents] sizes, from an array or the rounds' stacked metrics."""
+  if isinstance(batch_sizes, _decentralized.RoundMetrics):
+    _check_ran(setting, batch_sizes.noise_multiplier, sigma=sigma)
+    batch_sizes = batch_sizes.batch_size
   sizes = np.asarray(batch_sizes)
   if sizes.ndim == 1:
     sizes = sizes[:, None]
   if sizes.ndim != 2 or (sizes < 0).any():
     raise ValueError(f'Expected batch sizes >= 0 of shape [rounds, agents], '
                      f'got shape {np.shape(batch_sizes)}.')
+  if (sizes > setting.num_examples).any():
+    raise ValueError(f'Expected batch_sizes <= num_examples='
+                     f'{setting.num_examples} (an agent\'s examples), got '
+                     f'{int(sizes.max())}.')
   return sizes.astype(np.int64)
 
 
@@ -123,7 +155,7 @@ def qdpsgd2_sensitivities(setting: DecentralizedPrivacy,
     [[0.0], [0.15]]
   """
   _check(setting)
-  sizes = _sizes(batch_sizes)
+  sizes = _sizes(batch_sizes, setting)
   rounds, agents = sizes.shape
   weights = np.asarray(setting.self_weights, np.float64)
   if weights.shape != (agents,):
@@ -192,11 +224,51 @@ def qdpsgd_step_event(setting: DecentralizedPrivacy, batch_size: int,
   """
   _check(setting)
   _validate.non_negative_int(batch_size=batch_size)
+  if batch_size > setting.num_examples:
+    raise ValueError(f'Expected batch_size={batch_size} <= num_examples='
+                     f'{setting.num_examples}: a round cannot use more '
+                     'examples than the agent holds.')
   if setting.algorithm == 'qdpsgd2' and sensitivity is None:
     raise ValueError('Expected the round sensitivity for Q-DPSGD-2 '
                      '(qdpsgd2_sensitivities).')
   return _round_event(setting, batch_size, float(sensitivity or 0.0),
                       float(setting.noise_multiplier))
+
+
+def qdpsgd_round_event(setting: DecentralizedPrivacy,
+                       metrics: _decentralized.RoundMetrics, agent: int,
+                       sensitivity: float | None = None, *,
+                       rtol: float = 1e-6) -> dp_accounting.DpEvent:
+  """Agent ``agent``'s sound event of the round that returned ``metrics``.
+
+  Reads |S| and sigma from the round's ``RoundMetrics`` (what ran, a sweep
+  override of sigma included) and refuses a setting that claims another
+  sigma; then as ``qdpsgd_step_event``.
+
+  Args:
+    setting: the run's ``DecentralizedPrivacy`` (its sigma is the claim).
+    metrics: one round's metrics (``batch_size`` [n], scalar sigma).
+    agent: the agent's index i.
+    sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
+    rtol: relative tolerance of the sigma check (the metrics hold float32).
+
+  Example:
+    >>> m = dpjax.distributed.RoundMetrics(np.array([20, 0]), np.zeros(2),
+    ...                                    0.0, np.float32(2.0))
+    >>> s = DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 1000)
+    >>> qdpsgd_round_event(s, m, 0)
+    GaussianDpEvent(noise_multiplier=20.0)
+  """
+  ran = np.asarray(metrics.noise_multiplier)
+  sizes = np.asarray(metrics.batch_size)
+  if ran.shape or sizes.ndim != 1:
+    raise ValueError(f'Expected one round\'s metrics, got batch_size of shape '
+                     f'{sizes.shape}: index the round first.')
+  _check_ran(setting, ran, rtol)
+  _validate.non_negative_int(agent=agent)
+  if agent >= sizes.shape[0]:
+    raise ValueError(f'Expected agent={agent} < {sizes.shape[0]} agents.')
+  return qdpsgd_step_event(setting, int(sizes[agent]), sensitivity)
 
 
 def _events_of(setting, sizes):
@@ -212,7 +284,9 @@ def agent_ledgers(setting: DecentralizedPrivacy, batch_sizes,
 
   Args:
     setting: the run's ``DecentralizedPrivacy``.
-    batch_sizes: [rounds, agents] from the rounds' metrics.
+    batch_sizes: [rounds, agents] from the rounds' metrics, or the rounds'
+      ``RoundMetrics`` stacked over rounds (then the setting's sigma is
+      checked against the one that ran, and bits default to theirs).
     bits: [rounds, agents] bits sent (default 0).
 
   Returns:
@@ -223,7 +297,9 @@ def agent_ledgers(setting: DecentralizedPrivacy, batch_sizes,
     sampler draws it from a fresh key per round).
   """
   _check(setting)
-  sizes = _sizes(batch_sizes)
+  sizes = _sizes(batch_sizes, setting)
+  if bits is None and isinstance(batch_sizes, _decentralized.RoundMetrics):
+    bits = batch_sizes.bits
   bits = np.zeros(sizes.shape) if bits is None else np.asarray(bits, float)
   if bits.shape != sizes.shape:
     raise ValueError(f'Expected bits of shape {sizes.shape}, got {bits.shape}.')
@@ -282,11 +358,14 @@ def agent_epsilons(setting: DecentralizedPrivacy, batch_sizes, delta: float,
   and summed with its count: the same composition as the agent's ledger,
   converted at the orders ``ORDERS`` instead of dp_accounting's defaults
   (both are valid bounds; they agree within a few percent).
+  ``batch_sizes`` may be the rounds' stacked ``RoundMetrics``: then sigma
+  must be the one that ran (``agent_ledgers``).
   """
   _check(setting)
   _validate.open_unit(delta=delta)
+  sizes = _sizes(batch_sizes, setting, sigma)
   sigma = float(setting.noise_multiplier if sigma is None else sigma)
-  totals = _rdp_totals(setting, _sizes(batch_sizes), sigma)
+  totals = _rdp_totals(setting, sizes, sigma)
   return np.array([
       np.inf if np.isinf(t).any() else (
           0.0 if not t.any() else accounting.epsilon_from_rdp(ORDERS, t, delta))
@@ -295,7 +374,7 @@ def agent_epsilons(setting: DecentralizedPrivacy, batch_sizes, delta: float,
 
 def run_epsilon(setting: DecentralizedPrivacy, batch_sizes,
                 delta: float) -> float:
-  """The run's sound epsilon: the largest over agents."""
+  """The run's sound epsilon: the largest over agents (sizes or metrics)."""
   return float(np.max(agent_epsilons(setting, batch_sizes, delta)))
 
 
@@ -313,7 +392,7 @@ def calibrate_decentralized(setting: DecentralizedPrivacy, batch_sizes,
   _validate.positive(target_epsilon=target_epsilon, rtol=rtol)
   if setting.algorithm == 'dsgd':
     raise ValueError('DSGD adds no noise: nothing to calibrate.')
-  sizes = _sizes(batch_sizes)
+  sizes = _sizes(batch_sizes, setting)
 
   def eps(sigma):
     return float(np.max(agent_epsilons(setting, sizes, delta, sigma)))
@@ -348,7 +427,7 @@ def paper_rdp_coefficients(setting: DecentralizedPrivacy,
   every round, as stated.
   """
   _check(setting)
-  sizes = _sizes(batch_sizes).astype(np.float64)
+  sizes = _sizes(batch_sizes, setting).astype(np.float64)
   s, m = setting.noise_multiplier, setting.num_examples
   if setting.algorithm == 'qdpsgd1':
     return np.where(sizes > 0, 8 / (m**2 * s**2), 0.0)

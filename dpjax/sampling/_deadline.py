@@ -9,9 +9,13 @@ randomness: a run may draw them in advance (e.g. to calibrate noise) without
 leaking anything. Batches have a fixed shape [num_agents, cap], padded and
 masked (cap = min(m, floor(max speed * T_d))).
 
-No amplification by subsampling is claimed for these batches: the
-decentralized algorithms account each step as the unsampled mechanism on
-the examples it used (``dpjax.distributed.qdpsgd_step_event``).
+Amplification by subsampling is not claimed by default: the decentralized
+accounting takes each round as the unsampled mechanism on the examples it
+used (``dpjax.distributed.qdpsgd_step_event``), which holds for any batch.
+A batch of this sampler is, given its size, a uniform subset of the shard
+drawn from the key, so while the key is kept secret a run may opt in with
+``DecentralizedPrivacy(..., amplified=True)`` (sampling without
+replacement, Wang, Balle and Kasiviswanathan, AISTATS 2019).
 """
 
 import dataclasses

@@ -30,18 +30,20 @@ from dpjax.transforms._alias import rs_dpsgd
 from dpjax.transforms._clipping import clip_per_example
 from dpjax.transforms._clipping import ClipPerExampleState
 from dpjax.transforms._compressed_gd import average_iterate
-from dpjax.transforms._compressed_gd import calibrate_dp_compgd
-from dpjax.transforms._compressed_gd import calibrate_dp_compsgd
 from dpjax.transforms._compressed_gd import compgd
 from dpjax.transforms._compressed_gd import CompressedGdState
 from dpjax.transforms._compressed_gd import dp_compgd
-from dpjax.transforms._compressed_gd import dp_compgd_event
 from dpjax.transforms._compressed_gd import dp_compsgd
-from dpjax.transforms._compressed_gd import dp_compsgd_event
 from dpjax.transforms._compressed_gd import dp_projected_gd
 from dpjax.transforms._compressed_gd import dp_projected_sgd
 from dpjax.transforms._compressed_gd import private_estimate
 from dpjax.transforms._compressed_gd import projected_gd
+from dpjax.transforms._compressed_gd_events import calibrate_dp_compgd
+from dpjax.transforms._compressed_gd_events import calibrate_dp_compsgd
+from dpjax.transforms._compressed_gd_events import dp_compgd_event
+from dpjax.transforms._compressed_gd_events import dp_compgd_state_event
+from dpjax.transforms._compressed_gd_events import dp_compsgd_event
+from dpjax.transforms._compressed_gd_events import dp_compsgd_state_event
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
 from dpjax.transforms._compressing import compressive_privatizer_bits
@@ -103,8 +105,10 @@ __all__ = [
     'CompressedGdState',
     'dp_compgd',
     'dp_compgd_event',
+    'dp_compgd_state_event',
     'dp_compsgd',
     'dp_compsgd_event',
+    'dp_compsgd_state_event',
     'dp_projected_gd',
     'dp_projected_sgd',
     'private_estimate',

@@ -32,12 +32,15 @@ example changes one summand, each of norm <= L, so ||sum - sum'|| <= 2L
 <= L (k = 1, Poisson sampling, add/remove-one). This holds for EVERY Phi_t,
 so each step is the Gaussian mechanism with noise multiplier sigma, composed
 over T steps (``dp_compgd_event``) or Poisson-subsampled
-(``dp_compsgd_event``). No rescaling s_t is needed: E ||Phi u||^2 = ||u||^2.
+(``dp_compsgd_event``); ``dp_compgd_state_event`` and
+``dp_compsgd_state_event`` read sigma and T from the state of the run
+(``_compressed_gd_events``). No rescaling s_t is needed: E ||Phi u||^2 =
+||u||^2. A row that is not finite is dropped (counted in the state), as
+``dpjax.clipping.clip_and_sum`` does: zero is inside the clipping ball.
 """
 
 from typing import Any, NamedTuple
 
-import dp_accounting
 import jax
 from jax import flatten_util
 import jax.numpy as jnp
@@ -45,8 +48,8 @@ import optax
 
 from dpjax import _numerics
 from dpjax import _validate
-from dpjax import accounting
 from dpjax import noise as noise_lib
+from dpjax.clipping import _per_example as _clipping
 from dpjax.recovery import _balls
 from dpjax.recovery import _constrained
 from dpjax.transforms import _projecting
@@ -66,12 +69,20 @@ class CompressedGdState(NamedTuple):
     noise_multiplier: float32, sigma of the last step (0 if non-private).
     residual: float32, the constrained solve's projected-gradient residual
       at the last step (0 for the baselines, whose projection is exact).
+    sensitivity_factor: float32 k of the release (stddev k L sigma): 2 for
+      the full-batch (replace-one) steps, 1 for the Poisson (add/remove-one)
+      steps, 0 if non-private; ``dp_compgd_state_event`` and
+      ``dp_compsgd_state_event`` read it with sigma.
+    num_dropped: int32, real rows dropped so far for a non-finite gradient
+      (data-dependent, not private: a diagnostic).
   """
   stream: KeyStepState
   weighted_sum: Any
   weight_total: jax.Array
   noise_multiplier: jax.Array
   residual: jax.Array
+  sensitivity_factor: jax.Array
+  num_dropped: jax.Array
 
 
 def average_iterate(state: CompressedGdState) -> Any:
@@ -93,21 +104,45 @@ def _rate(learning_rate, count):
   return learning_rate(count) if callable(learning_rate) else learning_rate
 
 
-def _clip_rows(rows: jax.Array, l2_norm_clip) -> jax.Array:
-  norms = jnp.linalg.norm(rows, axis=-1, keepdims=True)
-  clip = jnp.asarray(l2_norm_clip, rows.dtype)
-  return rows * jnp.minimum(1.0, clip / jnp.maximum(norms, 1e-30))
-
-
 def _flat_rows(updates) -> jax.Array:
   """Per-example pytree with a leading batch axis -> [B, d]."""
   return jax.vmap(lambda u: flatten_util.ravel_pytree(u)[0])(updates)
 
 
-def _masked(rows, mask):
-  if mask is None:
-    return rows
-  return jnp.where(jnp.asarray(mask, bool)[:, None], rows, 0)
+def _clipped_sum(rows: jax.Array, l2_norm_clip, keep: jax.Array, finite):
+  """(sum_i clip_L(row_i) over kept finite rows, kept rows dropped).
+
+  Non-finite rows give exactly zero (as in ``dpjax.clipping.clip_and_sum``):
+  one inf row cannot make the sum NaN and erase the others. Overflow-safe
+  norms: finite rows of any size are clipped.
+  """
+  norms = _numerics.l2_norm(rows, axis=-1)
+  valid = keep & finite & jnp.isfinite(norms)
+  weight = jnp.where(valid, jnp.minimum(
+      1.0, jnp.asarray(l2_norm_clip, jnp.float32) / norms), 0.0)
+  rows = jnp.where(valid[:, None], rows, 0)
+  total = (rows * weight.astype(rows.dtype)[:, None]).sum(axis=0)
+  return total, jnp.sum(keep & ~valid, dtype=jnp.int32)
+
+
+def _estimate(per_example, phi, l2_norm_clip, noise_multiplier, key, *,
+              sensitivity_factor, divisor, mask, dtype):
+  """``private_estimate`` and the number of real rows it dropped."""
+  rows = _flat_rows(per_example).astype(dtype)
+  keep = (jnp.ones(rows.shape[:1], bool) if mask is None
+          else jnp.asarray(mask, bool))
+  finite = jnp.all(jnp.isfinite(rows), axis=1)
+  rows = jnp.where((keep & finite)[:, None], rows, 0)
+  if phi is not None:
+    rows = phi.matvec(rows)  # [B, m]
+  total, dropped = _clipped_sum(rows, l2_norm_clip, keep, finite)
+  total = _numerics.zero_nonfinite(total)
+  stddev = (jnp.asarray(noise_multiplier, dtype) * sensitivity_factor *
+            jnp.asarray(l2_norm_clip, dtype))
+  noise = noise_lib.gaussian(key, total.shape, stddev=stddev, dtype=dtype)
+  if phi is not None:
+    noise = noise * (jnp.arange(phi.num_rows) < phi.active_rows).astype(dtype)
+  return (total + noise) / jnp.asarray(divisor, dtype), dropped
 
 
 def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
@@ -121,12 +156,15 @@ def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
   ``per_example`` (a pytree with a leading batch axis; ``mask`` zeroes padded
   rows), with Phi the identity when ``phi`` is None (DP-GD). Rows of Phi
   beyond its ``active_rows`` get no noise (they carry no signal either).
+  A row that is not finite (NaN or inf in g_i or Phi g_i) is dropped: it
+  contributes zero, like a padded row.
 
   Privacy:
     Changing one row changes the clipped sum by at most 2L (replace, k = 2)
     or L (add/remove, k = 1), for every Phi: one step is the Gaussian
     mechanism with noise multiplier sigma (``dp_compgd_event``,
-    ``dp_compsgd_event``).
+    ``dp_compsgd_event``). Zero is inside the clipping ball, so dropping a
+    non-finite row keeps the bound.
 
   Example:
     >>> h = private_estimate(jnp.ones((2, 3)), None, 1.0, 0.0,
@@ -135,22 +173,29 @@ def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
     >>> [round(float(v), 4) for v in h]
     [0.5774, 0.5774, 0.5774]
   """
-  rows = _masked(_flat_rows(per_example).astype(dtype), mask)
-  if phi is not None:
-    rows = phi.matvec(rows)  # [B, m]
-  total = _numerics.zero_nonfinite(_clip_rows(rows, l2_norm_clip).sum(axis=0))
-  stddev = (jnp.asarray(noise_multiplier, dtype) * sensitivity_factor *
-            jnp.asarray(l2_norm_clip, dtype))
-  noise = noise_lib.gaussian(key, total.shape, stddev=stddev, dtype=dtype)
-  if phi is not None:
-    noise = noise * (jnp.arange(phi.num_rows) < phi.active_rows).astype(dtype)
-  return (total + noise) / jnp.asarray(divisor, dtype)
+  return _estimate(per_example, phi, l2_norm_clip, noise_multiplier, key,
+                   sensitivity_factor=sensitivity_factor, divisor=divisor,
+                   mask=mask, dtype=dtype)[0]
+
+
+def _check_batch(updates, params, mask, *, require_mask, num_examples):
+  """Checks the batch axis and the mask (required for Poisson steps; else
+  a batch without one must have ``num_examples`` rows); returns the mask."""
+  batch = _clipping.check_per_example(updates, params)
+  if mask is not None or require_mask:
+    return _clipping._keep(mask, batch)  # pylint: disable=protected-access
+  if num_examples is not None and batch != num_examples:
+    raise ValueError(
+        f'Expected the full batch of num_examples={num_examples} rows, got '
+        f'{batch}: pass mask= (bool [B], False on padded rows) for a padded '
+        'batch.')
+  return None
 
 
 def _factory(learning_rate, radius, ball, *, key, num_rows, private,
              l2_norm_clip=None, noise_multiplier=0.0, divisor=None,
              sensitivity_factor=1.0, block_size=None, rows_schedule=None,
-             solver_iterations=50):
+             solver_iterations=50, require_mask=False, num_examples=None):
   """The shared step: compressed when ``num_rows``, else projected GD."""
   project_c = _balls.ball_projection(ball)
   _balls._radius(radius)  # pylint: disable=protected-access
@@ -163,6 +208,7 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
     _validate.non_negative(noise_multiplier=noise_multiplier)
     _validate.finite(noise_multiplier=noise_multiplier)
   stream0 = KeyStepState.create(key)
+  factor = jnp.float32(sensitivity_factor if private else 0.0)
 
   def init_fn(params):
     flat, _ = flatten_util.ravel_pytree(params)
@@ -172,12 +218,15 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
         stream0, jax.tree.map(jnp.zeros_like, params),
         jnp.zeros([], flat.dtype),
         jnp.asarray(noise_multiplier if private else 0.0, jnp.float32),
-        jnp.zeros([], jnp.float32))
+        jnp.zeros([], jnp.float32), factor, jnp.zeros([], jnp.int32))
 
   def update_fn(updates, state, params=None, *, mask=None, **extra):
     del extra
     if params is None:
       raise ValueError('compressed / projected GD needs params (w_t).')
+    if private:
+      mask = _check_batch(updates, params, mask, require_mask=require_mask,
+                          num_examples=num_examples)
     w, unravel = flatten_util.ravel_pytree(params)
     dim = w.size
     eta = jnp.asarray(_rate(learning_rate, state.stream.count), w.dtype)
@@ -191,8 +240,9 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
         rows = jnp.minimum(rows_schedule(state.stream.count), num_rows)
       phi = _projecting.gaussian_projection(
           phi_key, num_rows, dim, block_size=block_size, active_rows=rows)
+    dropped = jnp.zeros([], jnp.int32)
     if private:
-      grad = private_estimate(
+      grad, dropped = _estimate(
           updates, phi, l2_norm_clip, noise_multiplier, noise_key,
           sensitivity_factor=sensitivity_factor, divisor=divisor, mask=mask,
           dtype=w.dtype)
@@ -217,7 +267,7 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
                      state.weighted_sum, params),
         state.weight_total + eta,
         jnp.asarray(noise_multiplier if private else 0.0, jnp.float32),
-        residual)
+        residual, factor, state.num_dropped + dropped)
     return unravel(w_next - w), new_state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -289,14 +339,18 @@ def dp_compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
     ball, block_size, rows_schedule, solver_iterations: as ``compgd``.
 
   Returns:
-    An optax transformation; ``update(per_example_grads, state, params)``.
+    An optax transformation; ``update(per_example_grads, state, params)``
+    with every gradient leaf ``(n,) + param.shape`` (checked: a gradient
+    without its batch axis raises). A padded batch needs ``mask=`` (bool
+    [B]); without it the batch must have exactly n rows.
 
   Privacy:
     Replace-one sensitivity of the clipped sum is 2L for every Phi_t (see
     the module docstring; the thesis's s_t-rescaled release has sensitivity
     2L, not 2L / n, and is not used). Each step is the Gaussian mechanism
     with noise multiplier sigma under replace-one; T steps are
-    ``dp_compgd_event(sigma, T)``; ``calibrate_dp_compgd`` picks sigma for a
+    ``dp_compgd_event(sigma, T)``, read from the run's state by
+    ``dp_compgd_state_event(state)``; ``calibrate_dp_compgd`` picks sigma for a
     target (epsilon, delta).
 
   References:
@@ -316,7 +370,8 @@ def dp_compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
                   noise_multiplier=noise_multiplier, divisor=num_examples,
                   sensitivity_factor=2.0, block_size=block_size,
                   rows_schedule=rows_schedule,
-                  solver_iterations=solver_iterations)
+                  solver_iterations=solver_iterations,
+                  num_examples=num_examples)
 
 
 def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
@@ -339,13 +394,16 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
     key, ball, block_size, rows_schedule, solver_iterations: as ``compgd``.
 
   Returns:
-    An optax transformation; ``update(grads, state, params, mask=mask)``.
+    An optax transformation; ``update(grads, state, params, mask=mask)``,
+    ``mask`` (bool [B]) required: without it a padded row would count as
+    an example (one example counted as often as it pads the batch).
 
   Privacy:
     Add/remove-one sensitivity of the clipped sum is L for every Phi_t, so a
     step is the Poisson-subsampled Gaussian mechanism;
     ``dp_compsgd_event(sigma, q, T)`` (or ``sampler.dp_event(sigma)`` per
-    step) is the event.
+    step) is the event; ``dp_compsgd_state_event(state, sampler)`` reads it
+    from the run's state.
 
   References:
     Huang thesis, Alg. 9 (Poisson sampling instead of fixed-size batches).
@@ -364,7 +422,7 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
                   noise_multiplier=noise_multiplier,
                   divisor=expected_batch_size, sensitivity_factor=1.0,
                   block_size=block_size, rows_schedule=rows_schedule,
-                  solver_iterations=solver_iterations)
+                  solver_iterations=solver_iterations, require_mask=True)
 
 
 def projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any, *,
@@ -393,6 +451,7 @@ def dp_projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any,
   Privacy:
     Replace-one sensitivity 2L of the clipped sum: the same event as
     ``dp_compgd`` (``dp_compgd_event``), with the noise in d dimensions.
+    Gradients and ``mask`` as ``dp_compgd``.
 
   References:
     Huang thesis, ch. 7 (the DP-GD baseline of Figs. 7.1-7.3); Bassily,
@@ -408,7 +467,7 @@ def dp_projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any,
   return _factory(learning_rate, radius, ball, key=key, num_rows=None,
                   private=True, l2_norm_clip=l2_norm_clip,
                   noise_multiplier=noise_multiplier, divisor=num_examples,
-                  sensitivity_factor=2.0)
+                  sensitivity_factor=2.0, num_examples=num_examples)
 
 
 def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
@@ -416,6 +475,9 @@ def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
                      expected_batch_size: Any, *, key: jax.Array,
                      ball: str = 'l1') -> optax.GradientTransformationExtraArgs:
   """Projected DP-SGD on Poisson batches (stddev L sigma, masked rows).
+
+  ``update(grads, state, params, mask=mask)``: ``mask`` (bool [B]) is
+  required, as in ``dp_compsgd``.
 
   Privacy:
     The DP-SGD event: ``dp_compsgd_event(sigma, q, T)``.
@@ -433,59 +495,5 @@ def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
   return _factory(learning_rate, radius, ball, key=key, num_rows=None,
                   private=True, l2_norm_clip=l2_norm_clip,
                   noise_multiplier=noise_multiplier,
-                  divisor=expected_batch_size, sensitivity_factor=1.0)
-
-
-def dp_compgd_event(noise_multiplier: float, steps: int
-                    ) -> dp_accounting.DpEvent:
-  """T full-batch steps of ``dp_compgd`` / ``dp_projected_gd``.
-
-  Each step is the Gaussian mechanism with noise multiplier sigma under the
-  replace-one relation (stddev 2 L sigma on a sum of replace-one
-  sensitivity 2 L), composed T times.
-
-  Example:
-    >>> e = dp_compgd_event(5.0, 10)
-    >>> 1.0 < dpjax.accounting.epsilon(e, 0.01) < 3.0
-    True
-  """
-  _validate.positive_int(steps=steps)
-  return dp_accounting.SelfComposedDpEvent(
-      accounting.gaussian_step_event(noise_multiplier), steps)
-
-
-def dp_compsgd_event(noise_multiplier: float, sampling_rate: float,
-                     steps: int) -> dp_accounting.DpEvent:
-  """T Poisson-sampled steps of ``dp_compsgd`` / ``dp_projected_sgd``.
-
-  Example:
-    >>> e = dp_compsgd_event(1.0, 0.1, 10)
-    >>> isinstance(e, dp_accounting.SelfComposedDpEvent)
-    True
-  """
-  return accounting.dpsgd_event(noise_multiplier, sampling_rate, steps)
-
-
-def calibrate_dp_compgd(target_epsilon: float, delta: float, steps: int,
-                        accountant: str = 'rdp') -> float:
-  """sigma for T full-batch steps to spend at most (epsilon, delta).
-
-  Example:
-    >>> s = calibrate_dp_compgd(2.0, 0.01, 10)
-    >>> dpjax.accounting.epsilon(dp_compgd_event(s, 10), 0.01) <= 2.0
-    True
-  """
-  _validate.positive(target_epsilon=target_epsilon)
-  _validate.open_unit(delta=delta)
-  return accounting.calibrate(accounting.gaussian_step_event, target_epsilon,
-                              delta, accountant, steps=steps)
-
-
-def calibrate_dp_compsgd(target_epsilon: float, delta: float,
-                         sampling_rate: float, steps: int,
-                         accountant: str = 'rdp') -> float:
-  """sigma for T Poisson steps at rate q to spend at most (epsilon, delta)."""
-  _validate.positive(target_epsilon=target_epsilon)
-  _validate.open_unit(delta=delta)
-  return accounting.calibrate_noise_multiplier(
-      target_epsilon, delta, sampling_rate, steps, accountant)
+                  divisor=expected_batch_size, sensitivity_factor=1.0,
+                  require_mask=True)

@@ -128,7 +128,8 @@ class Scenario:
         loss, acc = evaluate(state.params)
         return state, dict(loss=loss, test_accuracy=acc,
                            consensus=met.consensus, batch_size=met.batch_size,
-                           bits=met.bits, compute_time=compute)
+                           bits=met.bits, compute_time=compute,
+                           noise_multiplier=met.noise_multiplier)
 
       _, curves = jax.lax.scan(step, state, jnp.arange(self.rounds))
       return curves
@@ -213,14 +214,18 @@ def run_scenario(cfg, ds, n: int, batch: float, progress: bool = True
     evals = eval_points(cfg['rounds'], cfg['evals'])
     for j, s in enumerate(sc.seeds):
       used = out['batch_size'][j]  # [T, n]
+      # The rounds' metrics: the accounting checks the sigma that ran.
+      ran = dd.RoundMetrics(used, out['bits'][j], out['consensus'][j],
+                            out['noise_multiplier'][j])
+      upto = lambda r, ran=ran: dd.RoundMetrics(*(x[:r] for x in ran))
       eps_run = (None if eps is None else
-                 float(dd.run_epsilon(setting, used, delta)))
+                 float(dd.run_epsilon(setting, ran, delta)))
       eps_curve = ([None] * len(evals) if eps is None else
-                   [float(dd.run_epsilon(setting, used[:r], delta))
+                   [float(dd.run_epsilon(setting, upto(r), delta))
                     for r in evals])
       paper = (dd.paper_epsilon(setting, used, delta)
                if algorithm in ('qdpsgd1', 'qdpsgd2') and sigma > 0 else None)
-      ledgers = dd.agent_ledgers(setting, used, out['bits'][j])
+      ledgers = dd.agent_ledgers(setting, ran)
       rows.append(dict(
           setting=label, algorithm=algorithm, target_epsilon=eps, seed=s,
           agents=n, batch=batch, noise_multiplier=sigma, epsilon=eps_run,
