@@ -27,7 +27,8 @@ def setup(batch=16, d=6, classes=3, seed=0):
   return params, data
 
 
-def make_step(tx):
+def make_step(tx, jit=True):
+  """One DP step of ``tx``, jitted as users run it (op by op: ``jit=False``)."""
   grads_fn = dpjax.per_example_grads(loss)
 
   def step(params, state, data, mask):
@@ -36,7 +37,7 @@ def make_step(tx):
     updates, state = tx.update(grads_fn(params, data), state, params, mask=mask)
     return optax.apply_updates(params, updates), state
 
-  return step
+  return jax.jit(step) if jit else step
 
 
 def test_same_state_twice_gives_the_same_update():
@@ -131,7 +132,7 @@ def test_noise_is_bit_identical_with_and_without_jit(factory):
 def test_jitted_steps_are_reproducible_and_match_eager():
   params, data = setup()
   tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY, momentum=0.9)
-  step = make_step(tx)
+  step = make_step(tx, jit=False)
   runs = []
   for fn in (jax.jit(step), jax.jit(step), step):
     p, s = params, tx.init(params)
