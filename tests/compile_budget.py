@@ -185,7 +185,9 @@ class CompileBudget:
     tr = terminalreporter
     modules = sorted(self._modules(), key=lambda m: -self.stats[m]['seconds'])
     total = sum(self._compiles(m) for m in modules)
-    tr.section(f'compile budget ({self.stage} stage): {total} compilations')
+    hits = sum(self.stats[m]['cache_hits'] for m in modules)
+    tr.section(f'compile budget ({self.stage} stage): {total} compilations, '
+               f'{hits} read from the disk cache')
     tr.write_line(f'{"module":36s} {"seconds":>8s} {"compiles":>9s} '
                   f'{"compile s":>10s} {"trace s":>8s} {"cache hits":>10s}')
     for m in modules[:SHOWN]:
