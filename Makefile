@@ -17,10 +17,11 @@ reproduce: $(STAMP)
 	$(PY) -m experiments run all
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), a whole module per
-# process so that the compile budget (tests/compile_budget.py) counts each
-# module alike; TEST_WORKERS=0 runs them in this process.
+# process (tests marked `spread` go one by one; tests/conftest.py) so that
+# the compile budget (tests/compile_budget.py) counts each module alike;
+# TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test: $(STAMP)
 	$(PYTEST) -m "not slow"

@@ -29,6 +29,7 @@ import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import compile_budget  # pylint: disable=g-import-not-at-top,wrong-import-position
+from dpjax import audit  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 jax.config.update('jax_numpy_dtype_promotion', 'strict')
 # Property tests draw the same examples on every run (derived from each
@@ -46,6 +47,37 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
   compile_budget.register(config)
+
+
+def pytest_collection_modifyitems(items):
+  """Keeps each module in one pytest-xdist worker (``--dist loadgroup``),
+  except tests marked ``spread``: heavy, independent programs (an experiment
+  on one dataset, one audit case) that go to whichever worker is free."""
+  for item in items:
+    if item.get_closest_marker('spread') is None:
+      item.add_marker(pytest.mark.xdist_group(item.nodeid.split('::')[0]))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_programs_for_spread_tests(request):
+  """A spread test compiles from empty in-memory caches and leaves them
+  empty, so its module's compile count does not depend on which worker ran
+  it or what ran there before."""
+  spread = request.node.get_closest_marker('spread') is not None
+  if spread:
+    _forget_programs()
+  yield
+  if spread:
+    _forget_programs()
+
+
+def _forget_programs():
+  """Empties JAX's in-memory caches and the audit cases built in this
+  process (building one compiles programs: a module that reused another's
+  cases would count fewer compilations than it costs alone)."""
+  jax.clear_caches()
+  audit.audit_case.cache_clear()
+  audit.audit_cases.cache_clear()
 
 
 @pytest.fixture
@@ -71,7 +103,7 @@ def _release_compiled_programs():
   (the first module of a process would otherwise reuse programs compiled
   while collecting).
   """
-  jax.clear_caches()
+  _forget_programs()
   yield
-  jax.clear_caches()
+  _forget_programs()
   gc.collect()

@@ -110,6 +110,7 @@ def _audit(case):
       delta=case.delta, score=case.score, confidence=CONFIDENCE)
 
 
+@pytest.mark.spread
 @pytest.mark.slow
 @pytest.mark.parametrize('name', NAMES)
 def test_honest_audit_stays_below_the_stated_epsilon(name):
@@ -120,6 +121,7 @@ def test_honest_audit_stays_below_the_stated_epsilon(name):
     assert bound > TEETH[case.name] * case.epsilon, (case.name, bound)
 
 
+@pytest.mark.spread
 @pytest.mark.slow
 @pytest.mark.parametrize('name', NAMES)
 def test_broken_twin_is_refuted(name):

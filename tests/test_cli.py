@@ -223,6 +223,7 @@ TINY = {
 SLOW_TINY = ('rs_privacy', 'rs_tradeoff')
 
 
+@pytest.mark.spread
 @pytest.mark.parametrize('name', [
     pytest.param(n, marks=pytest.mark.slow) if n in SLOW_TINY else n
     for n in sorted(TINY)])
@@ -287,6 +288,7 @@ def _matrix():
   return [(n, d) for n in names for d in data_lib.DATASETS + ('csv',)]
 
 
+@pytest.mark.spread
 @pytest.mark.slow
 @pytest.mark.parametrize('name, dataset', _matrix())
 def test_every_offered_dataset_runs_or_is_refused_up_front(name, dataset,
