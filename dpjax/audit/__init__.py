@@ -11,9 +11,9 @@ Example:
 
 from dpjax.audit._canaries import dpsgd_gradient_canaries
 from dpjax.audit._canaries import dpsgd_input_canaries
-from dpjax.audit._cases import audit_case
-from dpjax.audit._cases import audit_case_names
-from dpjax.audit._cases import audit_cases
+from dpjax.audit._registry import audit_case
+from dpjax.audit._registry import audit_case_names
+from dpjax.audit._registry import audit_cases
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._distinguishing import AuditResult
 from dpjax.audit._distinguishing import clopper_pearson

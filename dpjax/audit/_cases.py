@@ -9,10 +9,11 @@ twin (noise halved, clipping skipped, a paper's miscalibrated constant) whose
 stated epsilon an audit must refute, so every audit can fail. The central
 mechanisms are here, the distributed protocols in ``_cases_distributed``.
 
+The registry (``audit_case``, ``audit_cases``) is in ``_registry``.
+
 Example:
-  >>> names = [c.name for c in audit_cases()]
-  >>> 'gaussian' in names and 'cpsgd_binomial' in names
-  True
+  >>> gaussian_case().relation
+  'add/remove'
 """
 
 import functools
@@ -467,60 +468,3 @@ def _paper_compressive_twin(case, eps, xi, p) -> AuditCase:
       f'fixed Psi (p = {p}, n = {n}) whose largest column L1 norm is '
       f'{ratio:.2f} sqrt(p) (realized epsilon {ratio * eps:.2f}); score = '
       'the Laplace LLR of y')
-
-
-def _builders() -> dict[str, Callable[[], AuditCase]]:
-  from dpjax.audit import _cases_distributed  # pylint: disable=g-import-not-at-top
-  return {'gaussian': gaussian_case, 'laplace': laplace_case,
-          'discrete_gaussian': discrete_gaussian_case,
-          'exponential': exponential_case, 'dp_knn': dp_knn_case,
-          'noisy_reg': noisy_reg_case, 'random_trees': random_trees_case,
-          'dpsgd_vmap': dpsgd_vmap_case, 'dpsgd_ghost': dpsgd_ghost_case,
-          'rs_dpsgd': rs_dpsgd_case, 'dp_compgd': dp_compgd_case,
-          'laplace_privatizer': laplace_privatizer_case,
-          'compressive': compressive_case,
-          **_cases_distributed.distributed_builders()}
-
-
-def audit_case_names() -> tuple[str, ...]:
-  """The names of the registered audit cases, without building any.
-
-  Example:
-    >>> audit_case_names()[:3]
-    ('gaussian', 'laplace', 'discrete_gaussian')
-  """
-  return tuple(_builders())
-
-
-@functools.lru_cache(maxsize=None)
-def audit_case(name: str) -> AuditCase:
-  """The audit case called ``name``, built once per process.
-
-  Building runs the case's accountant and draws its data, so a test
-  parametrized by ``audit_case_names()`` builds only the cases it runs.
-
-  Example:
-    >>> audit_case('laplace').relation
-    'add/remove'
-  """
-  builders = _builders()
-  if name not in builders:
-    raise ValueError(f'name: no audit case {name!r}; the cases are '
-                     f'{", ".join(builders)}')
-  case = builders[name]()
-  assert case.name == name, (case.name, name)
-  return case
-
-
-@functools.lru_cache(maxsize=1)
-def audit_cases() -> tuple[AuditCase, ...]:
-  """Every registered audit case (central mechanisms, then protocols).
-
-  Built once per process (the stated epsilons run the accountants).
-
-  Example:
-    >>> case = audit_cases()[0]
-    >>> case.name, case.relation, case.broken is not None
-    ('gaussian', 'add/remove', True)
-  """
-  return tuple(audit_case(name) for name in audit_case_names())

@@ -19,6 +19,7 @@ import numpy as np
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.transforms._compressed_gd import CompressedGdState
+from dpjax.transforms._dpsgd_noise import _scalar
 
 FULL_BATCH, POISSON = 2.0, 1.0  # CompressedGdState.sensitivity_factor
 
@@ -76,14 +77,6 @@ def calibrate_dp_compsgd(target_epsilon: float, delta: float,
   _validate.open_unit(delta=delta)
   return accounting.calibrate_noise_multiplier(
       target_epsilon, delta, sampling_rate, steps, accountant)
-
-
-def _scalar(x: Any, name: str) -> float:
-  x = np.asarray(x)
-  if x.shape:
-    raise ValueError(f'Expected one run\'s state, got {name} of shape '
-                     f'{x.shape}: index the run (e.g. the seed axis) first.')
-  return float(x)
 
 
 def _ran(opt_state: Any, factor: float, claimed: float | None,
