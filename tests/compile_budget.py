@@ -13,9 +13,9 @@ The budget has one entry per module and stage: ``default`` for ``-m "not
 slow"``, ``slow`` for ``-m slow``; a run without ``-m`` is held to their sum.
 A module without a budget fails too. After a deliberate change, rewrite the
 stage's budgets from a full run of that stage with ``--compile-budget-update``
-(measured count plus 25% and 10 programs of slack: JAX's in-memory
-caches hold some entries by weak reference, so the count moves a little
-with garbage collection) and commit the file; the
+(measured count plus 50% and 20 programs of slack: a module's count
+moves with what ran before it in the same worker process, by up to 40%
+in the runs measured, although each module starts with emptied caches) and commit the file; the
 diff shows what the change costs. ``--compile-budget-tests N`` lists the N
 tests that compile the most. Works under pytest-xdist: each worker counts
 its own compilations and the controller adds them up (collection, which every
@@ -37,7 +37,9 @@ TRACE_EVENTS = ('/jax/core/compile/jaxpr_trace_duration',
                 '/jax/core/compile/jaxpr_to_mlir_module_duration')
 CACHE_HIT_EVENT = '/jax/compilation_cache/cache_hits'
 STAGES = {'not slow': 'default', 'slow': 'slow'}
-SLACK = 0.25, 10  # JAX's caches evict with garbage collection: counts move
+# A module's count moves with what its worker ran before it: measured for
+# tests/test_train.py, 109 alone, 146 and 207 in two full 2-worker runs.
+SLACK = 0.5, 20
 SHOWN = 10
 
 

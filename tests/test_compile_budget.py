@@ -2,12 +2,13 @@
 under pytest-xdist: a tiny suite run in a subprocess against budget files."""
 
 import json
-import math
 import os
 import subprocess
 import sys
 
 import pytest
+
+import compile_budget  # tests/ is on the path: the conftest loads it too
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Two jitted programs plus the eager ops that build their inputs.
@@ -70,12 +71,13 @@ def measured(tmp_path_factory):
 def test_update_writes_the_count_plus_slack(measured):
   count, budgets = measured
   assert count >= 2  # the two jitted programs at least
-  assert budgets == {'default': {'test_tiny.py': math.ceil(count * 1.25) + 10}}
+  assert budgets == {
+      'default': {'test_tiny.py': compile_budget.budget_for(count)}}
 
 
 def test_a_module_over_its_budget_fails_the_run(tmp_path, measured):
   count, _ = measured
-  proc, _ = _run(tmp_path, count - 1)
+  proc, _ = _run(tmp_path, count - 1)  # a hand-written budget below the count
   assert proc.returncode == 1, proc.stdout
   assert 'OVER BUDGET test_tiny.py' in proc.stdout
   assert '2 passed' in proc.stdout  # the tests themselves passed
