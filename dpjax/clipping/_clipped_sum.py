@@ -21,6 +21,12 @@ per-example gradients with ``clip_and_sum`` (clipping an already clipped
 gradient again leaves it unchanged). A sum with no per-example gradients
 behind it has no bound dpjax can check; noise it with ``add_gaussian_noise``
 and state its sensitivity in ``add_gaussian_noise_event`` yourself.
+
+Example:
+  >>> s = dpjax.clipping.clip_and_sum({'a': jnp.ones((2, 3)), 'b': jnp.ones(2)},
+  ...                                 {'a': 0.3, 'b': 0.4}, jnp.ones(2, bool))
+  >>> s.grad_sum.l2_norm_clip, s.grad_sum.value['b']
+  (0.5, Array(0.8, dtype=float32))
 """
 
 from typing import Any
