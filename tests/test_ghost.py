@@ -605,7 +605,8 @@ def test_ghost_dpsgd_step_with_the_existing_transforms():
 
   @jax.jit
   def step(params, state, batch):
-    updates, state = tx.update(ghost(params, batch).grad_sum.value, state, params)
+    updates, state = tx.update(ghost(params, batch).grad_sum.value, state,
+                               params)
     return optax.apply_updates(params, updates), state
 
   @jax.jit

@@ -75,7 +75,8 @@ class ClippedSum:
     raise AttributeError('ClippedSum is immutable.')
 
   def __repr__(self) -> str:
-    return f'ClippedSum(value={self.value!r}, l2_norm_clip={self.l2_norm_clip!r})'
+    return (f'ClippedSum(value={self.value!r}, '
+            f'l2_norm_clip={self.l2_norm_clip!r})')
 
   def tree_flatten(self):
     if _is_static(self.l2_norm_clip):

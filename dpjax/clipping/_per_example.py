@@ -355,13 +355,15 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
   Example:
     >>> loss = lambda w, x: jnp.sum(w * x)
     >>> fn = clipped_grad_sum(loss, l2_norm_clip=1.0)
-    >>> fn(jnp.ones(2), jnp.array([[3., 4.], [0., 0.5]]), jnp.ones(2, bool)).grad_sum.value
+    >>> x = jnp.array([[3., 4.], [0., 0.5]])
+    >>> fn(jnp.ones(2), x, jnp.ones(2, bool)).grad_sum.value
     Array([0.6, 1.3], dtype=float32)
     >>> dense = lambda w, x: jnp.sum(jnp.tanh(x @ w))
     >>> x, w = jnp.array([[3., 4.], [0., 0.5]]), jnp.ones((2, 3))
     >>> ghost = clipped_grad_sum(dense, 1.0, method='ghost')(w, x, jnp.ones(2, bool))
     >>> exact = clipped_grad_sum(dense, 1.0)(w, x, jnp.ones(2, bool))
-    >>> bool(jnp.allclose(ghost.grad_sum.value, exact.grad_sum.value, atol=1e-6))
+    >>> bool(jnp.allclose(ghost.grad_sum.value, exact.grad_sum.value,
+    ...                   atol=1e-6))
     True
   """
   validate_l2_norm_clip(l2_norm_clip)
