@@ -178,7 +178,7 @@ def _sum_step(noise_clip, clip=True):
   """``dpsgd(per_example=False)``'s update of ``updates`` (state returned)."""
   params, _ = setup()
   tx = dpjax.dpsgd(0.1, noise_clip, 1.0, 16, key=KEY, per_example=False,
-                   clip=clip)
+                   **({} if clip else {'clip': False}))
   return lambda updates: tx.update(updates, tx.init(params), params)
 
 
