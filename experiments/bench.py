@@ -196,7 +196,7 @@ def make_jax_steps(model: nn.Module, batch_size: int, optional: dict
     clipped = dpjax.clipped_grad_sum(example_loss, CLIP, method=method)
 
     def dp_step(params, state, batch, mask, tx=tx, clipped=clipped):
-      grad_sum = clipped(params, batch, mask).grad_sum
+      grad_sum = clipped(params, batch, mask).grad_sum.value
       updates, state = tx.update(grad_sum, state, params)
       return optax.apply_updates(params, updates), state
 

@@ -85,7 +85,7 @@ def bench(n: int, repeats: int, loop_max: int) -> dict:
 
   @jax.jit
   def agent_step(xi, zi, mixed, wii, k, ex, mask):
-    g = summed(xi, ex, mask).grad_sum
+    g = summed(xi, ex, mask).grad_sum.value
     size = jnp.maximum(jnp.sum(mask), 1)
     zeta = noise.tree_noise(noise.gaussian, k, xi, stddev=0.5)
     return jax.tree.map(

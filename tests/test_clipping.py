@@ -52,15 +52,15 @@ def test_clipped_sum_matches_reference_formula():
   out = dpjax.clipped_grad_sum(linear_loss, clip)(PARAMS, batch, ALL(batch))
   expected = (flat * np.minimum(1.0, clip / norms)[:, None]).sum(0)
   np.testing.assert_allclose(out.norms, norms, rtol=1e-5)
-  np.testing.assert_allclose(out.grad_sum['w'], expected[:D], rtol=1e-5)
-  np.testing.assert_allclose(out.grad_sum['b'], expected[D], rtol=1e-5)
+  np.testing.assert_allclose(out.grad_sum.value['w'], expected[:D], rtol=1e-5)
+  np.testing.assert_allclose(out.grad_sum.value['b'], expected[D], rtol=1e-5)
 
 
 def test_huge_clip_gives_the_plain_gradient_sum():
   batch = make_batch(jax.random.key(2))
   out = dpjax.clipped_grad_sum(linear_loss, 1e9)(PARAMS, batch, ALL(batch))
   mean_loss = lambda p: jnp.sum(jax.vmap(linear_loss, (None, 0))(p, batch))
-  chex.assert_trees_all_close(out.grad_sum, jax.grad(mean_loss)(PARAMS),
+  chex.assert_trees_all_close(out.grad_sum.value, jax.grad(mean_loss)(PARAMS),
                               rtol=1e-5)
 
 
@@ -123,8 +123,8 @@ def test_per_layer_clipping_bounds_each_group_and_the_total():
   batch = make_batch(jax.random.key(5), batch=1, scale=50.0)
   out = dpjax.clipped_grad_sum(linear_loss, clip)(PARAMS, batch, ALL(batch))
   assert set(out.norms) == {'w', 'b'}
-  assert float(jnp.linalg.norm(out.grad_sum['w'])) == pytest.approx(0.3, 1e-5)
-  assert float(jnp.abs(out.grad_sum['b'])) == pytest.approx(0.4, 1e-5)
+  assert float(jnp.linalg.norm(out.grad_sum.value['w'])) == pytest.approx(0.3, 1e-5)
+  assert float(jnp.abs(out.grad_sum.value['b'])) == pytest.approx(0.4, 1e-5)
   # Adversarial replace-one stays within 2 * sqrt(0.3^2 + 0.4^2).
   batch = make_batch(jax.random.key(6), scale=5.0)
   fn = dpjax.clipped_grad_sum(linear_loss, clip)
@@ -191,8 +191,8 @@ def test_coordinate_mask_clips_and_sums_the_masked_gradients(method):
   masked = jax.tree.map(lambda g, m: g * m, grads, cmask)
   expected = dpjax.clipping.clip_and_sum(masked, 1.0, ALL(masked))
   chex.assert_trees_all_close(out, expected, rtol=1e-5)
-  np.testing.assert_array_equal(np.asarray(out.grad_sum['w'])[[1, 4]], 0.0)
-  assert float(out.grad_sum['b']) == 0.0
+  np.testing.assert_array_equal(np.asarray(out.grad_sum.value['w'])[[1, 4]], 0.0)
+  assert float(out.grad_sum.value['b']) == 0.0
 
 
 @pytest.mark.parametrize('method', ['vmap', 'ghost'])
@@ -203,3 +203,28 @@ def test_methods_agree_on_the_reference_formula(method):
       PARAMS, batch, ALL(batch))
   grads = dpjax.per_example_grads(linear_loss)(PARAMS, batch)
   chex.assert_trees_all_close(out, dpjax.clipping.clip_and_sum(grads, clip, ALL(grads)), rtol=1e-5)
+
+
+@pytest.mark.parametrize('method', ['vmap', 'ghost'])
+def test_the_clipped_sum_carries_its_bound(method):
+  """Static where the bound is concrete, a leaf of the traced value inside a
+  jit over C; the per-layer bound is the norm of the layer bounds."""
+  batch = make_batch(jax.random.key(13), scale=3.0)
+  fn = lambda c: dpjax.clipped_grad_sum(linear_loss, c, method)(  # noqa: E731
+      PARAMS, batch, ALL(batch)).grad_sum
+  flat, layered = fn(0.5), fn({'w': 0.3, 'b': 0.4})
+  assert isinstance(flat, dpjax.clipping.ClippedSum)
+  assert flat.l2_norm_clip == 0.5
+  assert layered.l2_norm_clip == pytest.approx(0.5, rel=1e-12)
+  assert jax.tree.leaves(flat) == jax.tree.leaves(flat.value)  # aux data
+  traced = jax.jit(fn)(jnp.float32(0.25))
+  np.testing.assert_array_equal(traced.l2_norm_clip, np.float32(0.25))
+  chex.assert_trees_all_close(traced.value, fn(0.25).value, rtol=1e-6)
+
+
+def test_a_clipped_sum_cannot_be_built_from_a_bare_value():
+  with pytest.raises(TypeError, match='clip_and_sum'):
+    dpjax.clipping.ClippedSum({'w': jnp.zeros(D)}, 1.0)
+  with pytest.raises(AttributeError):
+    dpjax.clipping.clip_and_sum(jnp.ones((2, 3)), 1.0,
+                                jnp.ones(2, bool)).grad_sum.l2_norm_clip = 9.0

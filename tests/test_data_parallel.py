@@ -100,6 +100,7 @@ def _check(name, method, mesh):
   assert _max_diff(got.grad_sum, want7.grad_sum) < TOL
   assert _max_diff(got.norms, want7.norms) < TOL
   assert got.norms.shape == (7,)
+  assert got.grad_sum.l2_norm_clip == CLIP  # the bound survives the psum
   leaf = jax.tree.leaves(got.grad_sum)[0]
   assert leaf.sharding.is_fully_replicated
   # The noisy DP-SGD update: same key, same update.

@@ -304,7 +304,7 @@ def test_huge_clip_gives_the_plain_gradient_sum():
   ghost = clipped_grad_sum(loss, 1e9, method='ghost')
   total = lambda p: jnp.sum(jax.vmap(loss, (None, 0))(p, batch))  # noqa: E731
   out, plain = jax.jit(lambda p: (ghost(p, batch), jax.grad(total)(p)))(params)
-  assert_same(out.grad_sum, plain)
+  assert_same(out.grad_sum.value, plain)
 
 
 # --- overflow: finite gradients whose squared norm exceeds float32 ------------
@@ -481,7 +481,7 @@ def test_plain_jax_loss_with_nested_jaxprs():
       "['w']": 'ghost dense (T=1, ||a||^2 ||g||^2)'}
   exact, ghost = both(plain_loss, 0.5, params, batch)
   assert_same(ghost, exact)
-  assert not np.any(np.asarray(ghost.grad_sum['unused']))
+  assert not np.any(np.asarray(ghost.grad_sum.value['unused']))
 
 
 class TiedLM(nn.Module):
@@ -605,7 +605,8 @@ def test_ghost_dpsgd_step_with_the_existing_transforms():
 
   @jax.jit
   def step(params, state, batch):
-    updates, state = tx.update(ghost(params, batch).grad_sum, state, params)
+    updates, state = tx.update(ghost(params, batch).grad_sum.value, state,
+                               params)
     return optax.apply_updates(params, updates), state
 
   @jax.jit

@@ -16,6 +16,7 @@ import dpjax
 from dpjax import distributed
 from dpjax import noise
 from dpjax import transforms
+from dpjax.clipping import _clipped_sum
 
 KEY = jax.random.key(0)
 BATCH_KEY = jax.random.key(7)
@@ -66,7 +67,7 @@ def test_nonfinite_example_counts_like_a_masked_row():
                          mask=jnp.ones(3, bool))
   masked, _ = tx.update({'w': grads['w'].at[1:].set(0.0)}, tx.init(params),
                         params, mask=jnp.array([True, False, False]))
-  np.testing.assert_array_equal(out['w'], masked['w'])
+  np.testing.assert_array_equal(out.value['w'], masked.value['w'])
   assert int(state.num_dropped) == 2
 
 
@@ -145,7 +146,7 @@ def test_empty_batch_gives_a_zero_sum(method):
   w = jnp.ones((3, 2))
   out = dpjax.clipped_grad_sum(loss, 1.0, method)(w, jnp.ones((0, 3)),
                                                    jnp.ones(0, bool))
-  np.testing.assert_array_equal(out.grad_sum, jnp.zeros((3, 2)))
+  np.testing.assert_array_equal(out.grad_sum.value, jnp.zeros((3, 2)))
 
 
 def test_huge_finite_gradient_is_clipped_not_dropped():
@@ -154,7 +155,7 @@ def test_huge_finite_gradient_is_clipped_not_dropped():
   out, state = dpjax.clip_per_example(1.0).update(
       grads, dpjax.clip_per_example(1.0).init(params), params,
       mask=jnp.ones(2, bool))
-  np.testing.assert_allclose(out, [0.6 + 0.3, 0.8 + 0.4], rtol=1e-5)
+  np.testing.assert_allclose(out.value, [0.6 + 0.3, 0.8 + 0.4], rtol=1e-5)
   assert int(state.num_dropped) == 0
 
 
@@ -164,7 +165,7 @@ def test_huge_finite_gradient_is_clipped_not_dropped_by_ghost_clipping():
   x = jnp.array([[3e30, 4e30], [0.3, 0.4]], jnp.float32)
   out = dpjax.clipped_grad_sum(loss, 1.0, 'ghost')(
       jnp.zeros((2, 1)), x, jnp.ones(2, bool))
-  np.testing.assert_allclose(out.grad_sum[:, 0], [0.6 + 0.3, 0.8 + 0.4],
+  np.testing.assert_allclose(out.grad_sum.value[:, 0], [0.6 + 0.3, 0.8 + 0.4],
                              rtol=1e-5)
   np.testing.assert_allclose(out.norms, [5e30, 0.5], rtol=1e-6)
   assert int(dpjax.clipping.count_nonfinite(out.norms)) == 0
@@ -294,8 +295,9 @@ def test_ledger_follows_a_traced_sigma_changed_mid_run():
 
 def test_dpsgd_noise_releases_non_finite_sums_as_their_zero_substitute():
   tx = dpjax.transforms.add_dpsgd_noise(1.0, 1.1, key=KEY)
-  bad = jnp.array([jnp.nan, jnp.inf, 2.0, -jnp.inf])
-  good = jnp.array([0.0, 0.0, 2.0, 0.0])
+  # A sum overflowing after clipping (internal constructor: no row gives it).
+  bad = _clipped_sum.make(jnp.array([jnp.nan, jnp.inf, 2.0, -jnp.inf]), 1.0)
+  good = _clipped_sum.make(jnp.array([0.0, 0.0, 2.0, 0.0]), 1.0)
   out_bad, _ = tx.update(bad, tx.init(None))
   out_good, _ = tx.update(good, tx.init(None))
   np.testing.assert_array_equal(out_bad, out_good)

@@ -171,6 +171,88 @@ def test_clip_state_counts_dropped_nonfinite_examples():
   assert int(state[0].num_dropped) == 1
 
 
+# ----------------------------------------- the clipped sum carries its bound
+
+
+def _sum_step(noise_clip, clip=True):
+  """``dpsgd(per_example=False)``'s update of ``updates`` (state returned)."""
+  params, _ = setup()
+  tx = dpjax.dpsgd(0.1, noise_clip, 1.0, 16, key=KEY, per_example=False,
+                   **({} if clip else {'clip': False}))
+  return lambda updates: tx.update(updates, tx.init(params), params)
+
+
+@pytest.mark.parametrize('jit', [False, True])
+def test_dpsgd_on_a_sum_refuses_an_unclipped_sum(jit):
+  """Before: a plain jax.grad sum was noised and recorded at sigma."""
+  params, data = setup()
+  plain = jax.grad(lambda p: jnp.sum(jax.vmap(loss, (None, 0))(p, data)))(
+      params)
+  step = _sum_step(1.0)
+  with pytest.raises(ValueError, match='Expected updates to be a ClippedSum'):
+    (jax.jit(step) if jit else step)(plain)
+
+
+@pytest.mark.parametrize('method', ['vmap', 'ghost'])
+def test_dpsgd_refuses_a_sum_clipped_above_its_bound_at_trace_time(method):
+  """Before: a sum clipped at C = 4 was noised for C = 1 and recorded."""
+  params, data = setup()
+  mask = jnp.ones(16, bool)
+  summed = lambda c: dpjax.clipped_grad_sum(loss, c, method)(params, data,
+                                                             mask).grad_sum
+  with pytest.raises(ValueError, match='updates clipped to at most '
+                     'l2_norm_clip=1.0.*clipped to 4.0'):
+    jax.jit(lambda: _sum_step(1.0)(summed(4.0)))()
+  # A smaller bound is sound, and per-layer bounds count by their total.
+  _sum_step(1.0)(summed(0.5))
+  _sum_step(5.0)(summed({'w': 3.0, 'b': 4.0}))
+  with pytest.raises(ValueError, match='updates'):
+    _sum_step({'w': 0.3, 'b': 0.4})(summed(1.0))
+
+
+def test_hand_built_chain_refuses_a_clip_above_the_noise_bound():
+  """Before: chain(clip_per_example(10), add_dpsgd_noise(C=1)) ran as sigma."""
+  params, data = setup()
+  tx = optax.chain(dpjax.clip_per_example(10.0),
+                   dpjax.transforms.add_dpsgd_noise(1.0, 1.0, key=KEY))
+  with pytest.raises(ValueError, match='updates clipped to at most'):
+    make_step(tx, jit=False)(params, tx.init(params), data, None)
+  tx = optax.chain(dpjax.clip_per_example(1.0),
+                   dpjax.transforms.add_dpsgd_noise(1.0, 1.0, key=KEY))
+  chex.assert_tree_all_finite(
+      make_step(tx, jit=False)(params, tx.init(params), data, None)[0])
+
+
+def test_a_traced_bound_above_the_noise_bound_is_refused_when_recorded():
+  """Traced bounds (a sweep over C) pass the update; the state keeps the
+  sum's bound and dpsgd_step_event refuses a sum clipped above the noise's."""
+  params, data = setup()
+  sampler = dpjax.PoissonSampler(1000, 0.016)
+
+  @jax.jit
+  def state_after(sum_clip, noise_clip):
+    tx = dpjax.dpsgd(0.1, noise_clip, 1.1, 16, key=KEY, per_example=False)
+    summed = dpjax.clipped_grad_sum(loss, sum_clip)(
+        params, data, jnp.ones(16, bool)).grad_sum
+    return tx.update(summed, tx.init(params), params)[1]
+
+  with pytest.raises(ValueError, match='sum clipped to 4.0 with noise '
+                     'calibrated to l2_norm_clip=1.0'):
+    dpjax.transforms.dpsgd_step_event(state_after(4.0, 1.0), sampler)
+  event, _ = dpjax.transforms.dpsgd_step_event(state_after(1.0, 1.0), sampler)
+  assert event.noise_multiplier == pytest.approx(1.1, rel=1e-6)
+  dpjax.transforms.dpsgd_step_event(state_after(0.5, 1.0), sampler)
+
+
+def test_noisy_sgd_ablation_takes_a_bare_sum_and_cannot_be_recorded():
+  params, data = setup()
+  plain = jax.grad(lambda p: jnp.sum(jax.vmap(loss, (None, 0))(p, data)))(
+      params)
+  _, state = _sum_step(1.0, clip=False)(plain)
+  with pytest.raises(ValueError, match='unclipped sum'):
+    dpjax.transforms.dpsgd_step_event(state, dpjax.PoissonSampler(100, 0.1))
+
+
 def test_sharded_batch_gives_the_same_step_as_one_device():
   assert jax.device_count() >= 2
   params, data = setup(batch=16)

@@ -6,10 +6,11 @@ Example:
   >>> loss = lambda w, x: jnp.sum(w * x)
   >>> fn = dpjax.clipping.clipped_grad_sum(loss, 1.0)
   >>> out = fn(jnp.ones(2), jnp.ones((3, 2)), jnp.ones(3, bool))  # mask: real rows
-  >>> out.grad_sum.shape
+  >>> out.grad_sum.value.shape
   (2,)
 """
 
+from dpjax.clipping._clipped_sum import ClippedSum
 from dpjax.clipping._data_parallel import sharded_clipped_grad_sum
 from dpjax.clipping._ghost import ghost_grads
 from dpjax.clipping._ghost import ghost_plan
@@ -27,6 +28,7 @@ __all__ = [
     'clipped_grad_sum',
     'clipped_norm_bound',
     'ClippedGradSum',
+    'ClippedSum',
     'count_nonfinite',
     'ghost_grads',
     'ghost_plan',

@@ -33,7 +33,7 @@ Example:
   >>> fn = sharded_clipped_grad_sum(loss, 1.0, mesh=mesh, axis_name='data')
   >>> x = jnp.array([[3., 4.], [0., .5], [1., 0.], [0., 0.], [6., 8.]])
   >>> out = fn(jnp.ones(2), x, jnp.ones(5, bool))  # 5 rows on 4 devices: padded
-  >>> out.grad_sum, out.norms.shape
+  >>> out.grad_sum.value, out.norms.shape
   (Array([2.2, 2.1], dtype=float32), (5,))
 """
 
@@ -46,6 +46,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 import jax.numpy as jnp
 
+from dpjax.clipping import _clipped_sum
 from dpjax.clipping import _ghost_plan
 from dpjax.clipping import _per_example
 
@@ -94,7 +95,8 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
     >>> x, w, mask = jnp.ones((8, 3)), jnp.ones((3, 2)), jnp.ones(8, bool)
     >>> fn = sharded_clipped_grad_sum(dense, 1.0, 'ghost', mesh=mesh)
     >>> one = dpjax.clipped_grad_sum(dense, 1.0, 'ghost')(w, x, mask)
-    >>> bool(jnp.allclose(fn(w, x, mask).grad_sum, one.grad_sum, atol=1e-6))
+    >>> bool(jnp.allclose(fn(w, x, mask).grad_sum.value, one.grad_sum.value,
+    ...                   atol=1e-6))
     True
   """
   _per_example.validate_l2_norm_clip(l2_norm_clip)
@@ -116,7 +118,7 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
                                         fallback=fallback)(
                                             params, batch, mask,
                                             coordinate_mask)
-    return out._replace(grad_sum=jax.lax.psum(out.grad_sum, axis_name))
+    return jax.lax.psum(out.grad_sum.value, axis_name), out.norms
 
   def fn(params, batch, mask, coordinate_mask=None):
     batch = jax.tree.map(jnp.asarray, batch)
@@ -128,7 +130,7 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
     mapped = jax.shard_map(
         local, mesh=mesh,
         in_specs=(P(), P(), P(axis_name), P(axis_name), P()),
-        out_specs=_per_example.ClippedGradSum(P(), P(axis_name)))
+        out_specs=(P(), P(axis_name)))
     args = (l2_norm_clip, params, batch, mask, coordinate_mask)
     if AxisType.Explicit in mesh.axis_types:  # shard_map wants them placed
       specs = (P(), P(), P(axis_name), P(axis_name), P())
@@ -136,11 +138,14 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
           lambda x, spec=spec: jax.sharding.reshard(x, NamedSharding(mesh,
                                                                      spec)),
           jax.tree.map(jnp.asarray, arg)) for arg, spec in zip(args, specs))
-    out = mapped(*args)
-    norms = out.norms
+    grad_sum, norms = mapped(*args)
     if pad and AxisType.Explicit in mesh.axis_types:  # slice a whole array
       norms = jax.tree.map(
           lambda n: jax.sharding.reshard(n, NamedSharding(mesh, P())), norms)
-    return out._replace(norms=jax.tree.map(lambda n: n[:size], norms))
+    # The shards' sums are of disjoint rows, each clipped to the bound.
+    return _per_example.ClippedGradSum(
+        _clipped_sum.make(grad_sum,
+                          _per_example.clipped_norm_bound(l2_norm_clip)),
+        jax.tree.map(lambda n: n[:size], norms))
 
   return fn

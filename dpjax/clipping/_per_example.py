@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax.clipping import _clipped_sum
 from dpjax.clipping import _ghost
 from dpjax.clipping import _ghost_plan
 from dpjax.clipping import _sharding
@@ -43,7 +44,10 @@ class ClippedGradSum(NamedTuple):
   """Sum of clipped per-example gradients and the per-example norms.
 
   Attributes:
-    grad_sum: pytree shaped like params, sum_i clip(g_i) over unmasked rows.
+    grad_sum: a ``ClippedSum``: ``.value`` is the pytree shaped like params,
+      sum_i clip(g_i) over unmasked rows; ``.l2_norm_clip`` its bound
+      ``clipped_norm_bound(l2_norm_clip)``. Feed it as it is to
+      ``add_dpsgd_noise`` (``dpsgd(..., per_example=False)``).
     norms: per-example L2 norms before clipping, shape [B] (flat clipping) or
       a pytree of [B] arrays shaped like ``l2_norm_clip`` (per-layer).
   """
@@ -236,7 +240,9 @@ def _clip_factored(sq_norms: list[jax.Array],
     for i in group:
       weights[i] = weight
   grad_sum = jax.tree.unflatten(treedef, weighted_sums(weights, valid))
-  return ClippedGradSum(grad_sum, jax.tree.unflatten(clip_def, norms))
+  return ClippedGradSum(
+      _clipped_sum.make(grad_sum, clipped_norm_bound(l2_norm_clip)),
+      jax.tree.unflatten(clip_def, norms))
 
 
 def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
@@ -257,7 +263,7 @@ def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
   Example:
     >>> g = {'w': jnp.array([[3., 4.], [0.3, 0.4]])}
     >>> out = clip_and_sum(g, 1.0, jnp.ones(2, bool))
-    >>> out.grad_sum['w'], out.norms
+    >>> out.grad_sum.value['w'], out.norms
     (Array([0.90000004, 1.2       ], dtype=float32), Array([5. , 0.5], dtype=float32))
   """
   validate_l2_norm_clip(l2_norm_clip)
@@ -329,10 +335,10 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
 
   Returns:
     A jittable function of ``(params, batch, mask, coordinate_mask=None)``;
-    ``mask`` (bool [B], required) is False on padded rows. A DP-SGD step feeds its ``grad_sum`` to
-    ``optax.chain(add_gaussian_noise(sigma * clipped_norm_bound(C), key=k),
-    normalize(expected_batch_size), optimizer)`` (the chain of ``dpsgd``
-    without its per-example aggregator).
+    ``mask`` (bool [B], required) is False on padded rows. A DP-SGD step
+    feeds its ``grad_sum`` (a ``ClippedSum`` carrying its bound) to
+    ``dpsgd(..., per_example=False)`` with the same ``l2_norm_clip``; a
+    larger bound there is refused.
 
   Privacy:
     The returned sum has L2 sensitivity ``clipped_norm_bound(l2_norm_clip)``
@@ -349,13 +355,15 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
   Example:
     >>> loss = lambda w, x: jnp.sum(w * x)
     >>> fn = clipped_grad_sum(loss, l2_norm_clip=1.0)
-    >>> fn(jnp.ones(2), jnp.array([[3., 4.], [0., 0.5]]), jnp.ones(2, bool)).grad_sum
+    >>> x = jnp.array([[3., 4.], [0., 0.5]])
+    >>> fn(jnp.ones(2), x, jnp.ones(2, bool)).grad_sum.value
     Array([0.6, 1.3], dtype=float32)
     >>> dense = lambda w, x: jnp.sum(jnp.tanh(x @ w))
     >>> x, w = jnp.array([[3., 4.], [0., 0.5]]), jnp.ones((2, 3))
     >>> ghost = clipped_grad_sum(dense, 1.0, method='ghost')(w, x, jnp.ones(2, bool))
     >>> exact = clipped_grad_sum(dense, 1.0)(w, x, jnp.ones(2, bool))
-    >>> bool(jnp.allclose(ghost.grad_sum, exact.grad_sum, atol=1e-6))
+    >>> bool(jnp.allclose(ghost.grad_sum.value, exact.grad_sum.value,
+    ...                   atol=1e-6))
     True
   """
   validate_l2_norm_clip(l2_norm_clip)
@@ -368,9 +376,10 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
 
   def empty(params, mask):
     _keep(mask, 0)
-    return ClippedGradSum(jax.tree.map(jnp.zeros_like, params),
-                          jax.tree.map(lambda _: jnp.zeros((0,), jnp.float32),
-                                       l2_norm_clip))
+    return ClippedGradSum(
+        _clipped_sum.make(jax.tree.map(jnp.zeros_like, params),
+                          clipped_norm_bound(l2_norm_clip)),
+        jax.tree.map(lambda _: jnp.zeros((0,), jnp.float32), l2_norm_clip))
 
   def vmap_fn(params, batch, mask, coordinate_mask=None):
     mask = _sharding.replicate_on_mesh(mask)

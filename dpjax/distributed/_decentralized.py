@@ -131,7 +131,7 @@ def _mean_grad(loss_fn: LossFn, l2_norm_clip):
 
     def grad(params, examples, mask):
       size = jnp.sum(mask)
-      g = summed(params, examples, mask).grad_sum
+      g = summed(params, examples, mask).grad_sum.value
       return jax.tree.map(lambda x: x / jnp.maximum(size, 1).astype(x.dtype),
                           g)
   return jax.vmap(grad)

@@ -31,7 +31,11 @@ def _sgd(learning_rate, momentum, nesterov=False):
 
 def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
                     clip=True):
-  """The clip aggregator (per-example input only) and the Gaussian noise."""
+  """The clip aggregator (per-example input only) and the Gaussian noise.
+
+  Without the aggregator the noise takes a ``ClippedSum`` of at most its C
+  (a bare sum only with ``clip=False``, the unclipped ablation).
+  """
   parts = [_dpsgd_noise.add_dpsgd_noise(l2_norm_clip, noise_multiplier,
                                          key=key, clipped=clip)]
   if per_example:
@@ -43,7 +47,7 @@ def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
 def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
           noise_multiplier: float, expected_batch_size: float, *,
           key: jax.Array, momentum: float | None = None,
-          nesterov: bool = False, per_example: bool = True
+          nesterov: bool = False, per_example: bool = True, clip: bool = True
           ) -> optax.GradientTransformationExtraArgs:
   """DP-SGD: clip per example, add Gaussian noise, normalize, (momentum) SGD.
 
@@ -58,9 +62,15 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     nesterov: Nesterov momentum.
     per_example: True (default): the updates are per-example gradients with
       a leading batch axis (and ``mask=`` marks real rows), clipped and summed
-      by the chain. False: the updates are already the clipped sum, e.g. from
-      ``dpjax.clipped_grad_sum(loss, l2_norm_clip, method='ghost')`` with the
-      SAME ``l2_norm_clip``; the chain adds the noise and the rest.
+      by the chain. False: the updates are the clipped sum as the
+      ``dpjax.clipping.ClippedSum`` that carries its bound, e.g. the
+      ``grad_sum`` of ``dpjax.clipped_grad_sum(loss, l2_norm_clip,
+      method='ghost')``; the chain adds the noise and the rest. A bare
+      pytree, or a sum clipped to a larger bound than ``l2_norm_clip``, is
+      refused (see ``add_dpsgd_noise``).
+    clip: False for the noisy-SGD ablation (NOT private; its steps cannot be
+      recorded): per-example gradients are summed unclipped, or with
+      ``per_example=False`` the updates may be a bare (unclipped) sum.
 
   Returns:
     An optax transformation.
@@ -92,7 +102,8 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
   """
   _validate.positive(expected_batch_size=expected_batch_size)
   return optax.chain(
-      *_privatized_sum(l2_norm_clip, noise_multiplier, key, per_example),
+      *_privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
+                       clip),
       _normalizing.normalize(expected_batch_size),
       _sgd(learning_rate, momentum, nesterov),
   )
@@ -125,10 +136,10 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
       ``key``, so masks and noise never come from the same stream).
     momentum: heavy-ball momentum (the paper uses 0.9) or None.
     per_example: as in ``dpsgd``. With False the updates are the clipped sum
-      of the masked per-example gradients: pass
+      (``ClippedSum``) of the masked per-example gradients: pass
       ``coordinate_mask=sparsity_mask(mask_key, t, params, schedule)`` to
       ``dpjax.clipped_grad_sum``; the chain masks the noisy sum alike.
-    clip: False for the noisy-SGD ablation (per-example input only).
+    clip: False for the noisy-SGD ablation, as in ``dpsgd``.
 
   Returns:
     An optax transformation.

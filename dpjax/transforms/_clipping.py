@@ -32,7 +32,9 @@ def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs
     l2_norm_clip: scalar C, or a pytree prefix of per-layer bounds.
 
   Returns:
-    An optax transformation whose output is the clipped sum (no batch axis).
+    An optax transformation whose output is the clipped sum (no batch axis)
+    as a ``dpjax.clipping.ClippedSum`` carrying its bound (``.value`` the
+    sum): chain ``add_dpsgd_noise`` with the same ``l2_norm_clip`` next.
 
   Privacy:
     The output has L2 sensitivity ``clipped_norm_bound(l2_norm_clip)`` under
@@ -46,7 +48,7 @@ def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs
     >>> g = {'w': jnp.array([[3., 4.], [0.3, 0.4]])}
     >>> out, _ = tx.update(g, tx.init(None), {'w': jnp.zeros(2)},
     ...                    mask=jnp.ones(2, bool))
-    >>> out['w']
+    >>> out.value['w']
     Array([0.90000004, 1.2       ], dtype=float32)
   """
   _clipping.validate_l2_norm_clip(l2_norm_clip)

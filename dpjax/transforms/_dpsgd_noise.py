@@ -5,7 +5,10 @@ of the step that produced it (traced values included, e.g. under
 ``optax.inject_hyperparams``), and ``normalize`` keeps its divisor. The
 companion ``dpsgd_step_event`` builds the step's DpEvent from that state, not
 from a second copy of the hyperparameters, so a ledger cannot record a sigma
-other than the one that ran (Abadi et al. 2016, Alg. 1).
+other than the one that ran (Abadi et al. 2016, Alg. 1). The noise takes a
+``dpjax.clipping.ClippedSum``, whose bound must not exceed its C: refused
+while tracing where both are concrete, else recorded in the state and
+refused by ``dpsgd_step_event``.
 """
 
 from typing import Any, NamedTuple
@@ -19,6 +22,7 @@ import optax
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import noise as noise_lib
+from dpjax.clipping import _clipped_sum
 from dpjax.clipping import _per_example as _clipping
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._state import KeyStepState
@@ -34,17 +38,24 @@ class DpsgdNoiseState(NamedTuple):
     l2_sensitivity: float32, the clipped-sum bound the noise is calibrated
       to, ``clipped_norm_bound(l2_norm_clip)``.
     clipped: bool, False for the unclipped noisy-SGD ablation (not private).
+    sum_bound: float32, the bound carried by the last step's ``ClippedSum``
+      (inf before a step and for a bare sum in the ablation).
   """
   stream: KeyStepState
   noise_multiplier: jax.Array
   l2_sensitivity: jax.Array
   clipped: jax.Array
+  sum_bound: jax.Array
 
 
 def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
                     key: jax.Array, clipped: bool = True
                     ) -> optax.GradientTransformation:
   """Adds N(0, (sigma * C)^2) to a clipped gradient sum; records sigma and C.
+
+  ``update(updates, state)``: ``updates`` is the ``ClippedSum`` of an
+  aggregator (``clip_per_example``, ``dpjax.clipping.clipped_grad_sum``);
+  the output is its noisy value (a plain pytree).
 
   Args:
     l2_norm_clip: the clip bound C of the sum (scalar or per-layer bounds;
@@ -53,11 +64,18 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
     key: PRNG key (required). Step t draws from ``fold_in(key, t)``; a second
       ``init`` restarts the stream at step 0, which a ledger refuses to
       record twice (see ``dpsgd_step_event``).
-    clipped: False marks the noisy-SGD ablation (sum not clipped).
+    clipped: False marks the noisy-SGD ablation (sum not clipped): a bare
+      pytree is then accepted.
 
   Returns:
     An optax transformation with ``DpsgdNoiseState``. Non-finite coordinates
     of the sum are replaced by 0 before the noise.
+
+  Raises:
+    ValueError: (at update, naming ``updates``) with ``clipped``, a bare
+      pytree instead of a ``ClippedSum``, or one whose concrete bound is
+      above ``clipped_norm_bound(l2_norm_clip)`` (compared in float32). A
+      traced bound is checked by ``dpsgd_step_event``.
 
   Privacy:
     On a sum clipped to C, one step is the Gaussian mechanism with noise
@@ -66,7 +84,9 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
 
   Example:
     >>> tx = add_dpsgd_noise(1.0, 1.1, key=jax.random.key(0))
-    >>> _, s = tx.update(jnp.zeros(3), tx.init(None))
+    >>> summed = dpjax.clipping.clip_and_sum(jnp.ones((2, 3)), 1.0,
+    ...                                      jnp.ones(2, bool)).grad_sum
+    >>> _, s = tx.update(summed, tx.init(None))
     >>> int(s.stream.count), float(s.noise_multiplier)
     (1, 1.100000023841858)
   """
@@ -75,24 +95,26 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
   _validate.finite(noise_multiplier=noise_multiplier)
   stream0 = KeyStepState.create(key)
 
-  def state(stream, sigma, bound):
+  def state(stream, sigma, bound, sum_bound):
     return DpsgdNoiseState(stream, jnp.asarray(sigma, jnp.float32),
                            jnp.asarray(bound, jnp.float32),
-                           jnp.asarray(clipped))
+                           jnp.asarray(clipped),
+                           jnp.asarray(sum_bound, jnp.float32))
 
   def init_fn(params):
     del params
     return state(stream0, noise_multiplier,
-                 _clipping.clipped_norm_bound(l2_norm_clip))
+                 _clipping.clipped_norm_bound(l2_norm_clip), float('inf'))
 
   def update_fn(updates, s, params=None):
     del params
     bound = _clipping.clipped_norm_bound(l2_norm_clip)
+    updates, sum_bound = _clipped_sum.unwrap(updates, bound, clipped=clipped)
     updates = _numerics.zero_nonfinite(updates)
     noise = noise_lib.tree_noise(noise_lib.gaussian, s.stream.step_key(),
                                  updates, stddev=noise_multiplier * bound)
     return (jax.tree.map(jnp.add, updates, noise),
-            state(s.stream.advance(), noise_multiplier, bound))
+            state(s.stream.advance(), noise_multiplier, bound, sum_bound))
 
   return optax.GradientTransformation(init_fn, update_fn)
 
@@ -145,8 +167,9 @@ def dpsgd_step_event(opt_state: Any, sampler: Any, *,
 
   Raises:
     ValueError: no or several noise states, no step taken, an unclipped
-      chain, a claimed sigma or a ``normalize`` divisor that differs from
-      what ran, or a state with a batch (seed) axis.
+      chain, a sum clipped to a larger bound than the noise's C, a claimed
+      sigma or a ``normalize`` divisor that differs from what ran, or a
+      state with a batch (seed) axis.
 
   Example:
     >>> sampler = dpjax.sampling.PoissonSampler(1000, 0.032)
@@ -169,6 +192,12 @@ def dpsgd_step_event(opt_state: Any, sampler: Any, *,
   if not bool(np.asarray(s.clipped)):
     raise ValueError('The chain adds noise to an unclipped sum (the noisy-SGD'
                      ' ablation): it has no privacy guarantee to record.')
+  sum_bound = _scalar(s.sum_bound, 'sum_bound')
+  noise_bound = _scalar(s.l2_sensitivity, 'l2_sensitivity')
+  if _clipped_sum.exceeds(sum_bound, noise_bound):
+    raise ValueError(f'The step noised a sum clipped to {sum_bound} with '
+                     f'noise calibrated to l2_norm_clip={noise_bound}: the '
+                     'step is not the mechanism of its noise multiplier.')
   sigma = _scalar(s.noise_multiplier, 'noise_multiplier')
   if not np.isfinite(sigma) or sigma < 0:
     raise ValueError(f'The step ran noise_multiplier={sigma}.')

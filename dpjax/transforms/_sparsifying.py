@@ -285,7 +285,8 @@ def ranked_sparsified_privatizer(
         z.dtype), state.scores)
     masked = jax.tree.map(lambda g, mm: g * mm[None].astype(g.dtype),
                           updates, m)
-    grad_sum = _clipping.clip_and_sum(masked, l2_norm_clip, mask).grad_sum
+    grad_sum = _clipping.clip_and_sum(masked, l2_norm_clip,
+                                      mask).grad_sum.value
     noise = noise_lib.tree_noise(noise_lib.gaussian,
                                  jax.random.fold_in(state.key, count),
                                  grad_sum, stddev=stddev)

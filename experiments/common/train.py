@@ -240,11 +240,12 @@ def _transform(config: TrainConfig, keys, schedule, hp):
   if schedule is None:
     return dpjax.dpsgd(hp['lr'], hp['clip'], sigma, hp['batch'],
                        key=keys['noise'], momentum=momentum,
-                       per_example=False)
+                       per_example=False, clip=config.clips)
   return dpjax.rs_dpsgd(hp['lr'], hp['clip'], sigma, hp['batch'],
                         schedule._replace(num_zeros=hp['num_zeros']),
                         key=keys['noise'], mask_key=hp['mask_key'],
-                        momentum=momentum, per_example=False)
+                        momentum=momentum, per_example=False,
+                        clip=config.clips)
 
 
 def _hyperparameters(config: TrainConfig, schedule) -> dict[str, Any]:
