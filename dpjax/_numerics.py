@@ -18,6 +18,15 @@ import jax
 import jax.numpy as jnp
 
 
+def wide(dtype: Any) -> Any:
+  """float32 for a float dtype narrower than float32 (bf16, f16), else
+  ``dtype``: the precision norms and clipped sums are computed in."""
+  dtype = jnp.dtype(dtype)
+  if jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32:
+    return jnp.dtype(jnp.float32)
+  return dtype
+
+
 def zero_nonfinite(tree: Any) -> Any:
   """Replaces NaN and +-inf entries of every floating leaf by 0."""
 

@@ -36,6 +36,7 @@ TEETH = {
     'random_trees': 0.8,  # 0.93
     'dpsgd_vmap': 0.45,  # 0.54
     'dpsgd_ghost': 0.45,  # 0.54
+    'dpsgd_ghost_gather': 0.4,  # 0.50
     'rs_dpsgd': 0.45,  # 0.52
     'dp_compgd': 0.45,  # 0.55
     'laplace_privatizer': 0.8,  # 0.97

@@ -2,9 +2,10 @@
 finite output whose replace-one change stays within the stated sensitivity.
 
 Random shapes, dtypes (f32, bf16, f16, int32), NaN/inf positions, masks and
-hyperparameters; the CompGD steps and the decentralized rounds also get
-misuse (no mask, no batch axis, a non-boolean or misshapen mask), which must
-raise a ValueError. Same key on both neighbours, so the noise cancels and the
+hyperparameters; ghost clipping gets adversarial gather ids (out of range,
+negative, repeated, with opposite output gradients); the CompGD steps and the
+decentralized rounds also get misuse (no mask, no batch axis, a non-boolean
+or misshapen mask), which must raise a ValueError. Same key on both neighbours, so the noise cancels and the
 difference of the outputs is the difference of the clipped inputs.
 """
 
@@ -314,6 +315,79 @@ def test_compgd_release_is_finite_and_within_sensitivity(case):
   assert bool(jnp.all(jnp.isfinite(a))) and bool(jnp.all(jnp.isfinite(b)))
   # Replace one row: the sums differ by at most 2 L, divided by n.
   assert float(jnp.linalg.norm(a - b)) <= 2 * clip / CB * (1 + 1e-4) + 1e-6
+
+
+# --- ghost clipping on adversarial gather ids: one program per dtype ----
+
+GV, GT, GD, GB = 5, 4, 3, 4  # table rows, lookups, row width, batch rows
+GATHER_IDS = (0, 1, GV - 1, GV, GV + 1, 2**20, -1, -GV, -GV - 1, -2**31)
+
+
+def _gather_loss(params, example):
+  """One table per gather mode: table[ids], clip, fill (drop)."""
+  ids, t = example['ids'], example['t'].astype(params['plain'].dtype)
+  return (jnp.sum(params['plain'][ids] * t)
+          + jnp.sum(params['clip'].at[ids].get(mode='clip') * t)
+          + jnp.sum(params['fill'].at[ids].get(mode='fill', fill_value=0)
+                    * t))
+
+
+@st.composite
+def gather_case(draw):
+  """(params, batch, neighbour, mask, clip, dtype): ids out of range,
+  negative, repeated; output gradients in opposite pairs, specials."""
+  rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+  dtype = draw(st.sampled_from((jnp.float32, jnp.bfloat16)))
+  params = {m: jnp.asarray(rng.normal(size=(GV, GD)), dtype)
+            for m in ('plain', 'clip', 'fill')}
+
+  def rows(k):
+    ids = rng.choice(GATHER_IDS, size=(k, GT))
+    t = rng.normal(size=(k, GT, GD)) * 10.0 ** rng.integers(-3, 4, (k, 1, 1))
+    if draw(st.booleans()):  # opposite output gradients on two lookups
+      t[:, 1] = -t[:, 0]
+    return ids, t
+
+  ids, t = rows(GB)
+  if draw(st.booleans()):
+    t[rng.integers(GB), rng.integers(GT), 0] = draw(st.sampled_from(SPECIALS))
+  ids2, t2 = ids.copy(), t.copy()
+  row = rng.integers(GB)
+  ids2[row], t2[row] = (x[0] for x in rows(1))
+  batch = lambda i, x: {'ids': jnp.asarray(i, jnp.int32),
+                        't': jnp.asarray(x, jnp.float32)}
+  mask = jnp.asarray(rng.random(GB) < 0.8)
+  clip = float(10.0 ** draw(st.floats(-2, 2)))
+  return params, batch(ids, t), batch(ids2, t2), mask, clip, dtype
+
+
+@jax.jit
+def _gather_sums(params, batch, neighbour, mask, clip):
+  clips = jax.tree.map(lambda _: clip, params)
+  ghost = dpjax.clipped_grad_sum(_gather_loss, clips, 'ghost')
+  exact = dpjax.clipped_grad_sum(_gather_loss, clips)
+  return (ghost(params, batch, mask), ghost(params, neighbour, mask),
+          exact(params, batch, mask))
+
+
+@SETTINGS
+@hypothesis.given(case=gather_case())
+def test_ghost_gather_is_finite_within_sensitivity_and_matches_vmap(case):
+  params, batch, neighbour, mask, clip, dtype = case
+  a, b, exact = _gather_sums(params, batch, neighbour, mask, clip)
+  tol = {jnp.float32: 1e-4, jnp.bfloat16: 2e-2}[dtype]
+  for mode in params:
+    x, y = (np.asarray(s.grad_sum[mode], np.float64) for s in (a, b))
+    assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
+    # Replace one row: each table's sum moves by at most 2 C.
+    assert np.linalg.norm(x - y) <= 2 * clip * (1 + tol) + 1e-6, mode
+    # The ghost norm is the norm of the gradient jax.grad gives (a
+    # non-finite one, NaN or inf, drops the row on both paths).
+    ghost_n, exact_n = np.asarray(a.norms[mode]), np.asarray(exact.norms[mode])
+    finite = np.isfinite(exact_n)
+    np.testing.assert_array_equal(np.isfinite(ghost_n), finite, err_msg=mode)
+    np.testing.assert_allclose(ghost_n[finite], exact_n[finite], rtol=tol,
+                               atol=1e-6, err_msg=mode)
 
 
 @SETTINGS

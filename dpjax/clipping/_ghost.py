@@ -121,10 +121,12 @@ class GhostGrads:
         # A reduction of the scaled rows, not a dot with ``w``: XLA fuses it
         # (no masked copy of the per-example gradients), and for a bias the
         # scaled rows are those the layer's book-keeping forms anyway.
+        # In float32 for a bf16 leaf, like ``tap_weighted_sum``.
         g = self._g_leaves[leaf]
         rows = _ghost_rules.row_mask(valid, g)
+        g = g.astype(_numerics.wide(g.dtype))
         total = jnp.sum(jnp.where(rows, g * w.astype(g.dtype).reshape(
-            rows.shape), 0), axis=0)
+            rows.shape), 0), axis=0).astype(param.dtype)
       else:
         path = plan.leaf_of_tap[leaf]
         total = _ghost_rules.tap_weighted_sum(

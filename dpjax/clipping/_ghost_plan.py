@@ -130,8 +130,10 @@ def _bind_params(eqn) -> tuple[tuple, dict]:
   return (), params
 
 
-def bind(eqn, invals):
+def bind(eqn, invals, **overrides):
+  """Binds ``eqn``'s primitive on ``invals`` (``overrides`` replace params)."""
   subfuns, params = _bind_params(eqn)
+  params = {**params, **overrides}
   ctx = getattr(getattr(eqn, 'ctx', None), 'manager', None)
   if ctx is None:
     out = eqn.primitive.bind(*subfuns, *invals, **params)
@@ -237,9 +239,12 @@ def _evaluate(jaxpr, consts, args, prefix, plan, z_taps, captured):
   return [read(v) for v in jaxpr.outvars]
 
 
-def replay(chain, x):
+def replay(chain, x, keep_dtype: bool = False):
+  """Applies a view chain to ``x``; with ``keep_dtype`` its float converts
+  are skipped (the same view in ``x``'s dtype, e.g. float32 for bf16)."""
   for primitive, params in chain:
-    x = primitive.bind(x, **params)
+    if not (keep_dtype and primitive is _P.convert_element_type_p):
+      x = primitive.bind(x, **params)
   return x
 
 

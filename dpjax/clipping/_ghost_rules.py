@@ -27,7 +27,18 @@ offsets from strided slices of the input (the im2col matrix of
 ``lax.conv_general_dilated_patches`` is never built), the direct form is a
 per-example filter gradient, and book-keeping is one filter-gradient
 convolution. An embedding lookup (a row ``gather``) has ``||G_i||^2 =
-sum_{t,s} [idx_t = idx_s] (g_t . g_s)`` and a scatter-add as book-keeping.
+sum_r ||sum_{t: r_t = r} g_t||^2`` over the lookups whose gradient lands in
+a row r_t (repeated rows accumulate before the norm), and a scatter-add of
+the same lookups as book-keeping. Where a
+lookup's gradient lands follows the gather's transposed scatter, not its
+forward (``_gather_rows``): an out-of-range id is clamped both ways in clip
+mode, and dropped in fill mode and by plain ``table[ids]``, whose forward
+clamps it while its scatter drops it.
+
+Precision: norms, clip weights and book-keeping sums are computed in float32
+whatever the dtype of a leaf or of its view in the layer (bf16, f16); a sum
+is cast to the leaf's dtype last (and the clipping rule clips a leaf
+narrower than float32 to slightly less than C, ``_per_example``).
 
 Overflow: the squared forms overflow float32 for a finite gradient of norm
 above about 1.8e19 (or when one factor's square does, e.g. ||a||^2 for
@@ -51,6 +62,7 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import _numerics
 from dpjax.clipping import _ghost_plan
 
 _HIGHEST = lax.Precision.HIGHEST
@@ -179,15 +191,35 @@ def _conv_gram_sq_norm(tap: _ghost_plan.Tap, a, g) -> jax.Array:
   return jnp.sum(aa * gg, axis=(1, 2))
 
 
+def _widen(x):
+  """A bf16 / f16 array in float32 (``_numerics.wide``); others unchanged."""
+  return x.astype(_numerics.wide(x.dtype))
+
+
+def _view_struct(tap: _ghost_plan.Tap, dtype) -> jax.ShapeDtypeStruct:
+  """The tapped view's ShapeDtypeStruct in ``dtype``."""
+  return _ghost_plan.shape_struct(
+      tap.eqn.invars[tap.operand].aval.update(dtype=dtype))
+
+
+def _bind_view(tap: _ghost_plan.Tap, a_i, view):
+  """The tapped equation on data ``a_i`` and view ``view``, in their dtype
+  (float32 where the layer computes in bf16: no rounding to bf16)."""
+  ins = [a_i, view] if tap.operand == 1 else [view, a_i]
+  if all(x.dtype == v.aval.dtype for x, v in zip(ins, tap.eqn.invars)):
+    return _ghost_plan.bind(tap.eqn, ins)[0]
+  return _ghost_plan.bind(tap.eqn, ins, preferred_element_type=None)[0]
+
+
 def _per_example_view_grads(tap: _ghost_plan.Tap, a, g):
-  """Per-example gradients of the tapped view [B, *view] (direct form)."""
-  view = _ghost_plan.shape_struct(tap.eqn.invars[tap.operand].aval)
+  """Per-example gradients of the tapped view [B, *view] (direct form), in
+  float32 for a bf16 / f16 layer."""
+  a, g = _widen(a), _widen(g)
+  view = _view_struct(tap, g.dtype)
 
   def one(a_i, g_i):
-    def op(v):
-      ins = [a_i, v] if tap.operand == 1 else [v, a_i]
-      return _ghost_plan.bind(tap.eqn, ins)[0]
-    return jax.linear_transpose(op, view)(g_i)[0]
+    return jax.linear_transpose(lambda v: _bind_view(tap, a_i, v), view)(
+        g_i)[0]
 
   return jax.vmap(one)(a, g)
 
@@ -214,26 +246,76 @@ def _factored_sq_norm(big_a, big_g, mask, gram: bool) -> jax.Array:
 
 
 def _gather_rows(tap: _ghost_plan.Tap, idx):
-  """Row index per lookup [B, T] (clamped) and whether it reads a row."""
+  """(row [B, T], counted [B, T]): where each lookup's gradient lands.
+
+  The row gradient of a lookup is what the gather's transpose, a
+  scatter-add in the same mode, does with its output gradient (not what the
+  forward read): ``CLIP`` clamps the id into [0, rows - 1] in both
+  directions, so every lookup counts at its clamped row; ``FILL_OR_DROP``
+  reads zeros and drops the update for an id outside [0, rows - 1];
+  ``PROMISE_IN_BOUNDS`` (``table[ids]``) reads the clamped row but its
+  scatter drops the update, so such a lookup counts nowhere. Negative ids
+  are out of range here: ``table[ids]`` has already wrapped [-rows, -1].
+  """
   rows = tap.eqn.invars[0].aval.shape[0]
   idx = idx[..., 0].reshape(idx.shape[0], -1)
-  clamped = jnp.clip(idx, 0, rows - 1)
-  if tap.eqn.params['mode'] == lax.GatherScatterMode.FILL_OR_DROP:
-    return clamped, (idx >= 0) & (idx < rows)
-  return clamped, jnp.ones(idx.shape, bool)
+  top = min(rows - 1, int(jnp.iinfo(idx.dtype).max))  # in idx's dtype
+  row = jnp.clip(idx, 0, top)
+  if tap.eqn.params['mode'] == lax.GatherScatterMode.CLIP:
+    return row, jnp.ones(idx.shape, bool)
+  return row, (idx >= 0) & (idx <= top)
 
 
-def _gather_sq_norm(tap: _ghost_plan.Tap, idx, g, m) -> jax.Array:
-  """sum_{t,s} [idx_t = idx_s] (g_t . g_s), g_t masked by its table row."""
-  rows, lookups = _gather_rows(tap, idx)
+def _gather_per_row(tap: _ghost_plan.Tap, idx, g, m=None):
+  """(rows, first, per_row): lookup t's row, whether no earlier lookup of the
+  example has that row, and the sum [B, T, D] f32 of the example's counted
+  output gradients at that row (masked by the row's coordinate mask ``m``).
+
+  The per-example row gradients are these sums at first lookups: the norm
+  and the book-keeping both use them, so a record's lookups cancel inside
+  its own gradient before any weight or any other record enters.
+  """
+  rows, counted = _gather_rows(tap, idx)
   big_g = g.reshape(rows.shape + (-1,)).astype(jnp.float32)
-  big_g = jnp.where(lookups[..., None], big_g, 0.0)
+  big_g = jnp.where(counted[..., None], big_g, 0.0)
   if m is not None:
     table = m.reshape(m.shape[0], -1).astype(jnp.float32)
     big_g = big_g * table[rows]
-  gg = jnp.einsum('btd,bsd->bts', big_g, big_g, precision=_HIGHEST)
   same = rows[:, :, None] == rows[:, None, :]
-  return jnp.sum(jnp.where(same, gg, 0.0), axis=(1, 2))
+  per_row = jnp.einsum('bts,bsd->btd', same.astype(jnp.float32), big_g,
+                       precision=_HIGHEST)
+  order = np.arange(rows.shape[1])
+  first = ~jnp.any(same & (order[:, None] > order[None, :]), axis=2)
+  return rows, first, per_row
+
+
+def _gather_sq_norm(tap: _ghost_plan.Tap, idx, g, m) -> jax.Array:
+  """||G_i||^2 = sum over rows of ||sum of that row's g_t||^2.
+
+  Repeated rows accumulate before squaring, as the scatter adds them: the
+  value of ``sum_{t,s} [r_t = r_s] (g_t . g_s)`` without that Gram sum's
+  cancellation when repeated ids carry opposite gradients (its rounding
+  error is the square of the gradients', whose root can exceed C when the
+  true norm is 0).
+  """
+  _, first, per_row = _gather_per_row(tap, idx, g, m)
+  return jnp.sum(jnp.where(first[..., None], jnp.square(per_row), 0.0),
+                 axis=(1, 2))
+
+
+def _gather_sum(tap: _ghost_plan.Tap, idx, g, w, valid) -> jax.Array:
+  """Book-keeping of a row lookup: ``sum_i w_i G_i``, the scatter-add of
+  each valid example's weighted row gradients (``_gather_per_row``, the
+  vectors ``_gather_sq_norm`` measured), in float32."""
+  g = jnp.where(row_mask(valid, g), g, 0)
+  rows, first, per_row = _gather_per_row(tap, idx, g)
+  keep = (first & valid[:, None])[..., None]
+  upd = jnp.where(keep, per_row * w.astype(jnp.float32)[:, None, None], 0.0)
+  view = tap.eqn.invars[0].aval.shape
+  total = jnp.zeros((view[0], upd.shape[-1]), jnp.float32)
+  total = total.at[rows.reshape(-1)].add(upd.reshape(-1, upd.shape[-1]),
+                                         mode='promise_in_bounds')
+  return total.reshape(view)
 
 
 def row_mask(valid, x):
@@ -280,9 +362,9 @@ def _pow2_exponent(x, per_example: bool = True) -> jax.Array:
 
 
 def _scaled(x, e):
-  """x / 2^e per example (exact: a power of two), in x's dtype."""
+  """x / 2^e per example (exact: a power of two); float32 for bf16 x."""
   s = _pow2(e).reshape((-1,) + (1,) * (x.ndim - 1))
-  return (x.astype(jnp.float32) / s).astype(x.dtype)
+  return (x.astype(jnp.float32) / s).astype(_numerics.wide(x.dtype))
 
 
 def tap_norm(tap: _ghost_plan.Tap, a, g, mask) -> jax.Array:
@@ -313,6 +395,10 @@ def tap_norm(tap: _ghost_plan.Tap, a, g, mask) -> jax.Array:
 def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
   """Book-keeping: ``sum_i w_i G_i`` of a tapped leaf over ``valid`` rows.
 
+  Formed and summed in float32 where the layer's view or the leaf is bf16
+  (``w_i G_i`` then has the norm that ``tap_sq_norm`` measured, not one
+  rounded to bf16), then cast to the leaf's dtype.
+
   Args:
     tap: the layer.
     param: the leaf (for its shape and dtype).
@@ -322,9 +408,10 @@ def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
     valid: bool [B]; other rows contribute exactly zero, even if non-finite.
   """
   rows = row_mask(valid, g)
+  g = _widen(g)
   scaled = jnp.where(rows, g * w.astype(g.dtype).reshape(rows.shape), 0)
-  eqn = tap.eqn
-  view_aval = eqn.invars[tap.operand].aval
+  a = _widen(a)
+  view_aval = tap.eqn.invars[tap.operand].aval
 
   def contract(a, scaled):
     if tap.kind == 'dot':  # einsum('bhtk,bhtn->hkn'), then the view layout
@@ -340,17 +427,13 @@ def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
       _, vb, vc, vfree = _dot_view_dims(tap)
       order = (*vb, *vc, *vfree)
       total = total.reshape([view_aval.shape[d] for d in order])
-      return jnp.transpose(total, np.argsort(order)).astype(view_aval.dtype)
+      return jnp.transpose(total, np.argsort(order)).astype(scaled.dtype)
 
-    def op(view):  # conv (filter gradient), gather (scatter-add)
-      def one(a_i):
-        ins = [a_i, view] if tap.operand == 1 else [view, a_i]
-        return _ghost_plan.bind(eqn, ins)[0]
-      return jax.vmap(one)(a)
+    def op(view):  # conv: the filter gradient
+      return jax.vmap(lambda a_i: _bind_view(tap, a_i, view))(a)
 
-    return jax.linear_transpose(
-        op, _ghost_plan.shape_struct(view_aval))(
-            scaled)[0]
+    return jax.linear_transpose(op, _view_struct(tap, scaled.dtype))(
+        scaled)[0]
 
   # Rows without ``valid`` have weight 0, but a non-finite input there makes
   # 0 * inf = NaN, so those rows of ``a`` must not enter the sum. For a dot
@@ -365,8 +448,8 @@ def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
   # operands cost more than they save, so a ``lax.cond`` recomputes the sum
   # from a masked copy when it is not finite; for a conv the plain masked
   # copy is the cheaper one.
-  if not jnp.issubdtype(a.dtype, jnp.inexact):
-    ct_view = contract(a, scaled)
+  if tap.kind == 'gather':
+    ct_view = _gather_sum(tap, a, g, w, valid)
   elif tap.kind == 'dot' and _dims(tap)[1] > 1:
     ct_view = contract(a, scaled)
     ct_view = lax.cond(
@@ -388,15 +471,16 @@ def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
   else:
     ct_view = contract(jnp.where(row_mask(valid, a), a, 0), scaled)
   ct_param, = jax.linear_transpose(
-      lambda p: _ghost_plan.replay(tap.chain, p),
-      _ghost_plan.shape_struct(jax.typeof(param)))(ct_view)
-  return ct_param
+      lambda p: _ghost_plan.replay(tap.chain, p, keep_dtype=True),
+      _ghost_plan.shape_struct(jax.typeof(param).update(
+          dtype=ct_view.dtype)))(ct_view)
+  return ct_param.astype(param.dtype)
 
 
 def describe(tap: _ghost_plan.Tap) -> str:
   """The form ``tap_sq_norm`` takes for this tap, as ``ghost_plan`` says it."""
   if tap.kind == 'gather':
-    return 'ghost embedding (Gram over lookups)'
+    return 'ghost embedding (lookups summed per row)'
   _, t, k, n = _dims(tap)
   label = {'dot': 'dense', 'conv': 'conv'}[tap.kind]
   if t == 1:
