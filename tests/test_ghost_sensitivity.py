@@ -179,7 +179,7 @@ def _add_one(params, batch, clip):
   fn = dpjax.clipped_grad_sum(layers_loss, clip, 'ghost')
   exact = dpjax.clipped_grad_sum(layers_loss, clip)
   ones = jnp.ones(B + 1, bool)
-  return (fn(params, batch, keep).grad_sum, fn(params, batch, ones),
+  return (fn(params, batch, keep).grad_sum.value, fn(params, batch, ones),
           exact(params, batch, ones).norms)
 
 
@@ -196,7 +196,7 @@ def test_adding_one_record_moves_each_layer_by_at_most_c(seed, scale, clip):
   batch = jax.tree.map(lambda x, y: jnp.concatenate([x, y]),
                        layers_batch(seed, B), layers_batch(seed + 1, 1, scale))
   without, with_, norms = _add_one(params, batch, per_leaf_clip(params, clip))
-  moved = _group_norms(without, with_.grad_sum)
+  moved = _group_norms(without, with_.grad_sum.value)
   for name, dist in jax.tree_util.tree_leaves_with_path(moved):
     path = jax.tree_util.keystr(name)
     # The record's contribution is its gradient clipped to C: it moves
@@ -214,7 +214,7 @@ def _contributions(params, batch, clip, method):
   """Each record's clipped contribution: the clipped sum of a batch of one."""
   fn = dpjax.clipped_grad_sum(bf16_loss, clip, method)
   one = lambda ex: fn(params, jax.tree.map(lambda x: x[None], ex),
-                      jnp.ones(1, bool)).grad_sum
+                      jnp.ones(1, bool)).grad_sum.value
   return jax.vmap(one)(batch)
 
 
