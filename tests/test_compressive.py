@@ -370,8 +370,8 @@ def test_laplace_baseline_bad_arguments(kwargs, match):
 
 def test_laplace_event_composes():
   ledger = accounting.PrivacyLedger()
-  for _ in range(100):
-    ledger.record(accounting.laplace_event(0.1))
+  for t in range(100):
+    ledger.record(accounting.laplace_event(0.1), noise=(jax.random.key(0), t))
   assert accounting.basic_composition(ledger.event()) == pytest.approx(
       (10.0, 0.0))
   pld = ledger.epsilon(1e-5, 'pld')

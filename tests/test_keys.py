@@ -64,7 +64,7 @@ def test_sampler_and_noise_streams_of_one_key_differ():
   drawn = np.asarray(batch.indices)[np.asarray(batch.mask)]
   undivided = jax.random.bits(  # the selection an undivided key would make
       jax.random.split(jax.random.fold_in(key, 0))[0], (N,), jnp.uint32)
-  assert not np.array_equal(drawn, np.flatnonzero(undivided < 2**31))
+  assert not np.array_equal(drawn, np.flatnonzero(undivided < jnp.uint32(2**31)))
 
 
 def _noise_and_masks(key):
