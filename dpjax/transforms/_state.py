@@ -26,7 +26,8 @@ KEYED_TRANSFORMATION = _keys.register('keyed_transformation', __name__)
 
 
 class KeyStepState(NamedTuple):
-  """State of every transform whose step t uses ``fold_in(key, t)``.
+  """State of every transform whose step t uses ``fold_in(key, t)``, with
+  ``key`` the transform's own stream of the user's key.
 
   Attributes:
     count: int32 scalar, the number of steps taken.
@@ -56,7 +57,8 @@ def keyed_transformation(
     key: jax.Array,
     step: Callable[[Any, jax.Array, Any], Any], *,
     stream: str = KEYED_TRANSFORMATION) -> optax.GradientTransformation:
-  """A transform whose step t maps ``updates`` with ``fold_in(key, t)``.
+  """A transform whose step t maps ``updates`` with ``fold_in(s, t)``, s the
+  stream ``stream`` of ``key`` (``dpjax._keys``).
 
   Args:
     key: the base PRNG key (required).
