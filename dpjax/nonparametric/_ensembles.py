@@ -156,7 +156,7 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   Example:
     >>> x = jax.random.uniform(jax.random.key(1), (200, 2))
     >>> y = (x[:, 0] > 0.5).astype(jnp.int32)
-    >>> release, event = spe(jax.random.key(0), x, y, epsilon=50.0,
+    >>> release, event = spe(jax.random.key(2), x, y, epsilon=50.0,
     ...                      bounds=(0.0, 1.0), num_classes=2, num_trees=2)
     >>> predict(release, jnp.array([[0.1, 0.5], [0.9, 0.5]])).tolist()
     [0, 1]
@@ -229,7 +229,7 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   Example:
     >>> x = jax.random.uniform(jax.random.key(1), (400, 2))
     >>> y = (x[:, 0] > 0.5).astype(jnp.int32)
-    >>> release, _ = sspe(jax.random.key(0), x[:100], y[:100], x[100:],
+    >>> release, _ = sspe(jax.random.key(2), x[:100], y[:100], x[100:],
     ...                   epsilon=50.0, bounds=(0.0, 1.0), num_classes=2,
     ...                   setting=2, num_trees=2)
     >>> predict(release, jnp.array([[0.1, 0.5], [0.9, 0.5]])).tolist()
