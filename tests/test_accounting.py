@@ -208,7 +208,7 @@ def test_ledger_reports_the_recorded_events_and_round_trips_json():
   batch_key, noise_key = np.uint32([0, 1]), np.uint32([0, 2])  # raw keys
   for t in range(500):
     ledger.record(step, batch=(batch_key, t), noise=(noise_key, t))
-  ledger.record(accounting.pure_dp_event(0.2), count=3)
+  ledger.record(accounting.pure_dp_event(0.2), count=3, planned=True)
   ledger.record(dp_accounting.TruncatedSubsampledGaussianDpEvent(
       1000, 0.01, 60, 1.1), batch=(batch_key, 500), noise=(noise_key, 500))
   assert ledger.num_events == 504 and len(ledger.runs) == 3
@@ -295,20 +295,22 @@ def test_discrete_gaussian_event_validates_and_round_trips_in_the_ledger():
   with pytest.raises(ValueError, match='l2_sensitivity=-1'):
     accounting.discrete_gaussian_event(1.0, -1)
   ledger = accounting.PrivacyLedger()
-  ledger.record(accounting.discrete_gaussian_event(3.0, 2.0), 10)
+  ledger.record(accounting.discrete_gaussian_event(3.0, 2.0), 10,
+                noise=(np.uint32([0, 7]), 0))
   assert accounting.PrivacyLedger.from_json(ledger.to_json()) == ledger
 
 
 def test_ledger_counts_bits_beside_the_events():
   ledger = accounting.PrivacyLedger()
   step = accounting.laplace_event(1.0)
-  for _ in range(3):
-    ledger.record(step, bits=100)
-  ledger.record(step, 2, bits=50)
+  key = np.uint32([0, 7])  # a raw key
+  for t in range(3):
+    ledger.record(step, bits=100, noise=(key, t))
+  ledger.record(step, 2, bits=50, noise=(key, 3))
   assert ledger.bits == 400 and ledger.num_events == 5
   assert len(ledger.runs) == 2  # different bits start a new run
   again = accounting.PrivacyLedger.from_json(ledger.to_json())
   assert again == ledger and again.bits == 400
   assert again != accounting.PrivacyLedger([(step, 5)])
   with pytest.raises(ValueError, match='bits'):
-    ledger.record(step, bits=-1)
+    ledger.record(step, bits=-1, noise=(key, 5))

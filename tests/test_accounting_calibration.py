@@ -72,7 +72,8 @@ def test_gaussian_epsilon_inverts_gaussian_stddev_and_composes():
   # exact T-fold composition agrees with the PLD accountant on a ledger
   total = accounting.gaussian_epsilon(sigma, 0.5, 1e-5, rounds=10)
   ledger = accounting.PrivacyLedger()
-  ledger.record(accounting.gaussian_protocol_event(sigma, 0.5), 10)
+  ledger.record(accounting.gaussian_protocol_event(sigma, 0.5), 10,
+                planned=True)  # an accounting of 10 rounds
   assert total == pytest.approx(ledger.epsilon(1e-5, 'pld'), rel=5e-3)
   assert _gaussian_delta(sigma, 0.5 * math.sqrt(10), total) <= 1e-5 * (
       1 + 1e-9)

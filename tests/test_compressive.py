@@ -299,7 +299,7 @@ def test_privatizer_matches_mechanism_and_jit():
   g = jnp.linspace(-1, 1, 26)
   out, state = jax.jit(tx.update)(g, tx.init(g))
   want = dpjax.transforms.compressive_mechanism(
-      jax.random.fold_in(jax.random.key(7), 0), g, kappa=3, num_measurements=12,
+      jax.random.fold_in(tx.init(g).key, 0), g, kappa=3, num_measurements=12,
       epsilon=1.0, linf_clip=0.5)
   chex.assert_trees_all_close(out, want.value, atol=1e-6)
   assert float(state.epsilon) == pytest.approx(1.0, rel=1e-6)
@@ -310,7 +310,7 @@ def test_privatizer_paper_state_records_realized_epsilon():
   g = jnp.ones(40)
   _, state = tx.update(g, tx.init(g))
   release = dpjax.transforms.compressive_mechanism(
-      jax.random.fold_in(jax.random.key(7), 0), g, kappa=3, num_measurements=12,
+      jax.random.fold_in(tx.init(g).key, 0), g, kappa=3, num_measurements=12,
       epsilon=1.0, linf_clip=0.5, noise_calibration='paper')
   assert float(state.epsilon) == pytest.approx(float(release.epsilon))
   assert float(state.epsilon) != pytest.approx(1.0, abs=1e-3)
@@ -370,8 +370,8 @@ def test_laplace_baseline_bad_arguments(kwargs, match):
 
 def test_laplace_event_composes():
   ledger = accounting.PrivacyLedger()
-  for _ in range(100):
-    ledger.record(accounting.laplace_event(0.1))
+  for t in range(100):
+    ledger.record(accounting.laplace_event(0.1), noise=(jax.random.key(0), t))
   assert accounting.basic_composition(ledger.event()) == pytest.approx(
       (10.0, 0.0))
   pld = ledger.epsilon(1e-5, 'pld')

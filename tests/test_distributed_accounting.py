@@ -117,7 +117,8 @@ def test_ledger_composes_and_serializes_the_events():
   for t in range(3):  # Poisson-sampled: each round's batch and noise
     ledger.record(ev, bits=16 * 256, batch=(np.uint32([0, 1]), t),
                   noise=(np.uint32([0, 2]), t))
-  ledger.record(accounting.skellam_event(900.0, 30.0, 300.0))
+  ledger.record(accounting.skellam_event(900.0, 30.0, 300.0),
+                noise=(np.uint32([0, 2]), 3))
   back = accounting.PrivacyLedger.from_json(ledger.to_json())
   assert back == ledger
   want = accounting.epsilon(dp_accounting.ComposedDpEvent([

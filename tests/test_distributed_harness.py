@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dpjax import _keys
 from dpjax import distributed as dist
 
 
@@ -18,7 +19,7 @@ def _mesh(size, name='clients'):
 
 def test_key_derivation_is_the_documented_one():
   key = jax.random.key(5)
-  root = jax.random.split(key)
+  root = jax.random.split(_keys.stream(key, 'protocol_round'))
   chex.assert_trees_all_equal(jax.random.key_data(dist.shared_key(key)),
                               jax.random.key_data(root[0]))
   keys = dist.client_keys(key, 3)

@@ -219,14 +219,13 @@ def test_ledger_refuses_to_spend_the_same_noise_twice():
     ledger.record(event, noise=(again.key, again.count))
   other = dpjax.add_gaussian_noise(1.0, key=KEY)  # a second transform, same key
   with pytest.raises(ValueError, match='already spent'):
-    ledger.record(event, 2, noise=(KEY, 1))
-  del other
+    ledger.record(event, 2, noise=(other.init(None).key, 1))
   ledger.record(event, noise=(state.key, state.count))  # the stream goes on
   restored = dpjax.PrivacyLedger.from_json(ledger.to_json())
   assert restored == ledger and restored.noise_spent == ledger.noise_spent
   assert list(ledger.noise_spent.values()) == [[(0, 4)]]
   with pytest.raises(ValueError, match='already spent'):
-    restored.record(event, noise=(KEY, 3))
+    restored.record(event, noise=(state.key, 3))
 
 
 # ------------------------------------------------- the ledger records what ran
@@ -424,12 +423,12 @@ def test_float_laplace_remains_an_explicit_option():
   v = jnp.linspace(-1.0, 1.0, 64)
   tx = dpjax.add_laplace_noise(0.5, key=KEY, exact=False)
   out = tx.update(v, tx.init(None))[0]
-  want = v + noise.laplace(jax.random.split(jax.random.fold_in(KEY, 0), 1)[0],
-                           v.shape, scale=0.5)
+  step0 = jax.random.fold_in(tx.init(None).key, 0)  # the transform's stream
+  want = v + noise.laplace(jax.random.split(step0, 1)[0], v.shape, scale=0.5)
   np.testing.assert_array_equal(out, want)
   # Traced scales need the float path; the exact one says so.
   fn = lambda s, e: dpjax.add_laplace_noise(s, key=KEY, exact=e).update(  # noqa: E731
-      v, transforms.KeyStepState.create(KEY))[0]
+      v, transforms.KeyStepState.create(KEY, stream='laplace_noise'))[0]
   assert jax.jit(lambda s: fn(s, False))(0.5).shape == v.shape
   with pytest.raises(ValueError, match='exact=False'):
     jax.jit(lambda s: fn(s, True))(0.5)

@@ -65,7 +65,8 @@ def test_an_amplified_record_needs_its_batch_and_its_noise():
   assert ledger.num_events == 6 and ledger.planned == 5
   assert dpjax.PrivacyLedger.from_json(ledger.to_json()).planned == 5
   ledger.record(accounting.replace_one_event(  # not amplified
-      accounting.gaussian_step_event(1.0)), neighboring_relation=NR.REPLACE_ONE)
+      accounting.gaussian_step_event(1.0)), neighboring_relation=NR.REPLACE_ONE,
+                noise=(NOISE_KEY, 1))
 
 
 def test_one_key_for_batches_and_noise_is_refused():
@@ -89,6 +90,30 @@ def test_a_vmapped_batch_must_be_indexed_per_run():
                                  noise=(NOISE_KEY, 0))
 
 
+def test_a_noisy_record_without_its_noise_is_refused_unless_stated():
+  """Before: ``record(event)`` of a non-amplified event skipped the replay
+  check silently, so one noise draw could be recorded twice."""
+  ledger = dpjax.PrivacyLedger()
+  for event in (accounting.pure_dp_event(1.0),
+                accounting.gaussian_step_event(1.0),
+                dp_accounting.SelfComposedDpEvent(
+                    accounting.laplace_event(0.5), 3)):
+    with pytest.raises(ValueError, match='noise= is required'):
+      ledger.record(event)
+    with pytest.raises(ValueError, match='noise= is required'):
+      ledger.record(event, 0)  # refused even when it counts nothing
+  assert ledger.num_events == 0 and ledger.planned == 0
+  ledger.record(accounting.pure_dp_event(1.0), noise=(NOISE_KEY, 0))
+  with pytest.raises(ValueError, match='already spent'):
+    ledger.record(accounting.pure_dp_event(1.0), noise=(NOISE_KEY, 0))
+  ledger.record(accounting.pure_dp_event(1.0), 2, planned=True)  # recorded
+  assert ledger.num_events == 3 and ledger.planned == 2
+  assert dpjax.PrivacyLedger.from_json(ledger.to_json()).planned == 2
+  for quiet in (dp_accounting.NoOpDpEvent(), dp_accounting.NonPrivateDpEvent()):
+    assert not accounting.draws_noise(quiet)
+    dpjax.PrivacyLedger().record(quiet)  # no noise to replay
+
+
 # ------------------------------------------- item 11: one neighbouring relation
 
 
@@ -96,7 +121,7 @@ def test_a_second_relation_is_refused():
   """Before: one replace-one event made the whole ledger replace-one and an
   add/remove epsilon = 1 release counted as 1.004 (true: at least 2)."""
   ledger = dpjax.PrivacyLedger()
-  ledger.record(accounting.pure_dp_event(1.0))
+  ledger.record(accounting.pure_dp_event(1.0), noise=(NOISE_KEY, 0))
   assert ledger.neighboring_relation == NR.ADD_OR_REMOVE_ONE
   with pytest.raises(ValueError, match='neighboring_relation: .*REPLACE_ONE'):
     ledger.record(TINY_SWOR, planned=True)
@@ -117,7 +142,7 @@ def test_a_second_relation_is_refused():
 def test_a_converted_release_is_never_undercounted():
   ledger = dpjax.PrivacyLedger(neighboring_relation=NR.REPLACE_ONE)
   ledger.record(accounting.replace_one_event(accounting.pure_dp_event(1.0)),
-                neighboring_relation=NR.REPLACE_ONE)
+                neighboring_relation=NR.REPLACE_ONE, noise=(NOISE_KEY, 0))
   ledger.record(TINY_SWOR, planned=True)
   assert ledger.epsilon(1e-5) >= 2.0  # group privacy: a replace is two steps
   restored = dpjax.PrivacyLedger.from_json(ledger.to_json())

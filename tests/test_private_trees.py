@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from sklearn import datasets as sk_datasets
 
+from dpjax import _keys
 from dpjax import nonparametric as npm
 from dpjax.nonparametric import _trees
 
@@ -98,7 +99,7 @@ def test_private_splits_ignore_other_trees_records():
   """Parallel composition: adding a record changes only its own tree."""
   x, y = _data()
   key = jax.random.key(3)
-  k_part, _, _ = jax.random.split(key, 3)
+  k_part, _, _ = jax.random.split(_keys.stream(key, 'spe'), 3)
   a, _ = _spe(key, x, y)
   xx = jnp.concatenate([x, jnp.asarray([[0.9, 0.1]], x.dtype)])
   yy = jnp.append(y, 1).astype(jnp.int32)

@@ -49,6 +49,7 @@ from dpjax.accounting._gaussian import gaussian_protocol_event
 from dpjax.accounting._gaussian import gaussian_stddev
 from dpjax.accounting._ledger import event_from_dict
 from dpjax.accounting._ledger import event_to_dict
+from dpjax.accounting._ledger import draws_noise
 from dpjax.accounting._ledger import is_amplified
 from dpjax.accounting._ledger import key_fingerprint
 from dpjax.accounting._ledger import PrivacyLedger
@@ -76,6 +77,7 @@ __all__ = [
     'DistributedDiscreteGaussianDpEvent',
     'discrete_gaussian_event',
     'dpsgd_event',
+    'draws_noise',
     'epsilon',
     'Epsilon',
     'epsilon_from_rdp',

@@ -88,6 +88,26 @@ def is_amplified(event: dp_accounting.DpEvent) -> bool:
   return any(isinstance(e, _SAMPLED) for e in walk(event))
 
 
+_NO_NOISE = (dp_accounting.NoOpDpEvent, dp_accounting.NonPrivateDpEvent)
+_WRAPPERS = (dp_accounting.ComposedDpEvent, dp_accounting.SelfComposedDpEvent,
+             dp_accounting.PoissonSampledDpEvent,
+             dp_accounting.SampledWithoutReplacementDpEvent,
+             dp_accounting.SampledWithReplacementDpEvent)
+
+
+def draws_noise(event: dp_accounting.DpEvent) -> bool:
+  """Whether ``event`` claims a guarantee from randomness (any part of it
+  other than ``NoOpDpEvent`` / ``NonPrivateDpEvent``).
+
+  Example:
+    >>> draws_noise(dp_accounting.NoOpDpEvent()), draws_noise(
+    ...     gaussian_step_event(1.0))
+    (False, True)
+  """
+  walk = _accountants._walk  # pylint: disable=protected-access
+  return any(not isinstance(e, _NO_NOISE + _WRAPPERS) for e in walk(event))
+
+
 def _stream(value: Any, name: str) -> tuple[Any, int]:
   """``(key, step)`` of a ``noise=`` or ``batch=`` argument."""
   if hasattr(value, 'key') and hasattr(value, 'step'):
@@ -123,9 +143,12 @@ class PrivacyLedger:
   one key serves as both a batch and a noise key: replayed noise (a second
   ``tx.init``, two transforms built from one key) or a replayed batch (one
   sampler key every step) voids the guarantee of both records. An event
-  amplified by subsampling (Poisson, fixed-size) is refused without both
-  ``batch=`` and ``noise=``, unless ``planned=True`` states that the record
-  is an accounting plan, not a run (``planned`` counts such executions).
+  that draws noise is refused without ``noise=`` (and, if amplified by
+  subsampling, without ``batch=``), unless ``planned=True`` states that the
+  record is not bound to its randomness: an accounting plan, or executions
+  whose fresh noise the caller vouches for. The opt-out is recorded:
+  ``planned`` counts such executions and survives ``to_json``, so a ledger
+  shows how much of its epsilon went unchecked.
 
   Neighbouring relation. Each record holds under one relation
   (``neighboring_relation=``, default ``infer_neighboring_relation``); the
@@ -238,14 +261,16 @@ class PrivacyLedger:
         step + count - 1``. Raises if any was recorded.
       neighboring_relation: the relation ``event`` holds under; default
         ``infer_neighboring_relation(event)``. Must be the ledger's.
-      planned: the record is a plan (e.g. an accounting of batch sizes),
-        not executions bound to their randomness: amplified events are then
-        accepted without ``batch=`` and ``noise=``.
+      planned: the record is not bound to its randomness (an accounting
+        plan, e.g. of batch sizes, or a run whose noise the caller vouches
+        for): it is accepted without ``noise=`` and ``batch=`` and counted
+        in ``planned``.
 
     Raises:
-      ValueError: a bad argument; an amplified event without ``batch=`` or
-        ``noise=`` (and not ``planned``); a spent (key, step); an event under
-        another neighbouring relation than the ledger's.
+      ValueError: a bad argument; an event that draws noise without
+        ``noise=``, or an amplified one without ``batch=`` (and not
+        ``planned``); a spent (key, step); an event under another
+        neighbouring relation than the ledger's.
     """
     self._check_event(event, count, bits)
     if neighboring_relation is None:
@@ -268,6 +293,12 @@ class PrivacyLedger:
               'subsampling: amplification holds only for a fresh batch and '
               'fresh noise each step (pass the sampled batch and the noise '
               '(key, step), or planned=True for an accounting plan).')
+    if noise is None and not planned and draws_noise(event):
+      raise ValueError(
+          'noise= is required: pass the (key, step) of the noise the '
+          'executions drew (a transform\'s (state.key, state.count) before '
+          'the step; (key, 0) for a one-shot release), so that replayed '
+          'noise is refused; or planned=True to record them unchecked.')
     if count == 0:
       return
     updates = []

@@ -21,9 +21,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import clipping
 from dpjax import transforms
+
+_STREAM = _keys.register('audit_canaries', __name__)
 
 
 def dpsgd_gradient_canaries(num_canaries: int, *, steps: int,
@@ -246,6 +249,6 @@ def _checked(jitted, m):
       raise ValueError(f'Expected included of shape ({m},) and dtype bool, '
                        f'got shape {included.shape} and dtype '
                        f'{included.dtype}.')
-    return jitted(_validate.key(key), included)
+    return jitted(_keys.stream(_validate.key(key), _STREAM), included)
 
   return checked

@@ -33,7 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
+from dpjax import _keys
 from dpjax import _validate
+
+_STREAM = _keys.register('distinguishing_audit', __name__)
 
 MIN_TRIALS = 100
 # Level of the Clopper-Pearson bounds that rank thresholds on the first half.
@@ -162,7 +165,7 @@ def distinguishing_audit(key: jax.Array, mechanism: Callable[[jax.Array, Any],
     >>> r.trials
     500
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
   _validate.integer_at_least(MIN_TRIALS, trials=trials)
   _validate.positive_int(chunk=chunk)
   if not 0 <= delta < 1:

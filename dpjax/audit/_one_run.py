@@ -33,7 +33,10 @@ import numpy as np
 from scipy import special
 from scipy import stats
 
+from dpjax import _keys
 from dpjax import _validate
+
+_STREAM = _keys.register('one_run_audit', __name__)
 
 _EPS_TOL = 1e-7
 
@@ -182,7 +185,7 @@ def one_run_audit(key: jax.Array,
     >>> r.num_correct, round(r.epsilon_lower_bound, 3)
     (100, 3.465)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
   _validate.positive_int(num_canaries=num_canaries)
   _validate.positive_int(num_guesses=num_guesses)
   if num_guesses > num_canaries:

@@ -37,6 +37,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import noise
 from dpjax.distributed import _harness
@@ -47,7 +48,7 @@ from dpjax.distributed._ddp_config import DistributedDpConfig
 from dpjax.transforms._rotating import inverse_randomized_hadamard
 from dpjax.transforms._rotating import randomized_hadamard
 
-_MASK_TAG = 0x6D61736B  # 'mask': the mask key is fold_in(round key, tag)
+_MASKS = _keys.register('secure_sum_masks', __name__)  # the masks' stream
 _U = 2.0**-24  # float32 unit roundoff
 # Largest rate passed to jax.random.poisson (its law is tested up to here;
 # at 1e6 and above its float32 acceptance test visibly distorts the law).
@@ -335,7 +336,7 @@ def _parts(config, key, xs, masked, mesh, axis_name):
   """(modular sum, true integer sum, rounding failures) of one round."""
   n = xs.shape[0]
   rotation_key, keys = _harness._round_keys(key, n)
-  mask_key = jax.random.fold_in(key, _MASK_TAG)
+  mask_key = _keys.stream(key, _MASKS)
   both = _harness.client_sum(_encoder(config, masked), keys,
                              (xs, jnp.arange(n, dtype=jnp.int32)),
                              (rotation_key, mask_key), mesh=mesh,
@@ -349,7 +350,7 @@ def _parts(config, key, xs, masked, mesh, axis_name):
 def _finish(config, key, modular, true_sum, failures, dimension, max_rate):
   wrapped = _secure_sum.centered(modular, config.bits) != true_sum
   rate = jnp.mean(wrapped.astype(jnp.float32))
-  estimate = _decode(config, jax.random.split(key)[0], modular,
+  estimate = _decode(config, _harness.shared_key(key), modular,
                      dimension) / jnp.asarray(config.num_clients, jnp.float32)
   return SecureSumRound(estimate, rate, failures, rate <= max_rate)
 

@@ -7,8 +7,9 @@ agent axis) and, every round, a minibatch of their own private examples
 jitted function ``round(state, key, batch) -> (state, metrics)``; it runs
 vmapped on one device or sharded over a mesh axis (``run_agents``), bit for
 bit the same from the same keys. Agent i's randomness in round t comes from
-``client_keys(fold_in(key, t), n)[i]`` with t the round counter in the
-state, so a key passed again in a later round still draws fresh noise.
+``client_keys(fold_in(stream(key, 'decentralized_round'), t), n)[i]``
+(``dpjax._keys``) with t the round counter in the state, so a key passed
+again in a later round still draws fresh noise.
 
 Gradients are means of per-example gradients clipped to K
 (``dpjax.clipping.clipped_grad_sum``) over the agent's batch; an empty batch
@@ -44,6 +45,7 @@ from jax import flatten_util
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import clipping
 from dpjax import noise
@@ -54,6 +56,7 @@ from dpjax.transforms import _quantizing
 PyTree = Any
 LossFn = Callable[[PyTree, PyTree], jax.Array]
 ALGORITHMS = ('qdpsgd1', 'qdpsgd2', 'dsgd', 'sdm')
+_STREAM = _keys.register('decentralized_round', __name__)
 FLOAT_BITS = 16  # bits of one unquantized coordinate (the paper's T_c unit)
 
 
@@ -204,7 +207,7 @@ def _make(name, body, w, hyper, static_hyper, bits_of, mesh, axis_name,
 
   @jax.jit
   def _round(state, key, batch, hyper_values):
-    round_key = jax.random.fold_in(key, state.step)
+    round_key = jax.random.fold_in(_keys.stream(key, _STREAM), state.step)
     keys = _harness.client_keys(round_key, n)
     params, aux, sent = _gossip.run_agents(
         body, w32, hyper_values, state.params, state.aux, keys,

@@ -14,12 +14,14 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise
 from dpjax.distributed import _harness
 
 _FLOAT32_BITS = 32  # bits per coordinate of a real-valued (float32) message
+_STREAM = _keys.register('gaussian_protocol', __name__)
 
 
 def gaussian_distributed_mean(key: jax.Array, xs: jax.typing.ArrayLike,
@@ -27,7 +29,8 @@ def gaussian_distributed_mean(key: jax.Array, xs: jax.typing.ArrayLike,
                               stddev: jax.typing.ArrayLike) -> jax.Array:
   """Gaussian protocol: clients clip, add N(0, sigma^2 I), server averages.
 
-  Client i draws its noise from ``jax.random.fold_in(key, i)``; it sends d
+  Client i draws its noise from ``jax.random.fold_in(s, i)``, s the
+  protocol's stream of ``key`` (``dpjax._keys``); it sends d
   float32 values (``gaussian_protocol_bits(d)`` = 32 d bits). The clip norm
   and the noise stddev may be traced (a sweep is one ``jax.vmap``).
 
@@ -57,7 +60,7 @@ def gaussian_distributed_mean(key: jax.Array, xs: jax.typing.ArrayLike,
     >>> gaussian_distributed_mean(jax.random.key(0), xs, 1.0, 0.0)
     Array([0.6, 0.8], dtype=float32)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
   xs = _harness._as_float_vector(xs, 'xs', 2)
   _validate.positive(l2_norm_clip=l2_norm_clip)
   _validate.non_negative(stddev=stddev)

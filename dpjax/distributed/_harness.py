@@ -9,8 +9,9 @@ protocol:
 * the key derivation, ``shared_key(key)`` (public randomness of the round,
   e.g. a shared rotation, known to every client and the server) and
   ``client_keys(key, n)`` (client i's private key), computed from the round
-  key and the client's index only, so that they do not depend on how the
-  clients are laid out over devices;
+  key's protocol stream (``dpjax._keys``, separated from every other
+  consumer of the key) and the client's index only, so that they do not
+  depend on how the clients are laid out over devices;
 * ``client_sum(encode, keys, xs, shared)``: every client's message
   ``encode(key_i, x_i, shared)``, summed over the client axis, vmapped on one
   device or, given a mesh, with ``jax.shard_map`` over one mesh axis and a
@@ -28,11 +29,13 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 
 PyTree = Any
 Encoder = Callable[[jax.Array, PyTree, PyTree], jax.Array]
+_STREAM = _keys.register('protocol_round', __name__)
 
 
 def _num_clients(num_clients) -> int:
@@ -41,7 +44,8 @@ def _num_clients(num_clients) -> int:
 
 
 def shared_key(key: jax.Array) -> jax.Array:
-  """The round's shared (public) key: ``jax.random.split(key)[0]``.
+  """The round's shared (public) key: ``jax.random.split(s)[0]``, s the
+  protocol stream ``stream(key, 'protocol_round')`` of the round key.
 
   Every client and the server derive the same key from the round key, e.g.
   for a shared random rotation. It is independent of every client's key
@@ -54,19 +58,20 @@ def shared_key(key: jax.Array) -> jax.Array:
     A PRNG key.
 
   Example:
-    >>> k = jax.random.key(0)
-    >>> bool(jnp.all(jax.random.key_data(shared_key(k))
-    ...              == jax.random.key_data(jax.random.split(k)[0])))
+    >>> s = _keys.stream(jax.random.key(0), 'protocol_round')
+    >>> bool(jnp.all(jax.random.key_data(shared_key(jax.random.key(0)))
+    ...              == jax.random.key_data(jax.random.split(s)[0])))
     True
   """
-  return jax.random.split(_validate.key(key))[0]
+  return jax.random.split(_keys.stream(_validate.key(key), _STREAM))[0]
 
 
 def client_keys(key: jax.Array, num_clients: int) -> jax.Array:
   """The clients' private keys of a round, one per row of the client axis.
 
-  ``client_root = jax.random.split(key)[1]``; client i (i = 0..n-1, its row
-  in the client axis) gets ``jax.random.fold_in(client_root, i)``. A key
+  ``client_root = jax.random.split(s)[1]`` (s as in ``shared_key``); client
+  i (i = 0..n-1, its row in the client axis) gets
+  ``jax.random.fold_in(client_root, i)``. A key
   depends only on the round key and i, never on how clients are sharded, and
   is independent of ``shared_key(key)``.
 
@@ -81,7 +86,8 @@ def client_keys(key: jax.Array, num_clients: int) -> jax.Array:
     >>> ks = client_keys(jax.random.key(0), 3)
     >>> ks.shape
     (3,)
-    >>> root = jax.random.split(jax.random.key(0))[1]
+    >>> s = _keys.stream(jax.random.key(0), 'protocol_round')
+    >>> root = jax.random.split(s)[1]
     >>> bool(jnp.all(jax.random.key_data(ks[2])
     ...              == jax.random.key_data(jax.random.fold_in(root, 2))))
     True
@@ -93,7 +99,7 @@ def client_keys(key: jax.Array, num_clients: int) -> jax.Array:
 def _round_keys(key: jax.Array,
                 num_clients: int) -> tuple[jax.Array, jax.Array]:
   """(shared_key(key), client_keys(key, n)) in one program (no validation)."""
-  shared, client_root = jax.random.split(key)
+  shared, client_root = jax.random.split(_keys.stream(key, _STREAM))
   return shared, _indexed_keys(client_root, num_clients)
 
 

@@ -15,7 +15,10 @@ inputs); random graphs take an explicit key.
 import jax
 import numpy as np
 
+from dpjax import _keys
 from dpjax import _validate
+
+_STREAM = _keys.register('erdos_renyi_graph', __name__)
 
 
 def _num_agents(num_agents) -> int:
@@ -45,7 +48,8 @@ def erdos_renyi(key: jax.Array, num_agents: int, p: float) -> np.ndarray:
   """
   n = _num_agents(num_agents)
   _validate.half_open_unit(p=p)
-  u = np.asarray(jax.random.uniform(_validate.key(key), (n, n)))
+  u = np.asarray(jax.random.uniform(
+      _keys.stream(_validate.key(key), _STREAM), (n, n)))
   upper = np.triu(u < float(p), k=1)
   return upper | upper.T
 

@@ -14,9 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.nonparametric import _exponential
+
+_STREAM = _keys.register('private_bounds', __name__)
 
 
 def check_bounds(bounds: Any, num_features: int) -> tuple[np.ndarray,
@@ -168,7 +171,7 @@ def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
     >>> bool(-0.5 < low[0] < high[0] < 1.5), event.epsilon
     (True, 1.0)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
   _validate.positive(epsilon=epsilon)
   _validate.integer_at_least(2, num_candidates=num_candidates)
   x = check_features(x)

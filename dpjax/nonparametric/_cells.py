@@ -14,8 +14,11 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax.nonparametric import _neighbours
+
+_STREAM = _keys.register('jl_projection', __name__)
 
 
 def cell_coordinates(u: jax.Array, bins) -> jax.Array:
@@ -124,7 +127,7 @@ def jl_projection(key: jax.Array, num_features: int, dim: int) -> jax.Array:
     >>> jl_projection(jax.random.key(0), 10, 3).shape
     (3, 10)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
   _validate.positive_int(num_features=num_features, dim=dim)
   return jax.random.normal(key, (dim, num_features), jnp.float32) / jnp.sqrt(
       jnp.float32(dim))

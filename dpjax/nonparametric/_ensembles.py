@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.nonparametric import _bounds
@@ -27,6 +28,10 @@ from dpjax.nonparametric import _exponential
 from dpjax.nonparametric import _trees
 from dpjax.nonparametric._predict import predict
 from dpjax.nonparametric._trees import TreeEnsemble
+
+_SPE = _keys.register('spe', __name__)
+_SSPE = _keys.register('sspe', __name__)
+_PTE = _keys.register('pte', __name__)
 
 
 MIN_SIZE = 10  # exact trees: a node of <= 10 points is a leaf (Alg. 10)
@@ -151,14 +156,14 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   Example:
     >>> x = jax.random.uniform(jax.random.key(1), (200, 2))
     >>> y = (x[:, 0] > 0.5).astype(jnp.int32)
-    >>> release, event = spe(jax.random.key(0), x, y, epsilon=50.0,
+    >>> release, event = spe(jax.random.key(2), x, y, epsilon=50.0,
     ...                      bounds=(0.0, 1.0), num_classes=2, num_trees=2)
     >>> predict(release, jnp.array([[0.1, 0.5], [0.9, 0.5]])).tolist()
     [0, 1]
     >>> event.epsilon
     50.0
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _SPE)
   z, y, low, high = _labels(x, y, num_classes, bounds)
   depth = _check(epsilon, num_trees, depth, num_candidates, z.shape[1])
   _validate.open_unit(split_fraction=split_fraction)
@@ -224,13 +229,13 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   Example:
     >>> x = jax.random.uniform(jax.random.key(1), (400, 2))
     >>> y = (x[:, 0] > 0.5).astype(jnp.int32)
-    >>> release, _ = sspe(jax.random.key(0), x[:100], y[:100], x[100:],
+    >>> release, _ = sspe(jax.random.key(2), x[:100], y[:100], x[100:],
     ...                   epsilon=50.0, bounds=(0.0, 1.0), num_classes=2,
     ...                   setting=2, num_trees=2)
     >>> predict(release, jnp.array([[0.1, 0.5], [0.9, 0.5]])).tolist()
     [0, 1]
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _SSPE)
   z_l, y_l, low, high = _labels(x_labelled, y_labelled, num_classes, bounds,
                                 'x_labelled')
   _bounds.check_features(x_unlabelled, 'x_unlabelled', z_l.shape[1])
@@ -309,7 +314,7 @@ def pte(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
     >>> release.counts.shape
     (4, 4, 2)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _PTE)
   n2 = num_trees if num_trees_second is None else num_trees_second
   _validate.positive_int(num_trees_second=n2)
   k1, k_tree, k_leaf = jax.random.split(key, 3)

@@ -7,8 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
+
+_STREAM = _keys.register('exponential_mechanism', __name__)
 
 # Each candidate's Gumbel noise comes from one uniform 64-bit word; a word in
 # one of the grid's two extreme cells (probability 2^-64 each) gives noise
@@ -58,7 +61,7 @@ def exponential_mechanism(key: jax.Array, utilities: ArrayLike, *,
     ...                           sensitivity=1.0))
     2
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
   _validate.positive(epsilon=epsilon, sensitivity=sensitivity)
   u = jnp.asarray(utilities)
   if u.ndim == 0 or u.shape[-1] == 0:

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise
@@ -25,6 +26,10 @@ from dpjax.nonparametric import _bounds
 from dpjax.nonparametric import _cells
 from dpjax.nonparametric import _padding
 from dpjax.nonparametric import _predict
+
+_HISTOGRAM_PROJECTION = _keys.register('histogram_projection', __name__)
+_NOISY_REG = _keys.register('noisy_reg', __name__)
+_PRIVATE_HISTOGRAM = _keys.register('private_histogram', __name__)
 
 MAX_DENSE_CELLS = 1 << 20
 
@@ -137,7 +142,7 @@ def histogram(x: ArrayLike, y: ArrayLike, *, bounds: Any, num_classes: int,
     Array([0, 1], dtype=int32)
   """
   if projection_dim is not None:
-    key = _validate.key(key)
+    key = _keys.stream(_validate.key(key), _HISTOGRAM_PROJECTION)
   x, y, low, high, projection = _prepare(key, x, y, bounds, num_classes,
                                          bins, projection_dim)
   x, y, w = _padding.pad_rows(x, y)
@@ -208,7 +213,7 @@ def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
     >>> release.privacy_model, int(release.num_cells)
     ('label', 2)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _NOISY_REG)
   _validate.positive(epsilon=epsilon)
   k_proj, k_noise = jax.random.split(key)
   x, y, low, high, projection = _prepare(k_proj, x, y, bounds, num_classes,
@@ -290,7 +295,7 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
     >>> release.counts.shape, event.epsilon
     ((4, 2), 1.0)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _PRIVATE_HISTOGRAM)
   _validate.positive(epsilon=epsilon)
   k_proj, k_noise = jax.random.split(key)
   x, y, low, high, projection = _prepare(k_proj, x, y, bounds, num_classes,

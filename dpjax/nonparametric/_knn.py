@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise
@@ -21,6 +22,8 @@ from dpjax.nonparametric import _bounds
 from dpjax.nonparametric import _neighbours
 from dpjax.nonparametric import _padding
 from dpjax.nonparametric import _predict
+
+_STREAM = _keys.register('dp_knn', __name__)
 
 
 class DpKnnRelease(NamedTuple):
@@ -96,7 +99,7 @@ def dp_knn(key: jax.Array, x: ArrayLike, y: ArrayLike, x_test: ArrayLike, *,
     >>> release.counts.shape, event.epsilon
     ((1, 2), 1.0)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
   _validate.positive(epsilon=epsilon)
   x = _bounds.check_features(x).astype(jnp.float32)
   n, d = x.shape

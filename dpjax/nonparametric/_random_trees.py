@@ -16,12 +16,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise
 from dpjax.nonparametric import _bounds
 from dpjax.nonparametric import _padding
 from dpjax.nonparametric import _predict
+
+_STREAM = _keys.register('random_decision_trees', __name__)
 
 MAX_DEPTH = 20
 
@@ -113,7 +116,7 @@ def random_decision_trees(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
     >>> dpjax.nonparametric.predict(release, jnp.array([[0.1, 0.1]])).shape
     (1,)
   """
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
   _validate.positive(epsilon=epsilon)
   _validate.positive_int(num_trees=num_trees)
   x = _bounds.check_features(x)

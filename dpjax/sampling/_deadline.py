@@ -25,8 +25,11 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax.sampling._poisson import PaddedBatch
+
+_STREAM = _keys.register('deadline_sampler', __name__)
 
 
 class Speed(NamedTuple):
@@ -112,7 +115,7 @@ class DeadlineSampler:
   def speeds(self, key: jax.Array, num_agents: int) -> jax.Array:
     """The agents' speeds V [n] of the round with key ``key``."""
     _validate.positive_int(num_agents=num_agents)
-    k = jax.random.split(_validate.key(key))[0]
+    k = jax.random.split(_keys.stream(_validate.key(key), _STREAM))[0]
     v = self.speed.sample(k, (num_agents,)).astype(jnp.float32)
     return jnp.clip(v, 0.0, float(self.speed.high))
 
@@ -126,12 +129,13 @@ class DeadlineSampler:
     """Indices into each agent's shard, [n, cap], with mask and sizes [n].
 
     Agent i's batch is the first |S_i| entries of a uniform permutation of
-    0..m-1 drawn from ``fold_in(split(key)[1], i)``: a uniform subset of
-    size |S_i|, independent across agents and of the sizes.
+    0..m-1 drawn from ``fold_in(split(s)[1], i)``, s the sampler's stream
+    of ``key`` (``split(s)[0]`` draws the speeds): a uniform subset of size
+    |S_i|, independent across agents and of the sizes.
     """
     key = _validate.key(key)
     sizes = self.batch_sizes(key, num_agents)
-    root = jax.random.split(key)[1]
+    root = jax.random.split(_keys.stream(key, _STREAM))[1]
     cap, m = self.max_batch_size, self.num_examples
 
     def one(i, size):

@@ -22,10 +22,12 @@ import jax
 import jax.numpy as jnp
 from scipy import stats
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 
 DEFAULT_OVERFLOW_PROBABILITY = 1e-12
+_STREAM = _keys.register('poisson_sampler', __name__)
 
 
 class PaddedBatch(NamedTuple):
@@ -39,8 +41,9 @@ class PaddedBatch(NamedTuple):
     key: the sampler key the batch was drawn from (None if the sampler
       draws no per-step stream).
     step: int32 scalar, the step of ``key`` it was drawn at: the batch is a
-      function of ``fold_in(key, step)``. ``PrivacyLedger.record(...,
-      batch=batch)`` refuses a (key, step) it has recorded.
+      function of the sampler's stream of ``key`` folded with ``step``
+      (``dpjax._keys``). ``PrivacyLedger.record(..., batch=batch)``
+      refuses a (key, step) it has recorded.
   """
   indices: jax.Array
   mask: jax.Array
@@ -110,17 +113,20 @@ class PoissonSampler:
         self.num_examples, self.sampling_rate, self.max_batch_size)
 
   def sample(self, key: jax.Array, step: jax.Array | int) -> PaddedBatch:
-    """Batch ``step`` of the stream ``key``, drawn from ``fold_in(key, step)``.
+    """Batch ``step`` of the stream ``key``: ``fold_in(stream(key), step)``.
 
     Jittable; the same (key, step) gives the same batch, so each step needs
     its own: the batch carries both, for ``PrivacyLedger.record(...,
     batch=batch)``. Selection uses integer thresholds on 32-bit random
     words, so the realized rate is floor(q 2^32) / 2^32 <= q: accounting at
-    q is conservative.
+    q is conservative. The sampler's stream of ``key`` is separated from
+    every other consumer's (``dpjax._keys``), so one user key may serve the
+    sampler and the noise.
     """
     n, cap = self.num_examples, self.max_batch_size
     step = jnp.asarray(step, jnp.int32)
-    select_key, truncate_key = jax.random.split(jax.random.fold_in(key, step))
+    select_key, truncate_key = jax.random.split(
+        jax.random.fold_in(_keys.stream(key, _STREAM), step))
     if self.sampling_rate == 1:
       selected = jnp.ones((n,), bool)
     else:

@@ -16,8 +16,12 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax.sampling._poisson import PaddedBatch
+
+_FIXED = _keys.register('fixed_size_sampler', __name__)
+_SHUFFLE = _keys.register('shuffle_sampler', __name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,13 +47,15 @@ class FixedSizeSampler:
     return float(self.batch_size)
 
   def sample(self, key: jax.Array, step: jax.Array | int) -> PaddedBatch:
-    """Batch ``step`` of the stream ``key``, from ``fold_in(key, step)``.
+    """Batch ``step`` of the stream ``key``, from ``fold_in(stream(key), step)``
+    (the sampler's own stream of ``key``, ``dpjax._keys``).
 
     The batch carries (key, step) for ``PrivacyLedger.record(...,
     batch=batch)``.
     """
     step = jnp.asarray(step, jnp.int32)
-    idx = jax.random.choice(jax.random.fold_in(key, step), self.num_examples,
+    idx = jax.random.choice(jax.random.fold_in(_keys.stream(key, _FIXED), step),
+                            self.num_examples,
                             (self.batch_size,), replace=False
                             ).astype(jnp.int32)
     return PaddedBatch(idx, jnp.ones((self.batch_size,), bool),
@@ -95,7 +101,8 @@ class ShuffleSampler:
   def epoch(self, key: jax.Array) -> PaddedBatch:
     """All batches of one epoch: indices and mask of shape [steps, batch]."""
     total = self.steps_per_epoch * self.batch_size
-    perm = jax.random.permutation(key, self.num_examples).astype(jnp.int32)
+    perm = jax.random.permutation(_keys.stream(key, _SHUFFLE),
+                                  self.num_examples).astype(jnp.int32)
     indices = jnp.zeros((total,), jnp.int32).at[:self.num_examples].set(perm)
     mask = jnp.arange(total) < self.num_examples
     shape = (self.steps_per_epoch, self.batch_size)

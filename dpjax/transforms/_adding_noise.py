@@ -27,6 +27,7 @@ from jax import flatten_util
 import jax.numpy as jnp
 import optax
 
+from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
@@ -36,17 +37,21 @@ from dpjax.transforms._state import keyed_transformation
 GRID_STEPS = 10  # default Laplace grid: eta <= scale / 2^10
 MAX_GRID_SCALE = 2**20  # scale / eta, so that |noise| < 2^30 grid units
 _MIN_ETA, _MAX_ETA = 2.0**-100, 2.0**100
+_GAUSSIAN = _keys.register('gaussian_noise', __name__)
+_LAPLACE = _keys.register('laplace_noise', __name__)
+_PRIVATIZER = _keys.register('laplace_privatizer', __name__)
+_DISCRETE_GAUSSIAN = _keys.register('discrete_gaussian_noise', __name__)
 
 
 def _add_noise(sampler: Callable[..., jax.Array], key: jax.Array,
-               **params: Any) -> optax.GradientTransformation:
+               stream: str, **params: Any) -> optax.GradientTransformation:
   def step(updates, step_key, params_tree):
     del params_tree
     updates = _numerics.zero_nonfinite(updates)
     noise = noise_lib.tree_noise(sampler, step_key, updates, **params)
     return jax.tree.map(jnp.add, updates, noise)
 
-  return keyed_transformation(key, step)
+  return keyed_transformation(key, step, stream=stream)
 
 
 def add_gaussian_noise(stddev: float, *,
@@ -76,7 +81,7 @@ def add_gaussian_noise(stddev: float, *,
   """
   _validate.non_negative(stddev=stddev)
   _validate.finite(stddev=stddev)
-  return _add_noise(noise_lib.gaussian, key,
+  return _add_noise(noise_lib.gaussian, key, _GAUSSIAN,
                     stddev=stddev)
 
 
@@ -198,7 +203,7 @@ def add_laplace_noise(scale: float, *, key: jax.Array, eta: float | None = None,
   if not exact:
     if eta is not None:
       raise ValueError(f'eta={eta} applies to exact=True only.')
-    return _add_noise(noise_lib.laplace, key, scale=scale)
+    return _add_noise(noise_lib.laplace, key, _LAPLACE, scale=scale)
   if not _validate.concrete(scale):
     raise ValueError('add_laplace_noise(exact=True) needs a concrete scale '
                      '(the exact sampler takes a rational scale); pass '
@@ -207,7 +212,8 @@ def add_laplace_noise(scale: float, *, key: jax.Array, eta: float | None = None,
     if eta is not None:
       raise ValueError(f'eta={eta} needs scale > 0.')
     return keyed_transformation(
-        key, lambda updates, k, p: _numerics.zero_nonfinite(updates))
+        key, lambda updates, k, p: _numerics.zero_nonfinite(updates),
+        stream=_LAPLACE)
   eta = grid_spacing(scale, eta)
   grid_scale = laplace_grid_scale(scale, eta)
 
@@ -224,7 +230,7 @@ def add_laplace_noise(scale: float, *, key: jax.Array, eta: float | None = None,
       out.append(grid_laplace(k, x, grid_scale, eta).astype(x.dtype))
     return jax.tree.unflatten(treedef, out)
 
-  return keyed_transformation(key, step)
+  return keyed_transformation(key, step, stream=_LAPLACE)
 
 
 def _exact_grid_bits(n: int, epsilon: float) -> int:
@@ -305,7 +311,7 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
     return unflatten((total.astype(jnp.float32) * eta).astype(flat.dtype))
 
   if exact:
-    return keyed_transformation(key, exact_step)
+    return keyed_transformation(key, exact_step, stream=_PRIVATIZER)
 
   def step(updates, step_key, params):
     del params
@@ -316,7 +322,7 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
                               dtype=flat.dtype)
     return unflatten(jnp.clip(flat, -linf_clip, linf_clip) + noise)
 
-  return keyed_transformation(key, step)
+  return keyed_transformation(key, step, stream=_PRIVATIZER)
 
 
 def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
@@ -357,7 +363,8 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
     (True, 1)
   """
   noise_lib.discrete_gaussian_sigma_squared(sigma, eta)  # validates
-  return _add_noise(noise_lib.discrete_gaussian_grid, key, sigma=sigma,
+  return _add_noise(noise_lib.discrete_gaussian_grid, key, _DISCRETE_GAUSSIAN,
+                    sigma=sigma,
                     eta=eta)
 
 

@@ -5,6 +5,20 @@ expected batch size, momentum, epsilon) may be traced, so
 ``optax.inject_hyperparams(dpsgd)(...)`` works and ``jax.vmap`` over a vector
 of noise multipliers runs one compiled step for all of them. Validation checks
 concrete numbers only.
+
+A sweep vmaps over (hyperparameter, key) pairs, one key per member
+(``jax.random.split(key, members)``): members sharing a key draw one noise z,
+and two releases S + sigma_1 z and S + sigma_2 z give the clipped sum S.
+
+Example:
+  >>> def one_step(sigma, key):
+  ...   tx = dpsgd(0.1, 1.0, sigma, 8, key=key)
+  ...   return tx.update(jnp.ones((8, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3),
+  ...                    mask=jnp.ones(8, bool))[0]
+  >>> sigmas = jnp.array([0.8, 2.0])
+  >>> keys = jax.random.split(jax.random.key(0), len(sigmas))
+  >>> jax.vmap(one_step)(sigmas, keys).shape
+  (2, 3)
 """
 
 from typing import Any

@@ -46,6 +46,7 @@ from jax import flatten_util
 import jax.numpy as jnp
 import optax
 
+from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import noise as noise_lib
@@ -55,6 +56,7 @@ from dpjax.recovery import _constrained
 from dpjax.transforms import _projecting
 from dpjax.transforms._state import KeyStepState
 
+_STREAM = _keys.register('compressed_gd', __name__)
 LIPSCHITZ_MARGIN = 1.1  # power-iteration estimate of ||Phi||^2 times this
 
 
@@ -207,7 +209,7 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
     _validate.finite(l2_norm_clip=l2_norm_clip)
     _validate.non_negative(noise_multiplier=noise_multiplier)
     _validate.finite(noise_multiplier=noise_multiplier)
-  stream0 = KeyStepState.create(key)
+  stream0 = KeyStepState.create(key, stream=_STREAM)
   factor = jnp.float32(sensitivity_factor if private else 0.0)
 
   def init_fn(params):

@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
@@ -64,6 +65,7 @@ from dpjax.transforms import _adding_noise
 
 
 CALIBRATIONS = ('certified', 'paper')
+_STREAM = _keys.register('compressive_privatizer', __name__)
 
 
 class CompressiveRelease(NamedTuple):
@@ -251,9 +253,10 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
 
 
 class CompressivePrivatizerState(NamedTuple):
-  """Step counter, base key and the last step's realized epsilon.
+  """Step counter, stream key and the last step's realized epsilon.
 
-  Step t draws its sensing matrix and noise from ``fold_in(key, t)``.
+  Step t draws its sensing matrix and noise from ``fold_in(key, t)``, with
+  ``key`` the privatizer's stream of the factory's key.
   ``epsilon`` is data-independent (a function of the sensing matrix only).
   """
   count: jax.Array  # int32 scalar
@@ -310,7 +313,7 @@ def compressive_privatizer(kappa: int, num_measurements: int, epsilon: float,
   """
   _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
                       noise_calibration, exact)
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
 
   def init_fn(params):
     del params
@@ -358,7 +361,7 @@ def compressive_privatizer_epsilons(kappa: int, num_measurements: int,
   _cosamp.validate_sparsity(kappa, dimension, 'kappa')
   if noise_calibration == 'certified':
     return np.full(steps, float(epsilon))
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _STREAM)
 
   def one(t):
     psi_key, _ = jax.random.split(jax.random.fold_in(key, t))

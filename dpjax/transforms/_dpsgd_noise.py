@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import noise as noise_lib
@@ -26,6 +27,8 @@ from dpjax.clipping import _clipped_sum
 from dpjax.clipping import _per_example as _clipping
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._state import KeyStepState
+
+_STREAM = _keys.register('dpsgd_noise', __name__)
 
 
 class DpsgdNoiseState(NamedTuple):
@@ -93,7 +96,7 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
   _clipping.validate_l2_norm_clip(l2_norm_clip)
   _validate.non_negative(noise_multiplier=noise_multiplier)
   _validate.finite(noise_multiplier=noise_multiplier)
-  stream0 = KeyStepState.create(key)
+  stream0 = KeyStepState.create(key, stream=_STREAM)
 
   def state(stream, sigma, bound, sum_bound):
     return DpsgdNoiseState(stream, jnp.asarray(sigma, jnp.float32),

@@ -21,8 +21,11 @@ from jax import flatten_util
 import jax.numpy as jnp
 import optax
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax.transforms._state import KeyStepState
+
+_STREAM = _keys.register('gaussian_projection', __name__)
 
 
 def validate_rows(num_rows: int, dim: int | None = None) -> None:
@@ -219,7 +222,7 @@ def project_gaussian(num_rows: int, *, key: jax.Array,
     (3,)
   """
   validate_rows(num_rows)
-  state0 = KeyStepState.create(key)
+  state0 = KeyStepState.create(key, stream=_STREAM)
 
   def init_fn(params):
     dim = flatten_util.ravel_pytree(params)[0].size

@@ -24,8 +24,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax.transforms._state import keyed_transformation
+
+_STREAM = _keys.register('stochastic_quantization', __name__)
 
 
 def stochastic_round(x: jax.typing.ArrayLike, *, key: jax.Array,
@@ -243,4 +246,4 @@ def quantize_stochastic(quantizer: GridQuantizer, *,
       out.append(quantizer.dequantize(quantizer.quantize(g, key=k), dtype))
     return jax.tree.unflatten(treedef, out)
 
-  return keyed_transformation(key, step)
+  return keyed_transformation(key, step, stream=_STREAM)

@@ -19,8 +19,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax.transforms._state import keyed_transformation
+
+_STREAM = _keys.register('hadamard_rotation', __name__)
 
 
 PyTree = Any
@@ -271,7 +274,8 @@ def rotate_hadamard(*, key: jax.Array) -> optax.GradientTransformation:
     (8,)
   """
   return keyed_transformation(
-      key, lambda updates, step_key, params: rotate_tree(updates, key=step_key))
+      key, lambda updates, step_key, params: rotate_tree(updates, key=step_key),
+      stream=_STREAM)
 
 
 def unrotate_hadamard(*, key: jax.Array,
@@ -307,4 +311,4 @@ def unrotate_hadamard(*, key: jax.Array,
           'factory or params to update().')
     return unrotate_tree(updates, target, key=step_key)
 
-  return keyed_transformation(key, step)
+  return keyed_transformation(key, step, stream=_STREAM)

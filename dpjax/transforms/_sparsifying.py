@@ -30,10 +30,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax import _keys
 from dpjax import _validate
 from dpjax.clipping import _per_example as _clipping
 from dpjax import noise as noise_lib
 from dpjax.recovery import _cosamp
+
+_MASK = _keys.register('sparsity_mask', __name__)
+_RANKED_NOISE = _keys.register('ranked_sparsified_noise', __name__)
 
 
 def sparsity_schedule(final_rate: float, epochs: int,
@@ -121,9 +125,10 @@ class SparsityMaskSchedule(NamedTuple):
 
 def sparsity_mask(key: jax.Array, step: jax.typing.ArrayLike, like: Any,
                   schedule: SparsityMaskSchedule):
-  """The mask of ``step``: ``random_mask(fold_in(key, period), like, k(e))``."""
+  """The mask of ``step``: ``random_mask(fold_in(stream(key, 'sparsity_mask'),
+  period), like, k(e))``, the key separated from every other consumer's."""
   step = jnp.asarray(step, jnp.int32)
-  return random_mask(jax.random.fold_in(_validate.key(key),
+  return random_mask(jax.random.fold_in(_keys.stream(_validate.key(key), _MASK),
                                         schedule.period(step)),
                      like, schedule.zeros_at(step))
 
@@ -264,7 +269,7 @@ def ranked_sparsified_privatizer(
     raise ValueError('Expected schedule to be a SparsityMaskSchedule, got '
                      f'{type(schedule).__name__}.')
   steps_per_epoch = schedule.steps_per_epoch
-  key = _validate.key(key)
+  key = _keys.stream(_validate.key(key), _RANKED_NOISE)
   stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
 
   def init_fn(params):

@@ -1,11 +1,14 @@
 """The one state shape of a randomized transform: a step counter and a key.
 
 Step t of a transform built with ``key`` draws its randomness from
-``fold_in(key, t)``, so a run is a pure function of the key and the step, and
-a checkpoint of (count, key) resumes it exactly.
+``fold_in(stream(key, name), t)``, with ``name`` the transform's own
+registered stream (``dpjax._keys``), so a run is a pure function of the key
+and the step, one user key given to several consumers (a sampler, a noise
+transform) yields independent draws, and a checkpoint of (count, key)
+resumes it exactly.
 
 Example:
-  >>> s = KeyStepState.create(jax.random.key(0))
+  >>> s = KeyStepState.create(jax.random.key(0), stream='gaussian_noise')
   >>> int(s.count), int(s.advance().count)
   (0, 1)
 """
@@ -16,23 +19,30 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpjax import _keys
 from dpjax import _validate
+
+KEYED_TRANSFORMATION = _keys.register('keyed_transformation', __name__)
 
 
 class KeyStepState(NamedTuple):
-  """State of every transform whose step t uses ``fold_in(key, t)``.
+  """State of every transform whose step t uses ``fold_in(key, t)``, with
+  ``key`` the transform's own stream of the user's key.
 
   Attributes:
     count: int32 scalar, the number of steps taken.
-    key: the base PRNG key given to the factory.
+    key: the transform's stream of the key given to the factory,
+      ``stream(key, name)``.
   """
   count: jax.Array
   key: jax.Array
 
   @classmethod
-  def create(cls, key: jax.Array) -> 'KeyStepState':
-    """Step 0 of ``key`` (validated: a required, typed or raw PRNG key)."""
-    return cls(jnp.zeros([], jnp.int32), _validate.key(key))
+  def create(cls, key: jax.Array, *, stream: str) -> 'KeyStepState':
+    """Step 0 of the stream ``stream`` of ``key`` (validated: a required,
+    typed or raw PRNG key; ``stream`` a registered name)."""
+    return cls(jnp.zeros([], jnp.int32),
+               _keys.stream(_validate.key(key), stream))
 
   def step_key(self) -> jax.Array:
     """The key of the current step, ``fold_in(key, count)``."""
@@ -45,12 +55,16 @@ class KeyStepState(NamedTuple):
 
 def keyed_transformation(
     key: jax.Array,
-    step: Callable[[Any, jax.Array, Any], Any]) -> optax.GradientTransformation:
-  """A transform whose step t maps ``updates`` with ``fold_in(key, t)``.
+    step: Callable[[Any, jax.Array, Any], Any], *,
+    stream: str = KEYED_TRANSFORMATION) -> optax.GradientTransformation:
+  """A transform whose step t maps ``updates`` with ``fold_in(s, t)``, s the
+  stream ``stream`` of ``key`` (``dpjax._keys``).
 
   Args:
     key: the base PRNG key (required).
     step: ``step(updates, step_key, params) -> updates``.
+    stream: the registered stream name the key is separated by (dpjax's
+      transforms each pass their own; the default serves user transforms).
 
   Returns:
     An optax transformation with ``KeyStepState``.
@@ -62,7 +76,7 @@ def keyed_transformation(
     >>> int(state.count)
     1
   """
-  state0 = KeyStepState.create(key)
+  state0 = KeyStepState.create(key, stream=stream)
 
   def init_fn(params):
     del params

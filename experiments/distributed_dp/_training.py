@@ -61,7 +61,7 @@ def delta_round(cfg) -> float:
 
 def _cpsgd_total(event, cfg) -> float:
   ledger = accounting.PrivacyLedger()
-  ledger.record(event, count=cfg['train_rounds'])
+  ledger.record(event, count=cfg['train_rounds'], planned=True)  # a plan
   return float(ledger.epsilon(cfg['delta'], 'pld'))
 
 
