@@ -86,9 +86,11 @@ def epsilons(d, sigma, rate, steps):
 
 
 def parse_args(argv):
-  parser = bench.OneLineParser(prog='python -m experiments.bench_exact_gaussian',
-                               description=__doc__.splitlines()[0])
-  parser.add_argument('--dims', type=int, nargs='+', default=[10_000, 1_000_000])
+  parser = bench.OneLineParser(
+      prog='python -m experiments.bench_exact_gaussian',
+      description=__doc__.splitlines()[0])
+  parser.add_argument('--dims', type=int, nargs='+',
+                      default=[10_000, 1_000_000])
   parser.add_argument('--batch', type=int, default=32,
                       help='examples per DP-SGD step')
   parser.add_argument('--sigma', type=float, default=1.1,

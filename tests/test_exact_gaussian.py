@@ -31,7 +31,7 @@ def _release(x, key=0, stddev=1.0, gamma=None):
 
 def test_default_grid_and_lattice_sigma():
   assert transforms.exact_gaussian_grid(1.0) == GAMMA
-  assert transforms.exact_gaussian_grid(3.0) == 2.0**-17  # 3 / g in [2^18, 2^19)
+  assert transforms.exact_gaussian_grid(3.0) == 2.0**-17  # 3 / g >= 2^18
   # A bound that would not fit 2^29 codes raises the grid.
   assert transforms.exact_gaussian_grid(1e-6, bound=1.0) == 2.0**-29
 

@@ -51,7 +51,8 @@ def exact_gaussian_case() -> AuditCase:
 
   tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=jax.random.key(0),
                         noise='exact')
-  eps = _cases._dpsgd_epsilon(tx, grads, jnp.ones(n, bool), n, 'rdp')  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  eps = _cases._dpsgd_epsilon(tx, grads, jnp.ones(n, bool), n, 'rdp')
   case = AuditCase(
       'exact_gaussian', mechanism, (grads, jnp.arange(n) > 0),
       (grads, jnp.ones(n, bool)), lambda u: u[0], eps, DELTA, ADD_REMOVE,
