@@ -46,6 +46,7 @@ from dpjax.clipping import clipped_grad_sum
 from dpjax.clipping import per_example_grads
 from dpjax.sampling import PoissonSampler
 from dpjax.transforms import add_discrete_gaussian_noise
+from dpjax.transforms import add_exact_gaussian_noise
 from dpjax.transforms import add_gaussian_noise
 from dpjax.transforms import add_laplace_noise
 from dpjax.transforms import clip_per_example
@@ -68,6 +69,7 @@ __version__ = '0.1.0'
 __all__ = [
     'accounting',
     'add_discrete_gaussian_noise',
+    'add_exact_gaussian_noise',
     'add_gaussian_noise',
     'add_laplace_noise',
     'audit',

@@ -131,6 +131,31 @@ def test_noise_transforms_are_finite(case, eps, noise):
 
 
 @SETTINGS
+@hypothesis.given(case=vector_case(), stddev=st.sampled_from(
+    [2.0**-6, 0.25, 1.0, 16.0]))
+def test_exact_gaussian_is_on_the_grid_and_within_its_sensitivity(case,
+                                                                  stddev):
+  # Powers of two: one lattice sigma (2^18), so one sampler per length.
+  v, w = case
+  gamma = dpjax.transforms.exact_gaussian_grid(stddev)
+  tx = dpjax.add_exact_gaussian_noise(stddev, key=jax.random.key(3))
+  a = np.asarray(tx.update(v, tx.init(None))[0], np.float64)
+  b = np.asarray(tx.update(w, tx.init(None))[0], np.float64)
+  for out in (a, b):
+    assert np.all(np.isfinite(out)) and np.all(out / gamma ==
+                                               np.round(out / gamma))
+  # Same key, so the noise cancels: the releases differ by the inputs
+  # (non-finite as 0) plus less than 2 grid steps a coordinate (rounding),
+  # where the codes plus noise stay below 2^24 (exact in float32; beyond,
+  # the release is fl(code) gamma, still a function of the integer).
+  inputs = [np.nan_to_num(np.asarray(x, np.float64), nan=0.0, posinf=0.0,
+                          neginf=0.0) for x in (v, w)]
+  small = np.maximum(np.abs(inputs[0]), np.abs(inputs[1])) < 2.0**22 * gamma
+  gap = np.abs((a - b) - (inputs[0] - inputs[1]))
+  assert np.all(gap[small] < 2 * gamma)
+
+
+@SETTINGS
 @hypothesis.given(case=vector_case(), calibration=st.sampled_from(
     ['certified', 'paper']))
 def test_compressive_privatizer_is_finite(case, calibration):

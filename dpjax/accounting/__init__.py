@@ -41,6 +41,7 @@ from dpjax.accounting._events import laplace_event
 from dpjax.accounting._events import poisson_truncation_probability
 from dpjax.accounting._events import pure_dp_event
 from dpjax.accounting._events import replace_one_event
+from dpjax.accounting._events import TruncatedPoissonSampledDpEvent
 from dpjax.accounting._gaussian import calibrate_gaussian_stddev
 from dpjax.accounting._gaussian import classical_gaussian_stddev
 from dpjax.accounting._gaussian import gaussian_epsilon
@@ -105,4 +106,5 @@ __all__ = [
     'skellam_rdp',
     'SkellamDpEvent',
     'subsampled_rdp',
+    'TruncatedPoissonSampledDpEvent',
 ]

@@ -89,7 +89,8 @@ def _walk(event: dp_accounting.DpEvent):
       yield from _walk(e)
   elif isinstance(event, (dp_accounting.PoissonSampledDpEvent,
                           dp_accounting.SampledWithoutReplacementDpEvent,
-                          dp_accounting.SampledWithReplacementDpEvent)):
+                          dp_accounting.SampledWithReplacementDpEvent,
+                          _events.TruncatedPoissonSampledDpEvent)):
     yield from _walk(event.event)
 
 
@@ -115,6 +116,12 @@ def _untruncate(event: dp_accounting.DpEvent):
         event.truncated_batch_size)
     return _events.gaussian_step_event(event.noise_multiplier,
                                        event.sampling_probability), tv
+  if isinstance(event, _events.TruncatedPoissonSampledDpEvent):
+    tv = _events.poisson_truncation_probability(
+        event.dataset_size, event.sampling_probability,
+        event.truncated_batch_size)
+    return dp_accounting.PoissonSampledDpEvent(
+        float(event.sampling_probability), event.event), tv
   if isinstance(event, dp_accounting.SelfComposedDpEvent):
     inner, tv = _untruncate(event.event)
     return dp_accounting.SelfComposedDpEvent(inner, event.count), min(

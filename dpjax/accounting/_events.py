@@ -143,6 +143,31 @@ def poisson_truncation_probability(num_examples: int, sampling_rate: float,
                               sampling_rate))
 
 
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class TruncatedPoissonSampledDpEvent(dp_accounting.DpEvent):
+  """Poisson sampling capped at a batch size, around any inner event.
+
+  ``dp_accounting.TruncatedSubsampledGaussianDpEvent`` for mechanisms other
+  than the Gaussian (e.g. the exact discrete Gaussian of DP-SGD): each of
+  ``dataset_size`` examples joins with probability ``sampling_probability``
+  and a draw above ``truncated_batch_size`` keeps a uniform subset of that
+  size. The RDP accountant composes the untruncated
+  ``PoissonSampledDpEvent`` and adds the overflow chance
+  (``poisson_truncation_probability``) as a total-variation slack to delta
+  (``epsilon``); add/remove-one neighbours.
+
+  Attributes:
+    dataset_size: N.
+    sampling_probability: q in (0, 1].
+    truncated_batch_size: the cap.
+    event: the mechanism run on the batch.
+  """
+  dataset_size: int
+  sampling_probability: float
+  truncated_batch_size: int
+  event: dp_accounting.DpEvent
+
+
 def basic_composition(event: dp_accounting.DpEvent,
                       strict: bool = True) -> tuple[float, float]:
   """(sum of epsilons, sum of deltas) over ``EpsilonDeltaDpEvent`` leaves.

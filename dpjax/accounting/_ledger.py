@@ -19,6 +19,8 @@ _EVENT_TYPES = {
     if isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)
 }
 _EVENT_TYPES['EpsilonDeltaDpEvent'] = _events.EpsilonDeltaDpEvent
+_EVENT_TYPES['TruncatedPoissonSampledDpEvent'] = (
+    _events.TruncatedPoissonSampledDpEvent)
 for _cls in _distributed.EVENT_TYPES:
   _EVENT_TYPES[_cls.__name__] = _cls
 
@@ -73,7 +75,8 @@ def key_fingerprint(key: Any) -> str:
 _SAMPLED = (dp_accounting.PoissonSampledDpEvent,
             dp_accounting.SampledWithoutReplacementDpEvent,
             dp_accounting.SampledWithReplacementDpEvent,
-            dp_accounting.TruncatedSubsampledGaussianDpEvent)
+            dp_accounting.TruncatedSubsampledGaussianDpEvent,
+            _events.TruncatedPoissonSampledDpEvent)
 NeighboringRelation = dp_accounting.NeighboringRelation
 
 

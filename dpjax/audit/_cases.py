@@ -248,11 +248,11 @@ def _poisson_full(n: int):
   return sampling.PoissonSampler(n, 1.0)
 
 
-def _dpsgd_epsilon(tx, grads, mask, n) -> float:
+def _dpsgd_epsilon(tx, grads, mask, n, accountant='pld') -> float:
   params = jnp.zeros(grads.shape[1])
   _, state = tx.update(grads, tx.init(params), params, mask=mask)
   event, _ = transforms.dpsgd_step_event(state, _poisson_full(n))
-  return _epsilon(event, DELTA, 'pld')
+  return _epsilon(event, DELTA, accountant)
 
 
 def _canary_grads(n=8, dim=5):

@@ -11,6 +11,7 @@ from typing import Callable
 
 from dpjax.audit import _cases_distributed
 from dpjax.audit import _cases_ghost
+from dpjax.audit import _cases_exact_gaussian
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._cases import compressive_case
 from dpjax.audit._cases import discrete_gaussian_case
@@ -37,6 +38,7 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'rs_dpsgd': rs_dpsgd_case, 'dp_compgd': dp_compgd_case,
           'laplace_privatizer': laplace_privatizer_case,
           'compressive': compressive_case,
+          'exact_gaussian': _cases_exact_gaussian.exact_gaussian_case,
           **_cases_distributed.distributed_builders()}
 
 

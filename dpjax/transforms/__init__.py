@@ -52,6 +52,11 @@ from dpjax.transforms._compressing import compressive_privatizer_event
 from dpjax.transforms._compressing import compressive_sensitivity_margin
 from dpjax.transforms._compressing import CompressivePrivatizerState
 from dpjax.transforms._compressing import CompressiveRelease
+from dpjax.transforms._exact_gaussian import add_exact_dpsgd_noise
+from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise
+from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise_event
+from dpjax.transforms._exact_gaussian import exact_gaussian_grid
+from dpjax.transforms._exact_gaussian import ExactDpsgdNoiseState
 from dpjax.transforms._dpsgd_noise import add_dpsgd_noise
 from dpjax.transforms._dpsgd_noise import dpsgd_step_event
 from dpjax.transforms._dpsgd_noise import DpsgdNoiseState
@@ -121,6 +126,9 @@ __all__ = [
     'projection_dim_schedule',
     'add_discrete_gaussian_noise',
     'add_dpsgd_noise',
+    'add_exact_dpsgd_noise',
+    'add_exact_gaussian_noise',
+    'add_exact_gaussian_noise_event',
     'add_discrete_gaussian_noise_event',
     'add_gaussian_noise',
     'add_gaussian_noise_event',
@@ -142,6 +150,8 @@ __all__ = [
     'dpsgd_bits',
     'dpsgd_step_event',
     'DpsgdNoiseState',
+    'exact_gaussian_grid',
+    'ExactDpsgdNoiseState',
     'encode_sparse',
     'fwht',
     'GridQuantizer',

@@ -30,6 +30,7 @@ from dpjax import _validate
 from dpjax.transforms import _clipping as _clip_tx
 from dpjax.transforms import _compressing
 from dpjax.transforms import _dpsgd_noise
+from dpjax.transforms import _exact_gaussian
 from dpjax.transforms import _normalizing
 from dpjax.transforms import _sparsifying
 
@@ -43,15 +44,28 @@ def _sgd(learning_rate, momentum, nesterov=False):
   return optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
 
 
+NOISE_PATHS = ('float', 'exact')
+
+
 def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
-                    clip=True):
+                    clip=True, noise='float'):
   """The clip aggregator (per-example input only) and the Gaussian noise.
 
   Without the aggregator the noise takes a ``ClippedSum`` of at most its C
   (a bare sum only with ``clip=False``, the unclipped ablation).
   """
-  parts = [_dpsgd_noise.add_dpsgd_noise(l2_norm_clip, noise_multiplier,
-                                         key=key, clipped=clip)]
+  if noise not in NOISE_PATHS:
+    raise ValueError(f'Expected noise={noise!r} in {NOISE_PATHS}.')
+  if noise == 'exact':
+    if not clip:
+      raise ValueError('Expected clip=True with noise=\'exact\': the exact '
+                       'path is for private runs.')
+    tx = _exact_gaussian.add_exact_dpsgd_noise(l2_norm_clip, noise_multiplier,
+                                               key=key)
+  else:
+    tx = _dpsgd_noise.add_dpsgd_noise(l2_norm_clip, noise_multiplier,
+                                      key=key, clipped=clip)
+  parts = [tx]
   if per_example:
     parts.insert(0, _clip_tx.clip_per_example(l2_norm_clip) if clip
                  else _clip_tx.sum_per_example())
@@ -61,8 +75,8 @@ def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
 def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
           noise_multiplier: float, expected_batch_size: float, *,
           key: jax.Array, momentum: float | None = None,
-          nesterov: bool = False, per_example: bool = True, clip: bool = True
-          ) -> optax.GradientTransformationExtraArgs:
+          nesterov: bool = False, per_example: bool = True, clip: bool = True,
+          noise: str = 'float') -> optax.GradientTransformationExtraArgs:
   """DP-SGD: clip per example, add Gaussian noise, normalize, (momentum) SGD.
 
   Args:
@@ -85,11 +99,26 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     clip: False for the noisy-SGD ablation (NOT private; its steps cannot be
       recorded): per-example gradients are summed unclipped, or with
       ``per_example=False`` the updates may be a bare (unclipped) sum.
+    noise: ``'float'`` (default): float32 Gaussian noise,
+      ``add_dpsgd_noise``; hyperparameters may be traced. ``'exact'``: the
+      clipped sum is rounded at random to a power-of-two grid gamma Z and
+      exact discrete Gaussian noise is added to the integers
+      (``add_exact_dpsgd_noise``); concrete hyperparameters only, slower,
+      and accounted with a slightly inflated sensitivity and a looser
+      subsampling bound (Poisson samplers only).
 
   Returns:
     An optax transformation.
 
   Privacy:
+    ``noise='float'`` states the guarantee of the ideal real-valued
+    Gaussian mechanism; the float32 noise and the float32 sum it is added
+    to only approximate it, and the low-order bits of the release can leak
+    the input beyond that guarantee (Mironov 2012; Jin et al., IEEE S&P
+    2022). ``noise='exact'`` releases a function of an integer vector whose
+    distribution is exactly the accounted one (up to the PRNG); its event
+    is the discrete Gaussian's (``add_exact_dpsgd_noise``), read from the
+    state by ``dpsgd_step_event`` like the float path's.
     Each step is a Gaussian mechanism with noise multiplier
     ``noise_multiplier`` on a sum of L2 sensitivity
     ``clipped_norm_bound(l2_norm_clip)`` (add/remove-one). Record each step
@@ -117,7 +146,7 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
   _validate.positive(expected_batch_size=expected_batch_size)
   return optax.chain(
       *_privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
-                       clip),
+                       clip, noise),
       _normalizing.normalize(expected_batch_size),
       _sgd(learning_rate, momentum, nesterov),
   )

@@ -25,6 +25,7 @@ from dpjax import _validate
 from dpjax import noise as noise_lib
 from dpjax.clipping import _clipped_sum
 from dpjax.clipping import _per_example as _clipping
+from dpjax.transforms import _exact_gaussian
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._state import KeyStepState
 
@@ -127,13 +128,16 @@ def _states(tree: Any, kind: type) -> list[Any]:
           if isinstance(s, kind)]
 
 
+_NOISE_STATES = (DpsgdNoiseState, _exact_gaussian.ExactDpsgdNoiseState)
+
+
 def privacy_states(opt_state: Any) -> tuple[Any, ...]:
   """The parts of an optimizer state ``dpsgd_step_event`` reads (small).
 
   Keep these per step instead of the whole state to record later without a
   device sync per step.
   """
-  return tuple(_states(opt_state, DpsgdNoiseState) +
+  return tuple(_states(opt_state, _NOISE_STATES) +
                _states(opt_state, NormalizeState))
 
 
@@ -151,7 +155,10 @@ def dpsgd_step_event(opt_state: Any, sampler: Any, *,
                      ) -> tuple[dp_accounting.DpEvent, tuple[jax.Array, int]]:
   """The DpEvent and noise stream of the step that produced ``opt_state``.
 
-  Reads sigma from the chain's one ``DpsgdNoiseState`` (the value that ran)
+  Reads sigma from the chain's one ``DpsgdNoiseState`` (the value that ran;
+  for ``ExactDpsgdNoiseState``, the exact path's event: the discrete
+  Gaussian of the sigma the sampler drew from, with the rounding's
+  sensitivity, Poisson samplers only)
   and checks every ``normalize`` divisor in the chain against the sampler's
   expected batch size. Record the result with ``ledger.record(event,
   noise=noise, batch=batch)`` (``batch`` the step's ``sampler.sample(key,
@@ -183,24 +190,27 @@ def dpsgd_step_event(opt_state: Any, sampler: Any, *,
     >>> round(event.noise_multiplier, 6), step
     (1.1, 0)
   """
-  noise_states = _states(opt_state, DpsgdNoiseState)
+  noise_states = _states(opt_state, _NOISE_STATES)
   if len(noise_states) != 1:
-    raise ValueError(f'Expected one DP-SGD noise state (add_dpsgd_noise) in '
+    raise ValueError(f'Expected one DP-SGD noise state (add_dpsgd_noise or '
+                     f'add_exact_dpsgd_noise) in '
                      f'the optimizer state, found {len(noise_states)}.')
   s, = noise_states
   count = int(_scalar(s.stream.count, 'count'))
   if count < 1:
     raise ValueError('The state is from before any step: pass the state the '
                      'step returned.')
-  if not bool(np.asarray(s.clipped)):
+  exact = isinstance(s, _exact_gaussian.ExactDpsgdNoiseState)
+  if not exact and not bool(np.asarray(s.clipped)):
     raise ValueError('The chain adds noise to an unclipped sum (the noisy-SGD'
                      ' ablation): it has no privacy guarantee to record.')
-  sum_bound = _scalar(s.sum_bound, 'sum_bound')
-  noise_bound = _scalar(s.l2_sensitivity, 'l2_sensitivity')
-  if _clipped_sum.exceeds(sum_bound, noise_bound):
-    raise ValueError(f'The step noised a sum clipped to {sum_bound} with '
-                     f'noise calibrated to l2_norm_clip={noise_bound}: the '
-                     'step is not the mechanism of its noise multiplier.')
+  if not exact:  # the exact path refuses any other bound while tracing
+    sum_bound = _scalar(s.sum_bound, 'sum_bound')
+    noise_bound = _scalar(s.l2_sensitivity, 'l2_sensitivity')
+    if _clipped_sum.exceeds(sum_bound, noise_bound):
+      raise ValueError(f'The step noised a sum clipped to {sum_bound} with '
+                       f'noise calibrated to l2_norm_clip={noise_bound}: the '
+                       'step is not the mechanism of its noise multiplier.')
   sigma = _scalar(s.noise_multiplier, 'noise_multiplier')
   if not np.isfinite(sigma) or sigma < 0:
     raise ValueError(f'The step ran noise_multiplier={sigma}.')
@@ -216,4 +226,6 @@ def dpsgd_step_event(opt_state: Any, sampler: Any, *,
       raise ValueError(f'normalize divides by {divisor}, but the sampler\'s '
                        f'expected batch size is {expected}: the step is not '
                        'the mechanism the sampler accounts for.')
-  return sampler.dp_event(sigma), (s.stream.key, count - 1)
+  event = (_exact_gaussian.exact_step_event(s, sampler, sigma) if exact
+           else sampler.dp_event(sigma))
+  return event, (s.stream.key, count - 1)

@@ -1,0 +1,143 @@
+"""Exact vs float Gaussian path of DP-SGD (benchmark, not a test).
+
+Rows, measured in one run, the float path first as the baseline of each
+size, medians over timed repeats after warmup calls (compilation excluded
+and reported), each call followed by ``jax.block_until_ready``; the two
+paths are timed round-robin so machine load hits them alike:
+
+* noise step: ``add_dpsgd_noise`` (float32 Gaussian) against
+  ``add_exact_dpsgd_noise`` (randomized rounding to gamma Z plus the exact
+  discrete Gaussian) on a clipped sum of d coordinates, jitted;
+* DP-SGD step: ``dpsgd(..., noise='float')`` against ``noise='exact'`` on
+  per-example gradients [B, d] (clip, noise, normalize, SGD), jitted;
+* the privacy cost of the exact path's looser accounting: epsilon at delta
+  1e-5 after ``--steps`` Poisson steps at rate ``--rate``, float event
+  (tight sampled Gaussian, RDP) against the exact event (discrete Gaussian
+  with the rounding's sensitivity, general subsampled RDP bound).
+
+Run: ``python -m experiments.bench_exact_gaussian [--dims 10000 1000000]
+[--batch 32] [--repeats 5]``.
+"""
+
+import os
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+import dpjax
+from dpjax import transforms
+from experiments import bench
+
+
+def _timed(fn):
+  start = time.perf_counter()
+  jax.block_until_ready(fn())
+  return time.perf_counter() - start
+
+
+def _noise_steps(d, sigma):
+  steps = {}
+  for name, make in (('float', transforms.add_dpsgd_noise),
+                     ('exact', transforms.add_exact_dpsgd_noise)):
+    tx = make(1.0, sigma, key=jax.random.key(0))
+    x = jnp.full((d,), 1.0 / d**0.5, jnp.float32)
+    state = tx.init(None)
+    steps[name] = (jax.jit(tx.update), (x, state))
+  return steps
+
+
+def _dpsgd_steps(d, batch, sigma):
+  steps = {}
+  params = jnp.zeros((d,), jnp.float32)
+  grads = jax.random.normal(jax.random.key(1), (batch, d), jnp.float32)
+  mask = jnp.ones((batch,), bool)
+  for name in ('float', 'exact'):
+    tx = dpjax.dpsgd(0.1, 1.0, sigma, float(batch), key=jax.random.key(0),
+                     noise=name)
+    state = tx.init(params)
+    fn = jax.jit(lambda g, s, p, tx=tx: tx.update(g, s, p, mask=mask))
+    steps[name] = (fn, (grads, state, params))
+  return steps
+
+
+def time_pair(steps, repeats, warmup):
+  """{name: (median s, compile s)}, round-robin over the two paths."""
+  compile_s = {n: _timed(lambda f=f, a=a: f(*a)) for n, (f, a) in steps.items()}
+  for _ in range(warmup):
+    for f, a in steps.values():
+      jax.block_until_ready(f(*a))
+  times = {n: [] for n in steps}
+  for _ in range(repeats):
+    for n, (f, a) in steps.items():
+      times[n].append(_timed(lambda f=f, a=a: f(*a)))
+  return {n: (statistics.median(t), compile_s[n]) for n, t in times.items()}
+
+
+def epsilons(d, sigma, rate, steps):
+  """(float epsilon, exact epsilon) of ``steps`` Poisson steps, delta 1e-5."""
+  sampler = dpjax.PoissonSampler(100_000, rate)
+  tx = transforms.add_exact_dpsgd_noise(1.0, sigma, key=jax.random.key(0))
+  _, state = tx.update(jnp.zeros((d,)), tx.init(None))
+  exact, _ = transforms.dpsgd_step_event(state, sampler)
+  eps = lambda ev: float(dpjax.accounting.epsilon(ev, 1e-5, steps=steps))
+  return eps(sampler.dp_event(sigma)), eps(exact)
+
+
+def parse_args(argv):
+  parser = bench.OneLineParser(
+      prog='python -m experiments.bench_exact_gaussian',
+      description=__doc__.splitlines()[0])
+  parser.add_argument('--dims', type=int, nargs='+',
+                      default=[10_000, 1_000_000])
+  parser.add_argument('--batch', type=int, default=32,
+                      help='examples per DP-SGD step')
+  parser.add_argument('--sigma', type=float, default=1.1,
+                      help='noise multiplier')
+  parser.add_argument('--rate', type=float, default=0.01,
+                      help='Poisson rate of the epsilon row')
+  parser.add_argument('--steps', type=int, default=1000,
+                      help='steps of the epsilon row')
+  parser.add_argument('--repeats', type=int, default=5, help='timed repeats')
+  parser.add_argument('--warmup', type=int, default=2, help='untimed calls')
+  args = parser.parse_args(argv)
+  if any(d < 1 for d in args.dims) or args.batch < 1:
+    parser.error('--dims and --batch must be at least 1')
+  if args.repeats < 1 or args.warmup < 0:
+    parser.error('--repeats must be >= 1 and --warmup >= 0')
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  device = jax.devices()[0]
+  load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
+  print(f'jax {jax.__version__}, device {device.platform}: '
+        f'{device.device_kind}, {os.cpu_count()} CPU cores, load average '
+        f'{load:.2f} at start')
+  print(f'medians over {args.repeats} timed repeats after {args.warmup} '
+        f'warmup calls; noise multiplier {args.sigma}; ratio = exact / '
+        'float (same run)\n')
+  print('| row | d | float | exact | ratio | compile float / exact |')
+  print('|---|---|---|---|---|---|')
+  for d in args.dims:
+    for row, steps in (
+        ('noise step', _noise_steps(d, args.sigma)),
+        (f'DP-SGD step, B={args.batch}',
+         _dpsgd_steps(d, args.batch, args.sigma))):
+      t = time_pair(steps, args.repeats, args.warmup)
+      (tf, cf), (te, ce) = t['float'], t['exact']
+      print(f'| {row} | {d:,} | {tf * 1e3:.2f} ms | {te * 1e3:.2f} ms | '
+            f'{te / tf:.1f}x | {cf:.1f} s / {ce:.1f} s |', flush=True)
+  print(f'\n| epsilon at delta 1e-5, {args.steps} steps, q={args.rate} | d | '
+        'float | exact | ratio |')
+  print('|---|---|---|---|---|')
+  for d in args.dims:
+    ef, ee = epsilons(d, args.sigma, args.rate, args.steps)
+    print(f'| sigma={args.sigma} | {d:,} | {ef:.3f} | {ee:.3f} | '
+          f'{ee / ef:.2f}x |')
+
+
+if __name__ == '__main__':
+  main()
