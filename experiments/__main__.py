@@ -264,15 +264,24 @@ def _converted(argv):
   return exp if exp.config is not None else None
 
 
-def _run_converted(exp, argv) -> None:
-  """``run NAME FLAGS`` of a converted experiment: its Config's flags."""
-  from experiments.common import flags  # pylint: disable=g-import-not-at-top
-  mode, given = flags.parse(exp.config, argv)
-  out = given.pop('out', DEFAULT_OUT)
-  force, progress = given.pop('force', False), given.pop('progress', True)
-  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
-  absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's notes
-  run_experiments([exp.name], mode, out, progress, force=force, **given)
+def parse_run(argv) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
+  """``run ...``'s (names, mode, options, settings), checked before any
+  work: a converted experiment takes its Config's flags, ``run all`` and
+  the others the shared parser's. ``options`` are out, progress, force."""
+  exp = _converted(argv)
+  if exp is not None:
+    from experiments.common import flags  # pylint: disable=g-import-not-at-top
+    mode, given = flags.parse(exp.config, argv[2:])
+    options = dict(out=given.pop('out', DEFAULT_OUT),
+                   progress=given.pop('progress', True),
+                   force=given.pop('force', False))
+    return [exp.name], mode, options, given
+  args = _parser().parse_args(argv)
+  names = _names(args.name)
+  _validate_run_args(args)
+  return (names, args.mode or 'quick',
+          dict(out=args.out, progress=args.progress, force=args.force),
+          run_overrides(args))
 
 
 def _compare(argv) -> int:
@@ -295,9 +304,11 @@ def main(argv=None) -> int:
         registry.get(names[0])  # an unknown name is an error
         print(experiment_help(names[0]))
         return 0
-    exp = _converted(argv)
-    if exp is not None:
-      _run_converted(exp, argv[2:])
+    if argv and argv[0] == 'run':
+      names, mode, options, overrides = parse_run(argv)
+      from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+      absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's notes
+      run_experiments(names, mode, **options, **overrides)
       return 0
     args = parser.parse_args(argv)
     if args.command is None:
@@ -307,13 +318,6 @@ def main(argv=None) -> int:
       for name, exp in registry.EXPERIMENTS.items():
         print(f'{name:24s} {exp.description}')
       print(f'\ndatasets: {", ".join(data_lib.DATASETS)}, or csv:PATH')
-    elif args.command == 'run':
-      names = _names(args.name)
-      _validate_run_args(args)
-      from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
-      absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's notes
-      run_experiments(names, args.mode or 'quick', args.out, args.progress,
-                      force=args.force, **run_overrides(args))
     else:
       write_report(args.dir)
   except ValueError as e:
