@@ -134,8 +134,10 @@ def main(argv=None) -> int:
   total = count_leaves(a, args.ignore)
   missing = sum(count_leaves(r.a, args.ignore) for r in only_a)
   for r in (differs + only_a)[:args.limit]:
-    print(f'{r.kind:9s} {r.path}: {_short(r.a)} -> {_short(r.b)}'
-          + (f' ({r.note})' if r.note else ''))
+    change = _short(r.a) + (f' -> {_short(r.b)}' if r.kind == 'differs'
+                            else '')
+    print(f'{r.kind:9s} {r.path}: {change}' +
+          (f' ({r.note})' if r.note else ''))
   if only_b:
     print('only in B: ' + ', '.join(r.path for r in only_b))
   print(f'{total} leaves of A (ignoring {", ".join(args.ignore) or "none"}):'

@@ -142,17 +142,20 @@ class Experiment:
     """The report skeleton around the experiment's body."""
     cfg = results['config']
     body = self.report_body(results, out_dir).strip('\n')
-    seeds = results['seeds']
-    eps = ', '.join(f'{e:g}' for e in results['epsilon']) or '-'
-    v = results['versions']
-    return '\n'.join([
-        f"## {self.name} ({cfg['mode']})", '', body, '', '### Claims', '',
-        'Paired by seed; verdicts per the rule at the top, Bonferroni within '
-        'each family.', '', verdict_lib.claims_table(results['claims']), '',
-        f"Seeds {seeds[0]}..{seeds[-1]}; target epsilon {eps}, delta "
-        f"{report_lib.fmt(results['delta'])}; data: "
-        f"{results['dataset']['name']}; wall time {results['wall_seconds']} "
-        f"s; jax {v['jax']}, numpy {v['numpy']}, dpjax {v['dpjax']}.", ''])
+    lines = [f"## {self.name} ({cfg['mode']})", '', body, '', '### Claims',
+             '', 'Paired by seed; verdicts per the rule at the top, '
+             'Bonferroni within each family.', '',
+             verdict_lib.claims_table(results['claims']), '']
+    if 'versions' in results:  # not in results.json from before the runner
+      seeds, v = results['seeds'], results['versions']
+      eps = ', '.join(f'{e:g}' for e in results['epsilon']) or '-'
+      lines += [
+          f"Seeds {seeds[0]}..{seeds[-1]}; target epsilon {eps}, delta "
+          f"{report_lib.fmt(results['delta'])}; data: "
+          f"{results['dataset']['name']}; wall time "
+          f"{results['wall_seconds']} s; jax {v['jax']}, numpy {v['numpy']}, "
+          f"dpjax {v['dpjax']}.", '']
+    return '\n'.join(lines)
 
 
 def done(exp_dir: str, stored: dict[str, Any]) -> bool:
