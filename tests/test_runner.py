@@ -297,3 +297,10 @@ def test_compare_results_reports_every_moved_leaf(tmp_path, capsys):
   assert cli.main(['compare-results'] + paths) == 0
   assert '0 differ, 0 missing in B; 1 fields only in B' in (
       capsys.readouterr().out)
+
+
+def test_examples():
+  import doctest  # pylint: disable=g-import-not-at-top
+  from experiments.common import flags  # pylint: disable=g-import-not-at-top
+  for module in (claims_lib, compare, flags):
+    assert doctest.testmod(module).failed == 0, module.__name__
