@@ -7,7 +7,11 @@
                                      [--accountant rdp|pld] [--force]
                                      [--allow-fallback] [--devices N]
   python -m experiments run NAME --help  # that experiment's settings
+  python -m experiments run NAME [--quick|--full] [--FIELD VALUE ...]
+                                     # a converted experiment: one flag per
+                                     # field of its Config (NAME --help)
   python -m experiments report DIR
+  python -m experiments compare-results A B  # two results.json, field by field
   python -m experiments bench [--quick] [--out DIR] [--models M ...] ...
                                      # DP-SGD step benchmark (bench --help)
 
@@ -23,17 +27,19 @@ exits with status 2. JAX is imported only when an experiment is.
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
-import time
+from typing import Any
 
 from experiments import registry
 
 DEFAULT_OUT = 'results'
 ACCOUNTANTS = ('rdp', 'pld')  # dpjax.accounting.ACCOUNTANTS (a test checks)
 RESULTS_FILE = 'results.json'  # experiments.common.report.RESULTS_FILE
+# Converted experiments take the flags of their Config fields
+# (experiments.common.flags); the shared parser below serves `run all` and
+# the experiments not yet converted.
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
                    help='no progress bars')
   report = sub.add_parser('report', help='rewrite the report of DIR')
   report.add_argument('dir')
+  sub.add_parser('compare-results', add_help=False,
+                 help='compare two results.json field by field (A B; '
+                 'compare-results --help shows its options)')
   sub.add_parser('bench', add_help=False,
                  help='DP-SGD step benchmark: time ratios and compiled memory '
                  'against the non-private step, and a plot against B (bench '
@@ -130,62 +139,29 @@ def run_overrides(args) -> dict:
               devices=args.devices)
 
 
-def _configs(names, mode, overrides) -> dict[str, dict]:
+def _configs(names, mode, overrides) -> dict[str, Any]:
   """Every experiment's configuration, built (and so checked) before any run."""
   configs = {}
-  # Flags not every experiment knows are passed only when given.
-  overrides = {k: v for k, v in overrides.items()
-               if v is not None
-               or k not in ('accountant', 'allow_fallback', 'devices')}
   for name in names:
     exp = registry.get(name)
-    given = dict(overrides)
-    if given.get('accountant') is not None and 'accountant' not in exp.config(
-        mode):
-      raise ValueError(f'{name} has no accountant setting (it reports the '
-                       'accountants it uses); drop --accountant')
-    if given.get('devices') is not None and not getattr(
-        exp, 'DATA_PARALLEL', False):
-      raise ValueError(f'{name} has no devices setting (it does not run '
-                       'data-parallel DP-SGD); drop --devices')
-    configs[name] = cfg = exp.config(mode, **given)
-    dataset = cfg.get('dataset')
-    if isinstance(dataset, str) and not cfg.get('allow_fallback'):
+    configs[name] = cfg = exp.configure(mode, **overrides)
+    stored = exp.stored_config(cfg)
+    dataset = stored.get('dataset')
+    if isinstance(dataset, str) and not stored.get('allow_fallback'):
       from experiments.common import data as data_lib  # pylint: disable=g-import-not-at-top
       data_lib.check_available(dataset)
   return configs
 
 
-def _done(exp_dir: str, cfg: dict) -> bool:
-  """Whether ``exp_dir`` holds results of exactly this configuration."""
-  path = os.path.join(exp_dir, RESULTS_FILE)
-  if not os.path.exists(path):
-    return False
-  try:
-    with open(path) as f:
-      stored = json.load(f).get('config')
-  except (OSError, ValueError):
-    return False
-  return stored == json.loads(json.dumps(cfg, sort_keys=True, default=str))
-
-
 def run_experiments(names, mode, out, progress=True, force=False,
                     **overrides) -> None:
   """Runs ``names`` (skipping finished ones unless ``force``), then reports."""
-  from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
+  from experiments.common import runner  # pylint: disable=g-import-not-at-top
   _check_out(out)
   configs = _configs(names, mode, overrides)
   for name, cfg in configs.items():
-    exp_dir = os.path.join(out, name)
-    if not force and _done(exp_dir, cfg):
-      print(f'[{name}] already done: {exp_dir}/{RESULTS_FILE} holds this '
-            'configuration (--force reruns it)', file=sys.stderr, flush=True)
-      continue
-    start = time.time()
-    print(f'[{name}] running ({mode}) ...', file=sys.stderr, flush=True)
-    results = registry.get(name).run(cfg, exp_dir, progress=progress)
-    report_lib.write_results(exp_dir, results)
-    print(f'[{name}] done in {time.time() - start:.0f} s', file=sys.stderr)
+    runner.run_and_write(registry.get(name), cfg, out, mode=mode,
+                         progress=progress, force=force)
   write_report(out)
 
 
@@ -244,12 +220,15 @@ def write_report(out: str) -> str:
 def experiment_help(name: str) -> str:
   """One experiment's description, the flags it takes, and its settings."""
   exp = registry.get(name)
+  if exp.config is not None:  # a Config: flags derived from its fields
+    from experiments.common import flags  # pylint: disable=g-import-not-at-top
+    return (f'{name}: {exp.description}\n\n' +
+            flags.parser(exp.config).format_help())
+  exp = exp.module
   quick = exp.config('quick')
   takes = ['--quick/--full', '--seed', '--out', '--force', '--no-progress']
   if 'dataset' in quick:
     takes.append('--allow-fallback')
-  if getattr(exp, 'DATA_PARALLEL', False):
-    takes.append('--devices (default 1)')
   for flag, key in (('--dataset', 'dataset'), ('--epsilons', 'epsilons'),
                     ('--delta', 'delta'), ('--accountant', 'accountant')):
     if key in quick:
@@ -276,11 +255,48 @@ def _bench(argv) -> int:
   return 0
 
 
+def _converted(argv):
+  """The ``runner.Experiment`` that ``run NAME ...`` names, if converted."""
+  if len(argv) < 2 or argv[0] != 'run' or argv[1].startswith('-') or (
+      argv[1] == 'all'):
+    return None
+  exp = registry.get(argv[1])  # an unknown name is an error
+  return exp if exp.config is not None else None
+
+
+def parse_run(argv) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
+  """``run ...``'s (names, mode, options, settings), checked before any
+  work: a converted experiment takes its Config's flags, ``run all`` and
+  the others the shared parser's. ``options`` are out, progress, force."""
+  exp = _converted(argv)
+  if exp is not None:
+    from experiments.common import flags  # pylint: disable=g-import-not-at-top
+    mode, given = flags.parse(exp.config, argv[2:])
+    options = dict(out=given.pop('out', DEFAULT_OUT),
+                   progress=given.pop('progress', True),
+                   force=given.pop('force', False))
+    return [exp.name], mode, options, given
+  args = _parser().parse_args(argv)
+  names = _names(args.name)
+  _validate_run_args(args)
+  return (names, args.mode or 'quick',
+          dict(out=args.out, progress=args.progress, force=args.force),
+          run_overrides(args))
+
+
+def _compare(argv) -> int:
+  """``compare-results A B``: 0 when equal but for the runner's fields."""
+  from experiments.common import compare  # pylint: disable=g-import-not-at-top
+  return compare.main(argv)
+
+
 def main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   try:
     if argv and argv[0] == 'bench':
       return _bench(argv[1:])
+    if argv and argv[0] == 'compare-results':
+      return _compare(argv[1:])
     parser = _parser()
     if _wants_run_help(argv):
       names = [a for a in argv[1:] if not a.startswith('-')]
@@ -288,21 +304,20 @@ def main(argv=None) -> int:
         registry.get(names[0])  # an unknown name is an error
         print(experiment_help(names[0]))
         return 0
+    if argv and argv[0] == 'run':
+      names, mode, options, overrides = parse_run(argv)
+      from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+      absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's notes
+      run_experiments(names, mode, **options, **overrides)
+      return 0
     args = parser.parse_args(argv)
     if args.command is None:
       parser.print_help()
     elif args.command == 'list':
       from experiments.common import data as data_lib  # pylint: disable=g-import-not-at-top
       for name, exp in registry.EXPERIMENTS.items():
-        print(f'{name:24s} {exp.DESCRIPTION}')
+        print(f'{name:24s} {exp.description}')
       print(f'\ndatasets: {", ".join(data_lib.DATASETS)}, or csv:PATH')
-    elif args.command == 'run':
-      names = _names(args.name)
-      _validate_run_args(args)
-      from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
-      absl_logging.set_verbosity(absl_logging.ERROR)  # dp_accounting's notes
-      run_experiments(names, args.mode or 'quick', args.out, args.progress,
-                      force=args.force, **run_overrides(args))
     else:
       write_report(args.dir)
   except ValueError as e:

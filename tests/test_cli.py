@@ -25,8 +25,12 @@ def test_list_names_every_experiment(capsys):
 
 @pytest.mark.parametrize('argv, match', [
     (['run', 'no_such_experiment'], "unknown experiment 'no_such_experiment'"),
-    (['run', 'dpsgd_baseline', '--epsilons', '0'], 'epsilon=0.0'),
-    (['run', 'dpsgd_baseline', '--epsilons', '3', '-1'], 'epsilon=-1.0'),
+    (['run', 'dpsgd_baseline', '--epsilons', '0'], 'epsilons[0]=0.0 > 0'),
+    (['run', 'dpsgd_baseline', '--epsilons', '3', '-1'], 'epsilons[1]=-1.0'),
+    (['run', 'all', '--epsilons', '3', '-1'], 'epsilon=-1.0'),
+    (['run', 'dpsgd_baseline', '--epochz', '3'], 'unknown flag --epochz'),
+    (['run', 'dpsgd_baseline', '--epochs', '2.5'], "invalid int value: '2.5'"),
+    (['run', 'compgd', '--dataset', 'digits'], 'unknown flag --dataset'),
     (['run', 'dpsgd_baseline', '--delta', '1.5'], 'delta=1.5'),
     (['run', 'dpsgd_baseline', '--dataset', 'imagenet'], "unknown dataset"),
     (['run', 'dpsgd_baseline', '--seed', '-2'], 'seed=-2'),
@@ -34,7 +38,9 @@ def test_list_names_every_experiment(capsys):
     (['run', 'dpsgd_baseline', '--epsilons', 'x'], 'invalid float'),
     (['report', 'no/such/dir'], 'no results.json'),
     (['frobnicate'], 'invalid choice'),
-    (['run', 'dpsgd_baseline', '--accountant', 'exact'], 'invalid choice'),
+    (['run', 'compgd', '--accountant', 'exact'], "accountant='exact' in"),
+    (['run', 'dpsgd_baseline', '--accountant', 'pld'],
+     'unknown flag --accountant'),
     (['run', 'qdpsgd', '--accountant', 'pld'], 'qdpsgd has no accountant'),
     (['run', 'dpsgd_baseline', '--devices', '0'], 'devices=0'),
     (['run', 'dpsgd_baseline', '--devices', '99'],
@@ -65,7 +71,7 @@ def test_unprepared_tfds_data_fails_up_front_unless_fallback_is_allowed(
     tmp_path, monkeypatch):
   monkeypatch.setenv('TFDS_DATA_DIR', str(tmp_path / 'tfds'))
   ran = []
-  monkeypatch.setattr(registry.get('dpsgd_baseline'), 'run',
+  monkeypatch.setattr(registry.get('dpsgd_baseline'), 'results',
                       lambda cfg, *a, **k: ran.append(cfg) or {})
   monkeypatch.setattr(cli, 'write_report', lambda out: None)
   out = str(tmp_path / 'out')
@@ -74,7 +80,7 @@ def test_unprepared_tfds_data_fails_up_front_unless_fallback_is_allowed(
   assert not ran
   assert cli.main(['run', 'dpsgd_baseline', '--dataset', 'mnist',
                    '--allow-fallback', '--out', out]) == 0
-  assert ran[0]['allow_fallback'] is True and ran[0]['dataset'] == 'mnist'
+  assert ran[0].allow_fallback is True and ran[0].dataset == 'mnist'
 
 
 def test_no_arguments_print_help_fast_without_importing_jax():
@@ -100,7 +106,12 @@ def test_run_name_help_lists_that_experiments_settings(capsys):
   qdpsgd = capsys.readouterr().out
   assert compgd != qdpsgd
   assert '--accountant' in compgd and '--accountant' not in qdpsgd
-  assert 'quick settings:' in compgd and 'full settings:' in compgd
+  assert 'quick settings:' in qdpsgd and 'full settings:' in qdpsgd
+  # A converted experiment: one flag per Config field, type and presets.
+  assert '--solver-iterations INT' in compgd and '--dims INT [INT ...]' in (
+      compgd)
+  assert 'default 100 300 1000, full 30 100 300 1000 3000' in ' '.join(
+      compgd.split())
 
 
 def test_run_all_builds_every_configuration_from_the_cli_defaults():
@@ -111,7 +122,7 @@ def test_run_all_builds_every_configuration_from_the_cli_defaults():
 
 def test_accountant_flag_reaches_the_configuration():
   configs = cli._configs(['compgd'], 'quick', dict(accountant='pld'))
-  assert configs['compgd']['accountant'] == 'pld'
+  assert configs['compgd'].accountant == 'pld'
   assert set(cli.ACCOUNTANTS) == set(__import__(
       'dpjax').accounting.ACCOUNTANTS)
 
@@ -119,6 +130,8 @@ def test_accountant_flag_reaches_the_configuration():
 def test_unwritable_out_fails_before_any_work(tmp_path, monkeypatch):
   ran = []
   monkeypatch.setattr(registry.get('compgd'), 'run',
+                      lambda *a, **k: ran.append(1))
+  monkeypatch.setattr(registry.get('qdpsgd'), 'results',
                       lambda *a, **k: ran.append(1))
   locked = tmp_path / 'locked'
   locked.mkdir()
@@ -130,6 +143,7 @@ def test_unwritable_out_fails_before_any_work(tmp_path, monkeypatch):
     else:
       target = str(locked)
     assert cli.main(['run', 'compgd', '--out', target]) == 2
+    assert cli.main(['run', 'qdpsgd', '--out', target]) == 2
   finally:
     locked.chmod(0o700)
   assert not ran
@@ -230,8 +244,8 @@ SLOW_TINY = ('rs_privacy', 'rs_tradeoff')
 def test_every_experiment_runs_and_reports(name, tmp_path):
   assert set(TINY) | {'dpsgd_baseline'} == set(registry.EXPERIMENTS)
   exp = registry.EXPERIMENTS[name]
-  cfg = exp.config('quick', **TINY[name])
-  results = exp.run(cfg, str(tmp_path), progress=False)
+  cfg = exp.configure('quick', **TINY[name])
+  results = exp.results(cfg, str(tmp_path), progress=False)
   report_lib.write_results(str(tmp_path), results)
   text = exp.report(report_lib.read_results(str(tmp_path)), str(tmp_path))
   assert text.startswith(f'## {name} (quick)')
@@ -268,23 +282,23 @@ def test_compressive_regression_accepts_a_csv_dataset(tmp_path):
            for i in range(60)]
   path.write_text('\n'.join(rows) + '\n')
   exp = registry.EXPERIMENTS['compressive_regression']
-  cfg = exp.config('quick', dataset=f'csv:{path}', steps=5, num_seeds=1,
-                   kappas=[1], kappa=1, num_measurements=4,
-                   epsilons=[1.0, 10.0])
-  results = exp.run(cfg, str(tmp_path), progress=False)
+  cfg = exp.configure('quick', dataset=f'csv:{path}', steps=5, num_seeds=1,
+                      kappas=[1], kappa=1, num_measurements=4,
+                      epsilons=[1.0, 10.0])
+  results = exp.results(cfg, str(tmp_path), progress=False)
   assert results['dataset']['name'] == f'csv:{path}'
   assert (results['n'], results['n_theta']) == (60, 3)  # intercept, 2 cols
 
 
 def test_rs_tradeoff_needs_the_reference_rate():
   with pytest.raises(ValueError, match='to hold 0'):
-    registry.EXPERIMENTS['rs_tradeoff'].config('quick', rates=[0.5, 0.9])
+    registry.EXPERIMENTS['rs_tradeoff'].configure('quick', rates=[0.5, 0.9])
 
 
 def _matrix():
   from experiments.common import data as data_lib  # pylint: disable=import-outside-toplevel
   names = [n for n in registry.NAMES if 'dataset' in
-           registry.get(n).config('quick')]
+           registry.get(n).stored_config(registry.get(n).configure('quick'))]
   return [(n, d) for n in names for d in data_lib.DATASETS + ('csv',)]
 
 
@@ -319,6 +333,6 @@ def test_every_offered_dataset_runs_or_is_refused_up_front(name, dataset,
       assert 'tfds build' in str(e)  # offered, but not prepared here
     return
   assert dataset not in data_lib.TFDS_DATASETS  # no data here: must refuse
-  results = exp.run(configs[name], str(tmp_path), progress=False)
+  results = exp.results(configs[name], str(tmp_path), progress=False)
   report_lib.write_results(str(tmp_path), results)
   assert exp.report(report_lib.read_results(str(tmp_path)), str(tmp_path))

@@ -212,8 +212,8 @@ def test_devices_beyond_the_machine_are_refused_with_the_flag_to_use():
     train_lib.TrainConfig(steps=1, expected_batch_size=2, learning_rate=0.1,
                           devices=n)
   with pytest.raises(ValueError, match=f'devices={n}'):
-    dpsgd_baseline.config('quick', devices=n)
-  assert dpsgd_baseline.config('quick', devices=2)['devices'] == 2
-  assert 'devices' not in dpsgd_baseline.config('quick')
+    dpsgd_baseline.Config.preset('quick', devices=n)
+  assert dpsgd_baseline.Config.preset('quick', devices=2).devices == 2
+  assert dpsgd_baseline.Config.preset('quick').devices == 1
   assert cli._configs(['dpsgd_baseline'], 'quick',
-                      dict(devices=4))['dpsgd_baseline']['devices'] == 4
+                      dict(devices=4))['dpsgd_baseline'].devices == 4

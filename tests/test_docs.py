@@ -65,10 +65,13 @@ def _check_command(line, makefile):
     if cli._wants_run_help(words[3:]):  # pylint: disable=protected-access
       assert cli.experiment_help(words[4]), line
       return
-    args = cli._parser().parse_args(words[3:])  # pylint: disable=protected-access
-    if args.command == 'run':
-      cli._names(args.name)  # pylint: disable=protected-access
-      cli._validate_run_args(args)  # pylint: disable=protected-access
+    if words[3] == 'run':  # flags checked; one experiment's settings too
+      names, mode, _, overrides = cli.parse_run(words[3:])
+      if len(names) == 1:
+        from experiments import registry  # pylint: disable=import-outside-toplevel
+        registry.get(names[0]).configure(mode, **overrides)
+    else:
+      cli._parser().parse_args(words[3:])  # pylint: disable=protected-access
   else:
     raise AssertionError(f'undocumented command form: {line!r}')
 

@@ -17,17 +17,17 @@ or d); non-private methods have s = 0. lr_scale = 3 is the value of {1, 3,
 0.018, 0.022 on 3 seeds); the DP comparison depends on it (at 10, DP-GD
 gains more than DP-CompGD), see the issue note.
 
-Modes: quick (5 seeds, d in {100, 300, 1000}, k = 1, 2 and 5 epochs) and
-full (10 seeds, d up to 3000, k in {1, 3, 10}, 1-10 epochs). Seeds run
-vmapped in one jitted program per (method, d, k); the number of epochs is a
-traced argument, so one compile serves every T.
+Presets: ``_config.Config``. Seeds run vmapped in one jitted program per
+(method, d, k); the number of epochs is a traced argument, so one compile
+serves every T. Claims: ``_claims``.
 """
 
-from experiments.compgd._config import config
+from experiments.common import runner
+from experiments.compgd._claims import claims
+from experiments.compgd._config import Config
 from experiments.compgd._config import DESCRIPTION
-from experiments.compgd._config import MODES
 from experiments.compgd._config import NAME
 from experiments.compgd._report import report
 from experiments.compgd._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

@@ -1,77 +1,67 @@
-"""compgd's configuration: modes, methods and validation."""
+"""compgd's settings (field defaults are the quick preset) and methods."""
 
-from typing import Any
+import dataclasses
+
+from dpjax import accounting
+from experiments.common import config
 
 NAME = 'compgd'
 DESCRIPTION = ('compressed private gradient descent with random projections '
                'vs DP-GD on sparse logistic regression (Huang thesis, '
                'Figs. 7.1-7.3)')
-MODES = {
-    'quick': dict(num_seeds=5, dims=[100, 300, 1000], intrinsic=[1],
-                  epochs=[2, 5]),
-    'full': dict(num_seeds=10, dims=[30, 100, 300, 1000, 3000],
-                 intrinsic=[1, 3, 10], epochs=list(range(1, 11))),
-}
-DEFAULTS = dict(seed=0, n=3000, n_test=100, epsilon=2.0, delta=0.01,
-                compression=10, signal=4.0, l2_norm_clip=1.0,
-                lr_scale=3.0, solver_iterations=50, accountant='rdp',
-                claim_epochs=None)
 METHODS = ('gd', 'compgd', 'dp_gd', 'dp_compgd')
 PRIVATE = ('dp_gd', 'dp_compgd')
 COMPRESSED = ('compgd', 'dp_compgd')
 LABELS = {'gd': 'GD', 'compgd': 'CompGD', 'dp_gd': 'DP-GD',
           'dp_compgd': 'DP-CompGD'}
 COLORS = {'gd': 'k', 'compgd': 'C7', 'dp_gd': 'C3', 'dp_compgd': 'C0'}
+setting = config.setting
 
 
-def _positive_int(name, value, minimum=1):
-  if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-    raise ValueError(f'Expected {name}={value} to be an integer >= {minimum}.')
+@dataclasses.dataclass(frozen=True)
+class Config(config.Config):
+  """Quick: 5 seeds, d in {100, 300, 1000}, k = 1, 2 and 5 epochs; full: 10
+  seeds, d up to 3000, k in {1, 3, 10}, 1-10 epochs. The data are generated
+  (as in the thesis), so there is no dataset setting."""
+  NAME = NAME
+  PRESETS = {'quick': {}, 'full': dict(
+      num_seeds=10, dims=(30, 100, 300, 1000, 3000), intrinsic=(1, 3, 10),
+      epochs=tuple(range(1, 11)))}
 
+  num_seeds: int = setting(5, 'seeds, run as one vmapped program', ge=2)
+  dims: tuple[int, ...] = setting((100, 300, 1000), 'dimensions d', ge=1)
+  intrinsic: tuple[int, ...] = setting((1,), 'intrinsic dimensions k '
+                                       '(nonzeros of w*)', ge=1)
+  epochs: tuple[int, ...] = setting((2, 5), 'epochs T (full-batch steps)',
+                                    ge=1)
+  n: int = setting(3000, 'training points', ge=1)
+  n_test: int = setting(100, 'test points', ge=1)
+  epsilon: float = setting(2.0, 'total epsilon of a private run', gt=0)
+  delta: float = setting(0.01, 'delta of a private run', gt=0, lt=1)
+  compression: int = setting(10, 'd / m, the projection ratio', ge=1)
+  signal: float = setting(4.0, 'stddev of <z, w*>', gt=0)
+  l2_norm_clip: float = setting(1.0, 'per-example clip norm L', gt=0)
+  lr_scale: float = setting(3.0, 'step size scale', gt=0)
+  solver_iterations: int = setting(50, 'FISTA iterations of the lift', ge=1)
+  accountant: str = setting('rdp', 'accountant that calibrates sigma',
+                            choices=accounting.ACCOUNTANTS)
+  claim_epochs: int | None = setting(None, 'epochs at which the claims are '
+                                     'checked (none: the most)', ge=1)
 
-def config(mode: str, epsilons=None, dataset=None, delta=None, **overrides
-           ) -> dict[str, Any]:
-  """The exact configuration.
+  def normalize(self):
+    epochs = tuple(sorted(set(self.epochs)))
+    return dict(dims=tuple(sorted(set(self.dims))), epochs=epochs,
+                intrinsic=tuple(sorted(set(self.intrinsic))),
+                claim_epochs=(epochs[-1] if self.claim_epochs is None
+                              else self.claim_epochs))
 
-  ``epsilons`` takes one value (the run's total epsilon); ``dataset`` is
-  refused (the data are generated, as in the thesis).
-  """
-  cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
-  if dataset is not None:
-    raise ValueError(f'{NAME} generates its data (points on the unit sphere,'
-                     f' sparse logistic labels); drop --dataset {dataset}')
-  if epsilons is not None:
-    if len(epsilons) != 1:
-      raise ValueError(f'{NAME} runs at one total epsilon; got --epsilons '
-                       f'{list(epsilons)}')
-    cfg['epsilon'] = float(epsilons[0])
-  if delta is not None:
-    cfg['delta'] = float(delta)
-  cfg.update({k: v for k, v in overrides.items() if v is not None})
-  if not cfg['epsilon'] > 0:
-    raise ValueError(f"Expected epsilon={cfg['epsilon']} > 0.")
-  if not 0 < cfg['delta'] < 1:
-    raise ValueError(f"Expected delta={cfg['delta']} in (0, 1).")
-  for name in ('num_seeds', 'n', 'n_test', 'compression',
-               'solver_iterations'):
-    _positive_int(name, cfg[name])
-  _positive_int('num_seeds', cfg['num_seeds'], 2)
-  for name in ('signal', 'l2_norm_clip', 'lr_scale'):
-    if not cfg[name] > 0:
-      raise ValueError(f'Expected {name}={cfg[name]} > 0.')
-  cfg['dims'] = sorted(set(int(d) for d in cfg['dims']))
-  cfg['epochs'] = sorted(set(int(e) for e in cfg['epochs']))
-  cfg['intrinsic'] = sorted(set(int(k) for k in cfg['intrinsic']))
-  for d in cfg['dims']:
-    _positive_int('d', d, cfg['compression'])
-    for k in cfg['intrinsic']:
-      if k > d:
-        raise ValueError(f'Expected intrinsic dimension {k} <= d={d}.')
-  for e in cfg['epochs'] + cfg['intrinsic']:
-    _positive_int('epochs/intrinsic', e)
-  if cfg['claim_epochs'] is None:
-    cfg['claim_epochs'] = cfg['epochs'][-1]
-  if cfg['claim_epochs'] not in cfg['epochs']:
-    raise ValueError(f"Expected claim_epochs={cfg['claim_epochs']} in "
-                     f"epochs={cfg['epochs']}.")
-  return cfg
+  def validate(self):
+    for d in self.dims:
+      if d < self.compression:
+        raise ValueError(f'Expected d={d} >= compression={self.compression}.')
+      for k in self.intrinsic:
+        if k > d:
+          raise ValueError(f'Expected intrinsic dimension {k} <= d={d}.')
+    if self.claim_epochs not in self.epochs:
+      raise ValueError(f'Expected claim_epochs={self.claim_epochs} in '
+                       f'epochs={list(self.epochs)}.')

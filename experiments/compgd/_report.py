@@ -1,17 +1,15 @@
-"""compgd's report: excess risk tables, claim checks and plots."""
+"""compgd's report body: privacy and excess risk tables, plots."""
 
 from typing import Any
 
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
+from experiments.compgd._claims import crossover
+from experiments.compgd._claims import row_of
 from experiments.compgd._config import COLORS
 from experiments.compgd._config import LABELS
 from experiments.compgd._config import METHODS
-from experiments.compgd._config import NAME
-from experiments.compgd._verdicts import crossover
-from experiments.compgd._verdicts import row_of
 
 
 def _plot_vs_d(results, out_dir) -> str:
@@ -58,8 +56,7 @@ def _plot_vs_epochs(results, out_dir) -> str:
 def report(results: dict[str, Any], out_dir: str) -> str:
   cfg = results['config']
   t = cfg['claim_epochs']
-  lines = [f'## {NAME} ({cfg["mode"]})', '',
-           'Full-batch logistic regression over the l1 ball ||w||_1 <= '
+  lines = ['Full-batch logistic regression over the l1 ball ||w||_1 <= '
            '||w*||_1 on n = {n} generated points uniform on the unit sphere '
            '(labels ~ Bernoulli(sigmoid(<z, w*>)), w* with k nonzeros of '
            'size {s} sqrt(d/k)); a test set of {nt} points, excess risk = '
@@ -116,7 +113,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
   lines += [f'Largest projected-gradient residual of the lift (FISTA, '
             f'{cfg["solver_iterations"]} iterations) over all compressed '
             f'runs: {report_lib.fmt(max(residuals))}.', '']
-  lines += ['### Claims', '', verdict_lib.claims_table(results['claims']), '']
+  lines += ['From the claims below:', '']
   for k in cfg['intrinsic']:
     first = crossover(results['claims'], k)
     lines.append(
@@ -126,6 +123,5 @@ def report(results: dict[str, Any], out_dir: str) -> str:
          f'the DP claim is not held at the largest d = {cfg["dims"][-1]}, '
          'so there is no d from which on DP-CompGD is shown to beat DP-GD.'))
   lines += ['', f'![excess risk vs d]({_plot_vs_d(results, out_dir)})',
-            f'![excess risk vs epochs]({_plot_vs_epochs(results, out_dir)})',
-            '', f'Wall time: {results["wall_seconds"]} s.', '']
+            f'![excess risk vs epochs]({_plot_vs_epochs(results, out_dir)})']
   return '\n'.join(lines)

@@ -2,8 +2,6 @@
 
 import functools
 import math
-import sys
-import time
 from typing import Any
 
 import jax
@@ -13,11 +11,11 @@ import optax
 
 import dpjax
 from dpjax import accounting
+from experiments.common import runner
 from experiments.compgd._config import COMPRESSED
+from experiments.compgd._config import Config
 from experiments.compgd._config import METHODS
-from experiments.compgd._config import NAME
 from experiments.compgd._config import PRIVATE
-from experiments.compgd._verdicts import claims
 
 
 def problem(key, n: int, n_test: int, d: int, k: int, signal: float):
@@ -104,66 +102,52 @@ def _trainer(compressed: bool, n: int, n_test: int, d: int, k: int,
   return jax.jit(jax.vmap(run, (0, 0, None, None, None, None)))
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
-
-  def say(message):
-    if progress:
-      print(f'[{NAME}] {message} ({time.time() - start:.0f} s)',
-            file=sys.stderr, flush=True)
-
-  seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
-  base = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.uint32))
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Every (k, d, method, epochs): excess risks per seed, and privacy."""
+  base = jax.vmap(jax.random.key)(jnp.asarray(cfg.seeds, jnp.uint32))
   data_keys = jax.vmap(lambda kk: jax.random.fold_in(kk, 0))(base)
   run_keys = jax.vmap(lambda kk: jax.random.fold_in(kk, 1))(base)
-  max_steps = max(cfg['epochs'])
+  max_steps = max(cfg.epochs)
   privacy = []
   sigmas = {}
-  for epochs in cfg['epochs']:
+  for epochs in cfg.epochs:
     sigma = dpjax.transforms.calibrate_dp_compgd(
-        cfg['epsilon'], cfg['delta'], epochs, cfg['accountant'])
+        cfg.epsilon, cfg.delta, epochs, cfg.accountant)
     event = dpjax.transforms.dp_compgd_event(sigma, epochs)
     sigmas[epochs] = sigma
     privacy.append(dict(
         epochs=epochs, steps=epochs, noise_multiplier=sigma,
-        noise_stddev_per_coordinate=2 * cfg['l2_norm_clip'] * sigma / cfg['n'],
-        epsilon_rdp=accounting.epsilon(event, cfg['delta'], 'rdp'),
-        epsilon_pld=accounting.epsilon(event, cfg['delta'], 'pld'),
-        delta=cfg['delta']))
-  say('noise calibrated')
+        noise_stddev_per_coordinate=2 * cfg.l2_norm_clip * sigma / cfg.n,
+        epsilon_rdp=accounting.epsilon(event, cfg.delta, 'rdp'),
+        epsilon_pld=accounting.epsilon(event, cfg.delta, 'pld'),
+        delta=cfg.delta))
+  ctx.say('noise calibrated')
   rows = []
-  for k in cfg['intrinsic']:
-    for d in cfg['dims']:
-      m = d // cfg['compression']
+  for k in cfg.intrinsic:
+    for d in cfg.dims:
+      m = d // cfg.compression
       for method in METHODS:
-        fn = _trainer(method in COMPRESSED, cfg['n'], cfg['n_test'], d, k,
-                      float(cfg['signal']), m, max_steps,
-                      cfg['solver_iterations'])
-        for epochs in cfg['epochs']:
+        fn = _trainer(method in COMPRESSED, cfg.n, cfg.n_test, d, k,
+                      cfg.signal, m, max_steps, cfg.solver_iterations)
+        for epochs in cfg.epochs:
           private = method in PRIVATE
           sigma = sigmas[epochs] if private else 0.0
           excess, residual = fn(data_keys, run_keys, jnp.float32(sigma),
-                                jnp.int32(epochs),
-                                jnp.float32(cfg['lr_scale']),
-                                jnp.float32(cfg['l2_norm_clip'] if private
+                                jnp.int32(epochs), jnp.float32(cfg.lr_scale),
+                                jnp.float32(cfg.l2_norm_clip if private
                                             else NO_CLIP))
           excess = np.asarray(excess, np.float64)
           rows.append(dict(
               method=method, d=d, m=m if method in COMPRESSED else None,
-              intrinsic=k, epochs=epochs,
-              noise_multiplier=sigma, epsilon=(
-                  cfg['epsilon'] if method in PRIVATE else None),
-              delta=cfg['delta'] if method in PRIVATE else None,
+              intrinsic=k, epochs=epochs, noise_multiplier=sigma,
+              epsilon=cfg.epsilon if private else None,
+              delta=cfg.delta if private else None,
               excess_mean=float(excess.mean()),
               excess_sem=float(excess.std(ddof=1) / math.sqrt(excess.size)),
               per_seed=excess.tolist(),
               max_solver_residual=(float(np.max(residual))
                                    if method in COMPRESSED else None)))
-      say(f'k={k} d={d} done')
-  return dict(experiment=NAME, config=cfg, seeds=seeds,
-              dataset=dict(name='generated: unit sphere, sparse logistic '
-                           'labels', n_train=cfg['n'], n_test=cfg['n_test']),
-              privacy=privacy, rows=rows, claims=claims(rows, cfg),
-              wall_seconds=round(time.time() - start, 1))
+      ctx.say(f'k={k} d={d} done')
+  return dict(dataset=dict(name='generated: unit sphere, sparse logistic '
+                           'labels', n_train=cfg.n, n_test=cfg.n_test),
+              privacy=privacy, rows=rows)

@@ -1,0 +1,192 @@
+"""The one runner: an experiment supplies its parts, the runner the rest.
+
+An experiment is a folder ``experiments/NAME/`` with the same files for the
+same roles (docs/experiments.md shows the smallest one):
+
+- ``_config.py``: ``Config``, a frozen ``config.Config`` dataclass whose
+  field defaults are the quick preset and whose ``PRESETS['full']`` is the
+  paper-scale run;
+- ``_run.py``: ``run(cfg, ctx) -> dict``, the experiment's numbers, a
+  function of ``cfg`` alone (``ctx`` says where to checkpoint and whether to
+  show progress); it must return ``dataset``, a description of the data
+  that ran, and runs the seeds ``cfg.seeds`` as one vmapped program where
+  the experiment allows;
+- ``_claims.py``: ``claims(results, cfg)``, a ``claims.ClaimFamily`` (or a
+  list of them), which applies the multiple-comparison correction;
+- ``_report.py``: ``report(results, out_dir) -> str``, the experiment's
+  markdown section body (tables, plots written to ``out_dir``);
+- ``__init__.py``: the docstring (what is reproduced, from which paper) and
+  ``EXPERIMENT = runner.Experiment(...)`` naming the four.
+
+The runner owns the rest: the preset and overrides (``configure``), timing
+and progress lines, the results envelope (``ENVELOPE``: the configuration,
+target epsilons, delta, data, seeds, package versions, wall time, claims),
+skip-if-done and ``--force`` (``run_and_write``), and the report skeleton
+(``Experiment.report``: heading, body, claims table, a line of provenance).
+"""
+
+import dataclasses
+import importlib.metadata
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Iterable, Union
+
+from experiments.common import claims as claims_lib
+from experiments.common import config as config_lib
+from experiments.common import report as report_lib
+from experiments.common import verdict as verdict_lib
+
+# Fields the runner adds to results.json; ``run`` returns none but 'dataset'.
+ENVELOPE = ('experiment', 'config', 'epsilon', 'delta', 'dataset', 'seeds',
+            'versions', 'wall_seconds', 'claims')
+VERSIONED = ('jax', 'jaxlib', 'numpy', 'dpjax')
+# The command line's settings shared by every experiment (``run all``).
+COMMON = ('dataset', 'seed', 'epsilons', 'delta', 'accountant',
+          'allow_fallback', 'devices')
+
+
+def versions() -> dict[str, str | None]:
+  """Installed versions of the packages that decide the numbers."""
+  out = {}
+  for name in VERSIONED:
+    try:
+      out[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      out[name] = None
+  out['python'] = sys.version.split()[0]
+  return out
+
+
+@dataclasses.dataclass
+class Context:
+  """What a run may know besides its configuration."""
+  name: str
+  out_dir: str
+  progress: bool = True
+  start: float = dataclasses.field(default_factory=time.time)
+
+  def say(self, message: str) -> None:
+    """A progress line on stderr (when progress is on)."""
+    if self.progress:
+      print(f'[{self.name}] {message} ({time.time() - self.start:.0f} s)',
+            file=sys.stderr, flush=True)
+
+  def checkpoint_dir(self, label: str) -> str:
+    return os.path.join(self.out_dir, 'checkpoints', label.replace(' ', '_'))
+
+
+Claims = Union[claims_lib.ClaimFamily, Iterable[claims_lib.ClaimFamily]]
+
+
+@dataclasses.dataclass
+class Experiment:
+  """An experiment's parts; see the module docstring."""
+  name: str
+  description: str
+  config: type[config_lib.Config]
+  run: Callable[[config_lib.Config, Context], dict[str, Any]]
+  claims: Callable[[dict[str, Any], config_lib.Config], Claims]
+  report_body: Callable[[dict[str, Any], str], str]
+
+  @property
+  def modes(self) -> tuple[str, ...]:
+    return tuple(self.config.PRESETS)
+
+  def configure(self, mode: str = 'quick', **overrides: Any
+                ) -> config_lib.Config:
+    """The ``mode`` preset with ``overrides``; the command line's common
+    settings (``COMMON``; None = not given) apply where the experiment has
+    them, ``epsilons`` to a single ``epsilon`` too, and are refused, naming
+    the flag, where it has not."""
+    fields = set(self.config.field_names())
+    given = {}
+    for key, value in overrides.items():
+      if key in COMMON and value is None:
+        continue
+      if key == 'epsilons' and 'epsilons' not in fields and 'epsilon' in (
+          fields):
+        if len(value) != 1:
+          raise ValueError(f'{self.name} runs at one total epsilon; got '
+                           f'--epsilons {list(value)}')
+        key, value = 'epsilon', value[0]
+      if key in COMMON and key not in fields:
+        flag = '--' + key.replace('_', '-')
+        raise ValueError(f'{self.name} has no {key} setting; drop {flag}')
+      given[key] = value
+    return self.config.preset(mode, **given)
+
+  def stored_config(self, cfg: config_lib.Config) -> dict[str, Any]:
+    """``cfg`` as results.json holds it (to compare for skip-if-done)."""
+    return json.loads(json.dumps(cfg.to_dict(), sort_keys=True, default=str))
+
+  def results(self, cfg: config_lib.Config, out_dir: str,
+              progress: bool = True) -> dict[str, Any]:
+    """Runs ``cfg`` and returns results.json's content: the envelope and
+    what ``run`` returned."""
+    ctx = Context(self.name, out_dir, progress)
+    out = self.run(cfg, ctx)
+    clash = sorted(set(out) & set(ENVELOPE) - {'dataset'})
+    if clash or 'dataset' not in out:
+      raise ValueError(f'{self.name}.run must return dataset and none of '
+                       f'{clash} (the runner adds them)')
+    claims = claims_lib.verdicts(self.claims(out, cfg))
+    return dict(out, experiment=self.name, config=cfg.to_dict(),
+                epsilon=cfg.target_epsilons(),
+                delta=getattr(cfg, 'delta', None), seeds=cfg.seeds,
+                versions=versions(), claims=claims,
+                wall_seconds=round(time.time() - ctx.start, 1))
+
+  def report(self, results: dict[str, Any], out_dir: str) -> str:
+    """The report skeleton around the experiment's body."""
+    cfg = results['config']
+    body = self.report_body(results, out_dir).strip('\n')
+    lines = [f"## {self.name} ({cfg['mode']})", '', body, '', '### Claims',
+             '', 'Paired by seed; verdicts per the rule at the top, '
+             'Bonferroni within each family.', '',
+             verdict_lib.claims_table(results['claims']), '']
+    if 'versions' in results:  # not in results.json from before the runner
+      seeds, v = results['seeds'], results['versions']
+      eps = ', '.join(f'{e:g}' for e in results['epsilon']) or '-'
+      lines += [
+          f"Seeds {seeds[0]}..{seeds[-1]}; target epsilon {eps}, delta "
+          f"{report_lib.fmt(results['delta'])}; data: "
+          f"{results['dataset']['name']}; wall time "
+          f"{results['wall_seconds']} s; jax {v['jax']}, numpy {v['numpy']}, "
+          f"dpjax {v['dpjax']}.", '']
+    return '\n'.join(lines)
+
+
+def done(exp_dir: str, stored: dict[str, Any]) -> bool:
+  """Whether ``exp_dir`` holds results of exactly this configuration."""
+  path = os.path.join(exp_dir, report_lib.RESULTS_FILE)
+  if not os.path.exists(path):
+    return False
+  try:
+    with open(path) as f:
+      return json.load(f).get('config') == stored
+  except (OSError, ValueError):
+    return False
+
+
+def run_and_write(exp, cfg, out: str, *, mode: str, progress: bool = True,
+                  force: bool = False) -> bool:
+  """Runs ``exp`` at ``cfg`` into ``out/NAME/results.json`` unless that
+  holds this configuration already (``force`` reruns); True if it ran.
+
+  ``exp`` is an ``Experiment`` or the registry's adapter of a module not yet
+  converted (same ``name``, ``stored_config`` and ``results``).
+  """
+  exp_dir = os.path.join(out, exp.name)
+  if not force and done(exp_dir, exp.stored_config(cfg)):
+    print(f'[{exp.name}] already done: {exp_dir}/{report_lib.RESULTS_FILE} '
+          'holds this configuration (--force reruns it)', file=sys.stderr,
+          flush=True)
+    return False
+  start = time.time()
+  print(f'[{exp.name}] running ({mode}) ...', file=sys.stderr, flush=True)
+  results = exp.results(cfg, exp_dir, progress)
+  report_lib.write_results(exp_dir, results)
+  print(f'[{exp.name}] done in {time.time() - start:.0f} s', file=sys.stderr)
+  return True

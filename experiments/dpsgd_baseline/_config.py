@@ -1,0 +1,49 @@
+"""dpsgd_baseline's settings: field defaults are the quick preset."""
+
+import dataclasses
+
+from experiments.common import config
+from experiments.common import data as data_lib
+from experiments.common import models
+
+NAME = 'dpsgd_baseline'
+DESCRIPTION = 'DP-SGD vs non-private (MLP, CNN) at eps 1/3/8 on digits/MNIST'
+setting = config.setting
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(config.Config):
+  """Quick: digits, 3 seeds; full: MNIST, 10 seeds, expected batch 256."""
+  NAME = NAME
+  PRESETS = {'quick': {}, 'full': dict(dataset='mnist', num_seeds=10,
+                                       expected_batch_size=256)}
+
+  num_seeds: int = setting(3, 'seeds, trained as one vmapped program', ge=1)
+  dataset: str = setting('digits', 'a classification dataset (see list)')
+  allow_fallback: bool = setting(
+      False, 'run digits when a tfds set is not prepared (the report says '
+      'so)')
+  epsilons: tuple[float, ...] = setting((1.0, 3.0, 8.0), 'target epsilons',
+                                        gt=0)
+  delta: float = setting(1e-5, 'target delta', gt=0, lt=1)
+  epochs: int = setting(25, 'training epochs', ge=1)
+  expected_batch_size: int = setting(64, 'expected Poisson batch size', ge=1)
+  learning_rate: float = setting(0.05, 'SGD learning rate', gt=0)
+  momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
+  l2_norm_clip: float = setting(1.0, 'per-example clip norm C', gt=0)
+  mlp_hidden: tuple[int, ...] = setting((64,), 'MLP hidden widths', ge=1,
+                                        min_len=0)
+  activation: str = setting('tanh', 'MLP activation',
+                            choices=models.ACTIVATIONS)
+  evals: int = setting(10, 'evaluations per run', ge=1)
+  within: float = setting(0.05, 'claimed largest accuracy loss at the '
+                          'largest epsilon', ge=0)
+  devices: int = setting(1, 'data-parallel DP-SGD over the first N devices '
+                         '(CPU: XLA_FLAGS=--xla_force_host_platform_device_'
+                         'count=N)', ge=1)
+
+  def validate(self) -> None:
+    data_lib.require_classification(NAME, self.dataset)
+    if self.devices > 1:
+      from experiments.common import train  # pylint: disable=g-import-not-at-top
+      train.check_devices(self.devices)

@@ -1,0 +1,55 @@
+"""dpsgd_baseline's report body: the setting, the accuracy table, a plot."""
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+
+from experiments.common import report as report_lib
+
+COLUMNS = [('model', 'model'), ('target_epsilon', 'target eps'),
+           ('noise_multiplier', 'sigma'), ('epsilon_rdp', 'eps (RDP)'),
+           ('epsilon_pld', 'eps (PLD)'), ('delta', 'delta'),
+           ('dataset', 'dataset'), ('test_accuracy_mean', 'test acc (mean)'),
+           ('test_accuracy_std', 'std'), ('seeds', 'seeds')]
+
+
+def plot(results: dict[str, Any], out_dir: str) -> list[str]:
+  """Test accuracy vs epsilon per model, non-private as a dashed line."""
+  fig, ax = plt.subplots(figsize=(5, 3.5))
+  summary = results['summary']
+  for i, model in enumerate(dict.fromkeys(r['model'] for r in summary)):
+    color = f'C{i}'
+    dp = sorted((r for r in summary if r['model'] == model and
+                 r['target_epsilon'] is not None),
+                key=lambda r: r['target_epsilon'])
+    ax.errorbar([r['epsilon_rdp'] for r in dp],
+                [r['test_accuracy_mean'] for r in dp],
+                yerr=[r['test_accuracy_std'] for r in dp], marker='o',
+                color=color, capsize=3, label=f'{model} DP-SGD')
+    for r in summary:
+      if r['model'] == model and r['target_epsilon'] is None:
+        ax.axhline(r['test_accuracy_mean'], ls='--', color=color,
+                   label=f'{model} non-private')
+  ax.set_xscale('log')
+  ticks = sorted(results['config']['epsilons'])
+  ax.set_xticks(ticks, [f'{e:g}' for e in ticks], minor=False)
+  ax.set_xticks([], minor=True)
+  ax.set_xlabel(f"epsilon (RDP, delta={results['config']['delta']:g})")
+  ax.set_ylabel('test accuracy')
+  ax.set_title(f"DP-SGD on {results['dataset']['name']}")
+  ax.legend(fontsize=7)
+  return [report_lib.save_figure(fig, out_dir, 'accuracy_vs_epsilon.png')]
+
+
+def report(results: dict[str, Any], out_dir: str) -> str:
+  cfg = results['config']
+  lines = [
+      report_lib.dataset_line(results['dataset']), '',
+      f"Poisson sampling q = {results['sampling_rate']:.5f} (expected batch "
+      f"{cfg['expected_batch_size']}, cap {results['max_batch_size']}), "
+      f"{results['runs'][0]['steps']} steps ({cfg['epochs']} epochs), "
+      f"C = {cfg['l2_norm_clip']}, lr {cfg['learning_rate']}, momentum "
+      f"{cfg['momentum']}; sigma calibrated under RDP.", '',
+      report_lib.markdown_table(results['summary'], COLUMNS), '']
+  lines += [f'![{p}]({p})' for p in plot(results, out_dir)]
+  return '\n'.join(lines)

@@ -1,0 +1,306 @@
+"""The experiment runner: envelope, skip-if-done, report skeleton, claim
+families, the compatibility path and compare-results."""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+
+from experiments import __main__ as cli
+from experiments import registry
+from experiments.common import claims as claims_lib
+from experiments.common import compare
+from experiments.common import config
+from experiments.common import report as report_lib
+from experiments.common import runner
+from experiments.common import verdict as verdict_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiny(config.Config):
+  NAME = 'tiny'
+  PRESETS = {'quick': {}, 'full': dict(num_seeds=4)}
+  num_seeds: int = config.setting(3, 'seeds', ge=1)
+  epsilons: tuple[float, ...] = config.setting((1.0, 4.0), 'eps', gt=0)
+  delta: float = config.setting(1e-5, 'delta', gt=0, lt=1)
+  shift: float = config.setting(0.5, 'treatment minus control')
+
+
+def _tiny(calls):
+  def run(cfg, ctx):
+    calls.append((cfg, ctx.out_dir))
+    return dict(dataset=dict(name='none'),
+                scores=[[s * 0.1 + cfg.shift, s * 0.1 + s % 2 * 0.01]
+                        for s in cfg.seeds])
+
+  def claims(results, cfg):
+    del cfg
+    family = claims_lib.ClaimFamily()
+    family.add('treatment beats control', [t for t, _ in results['scores']],
+               [c for _, c in results['scores']])
+    return family
+
+  return runner.Experiment('tiny', 'a tiny experiment', Tiny, run, claims,
+                           lambda results, out_dir: 'BODY')
+
+
+def test_envelope_holds_config_privacy_data_seeds_versions_and_claims(
+    tmp_path):
+  exp = _tiny(calls := [])
+  cfg = exp.configure('quick', seed=2)
+  results = exp.results(cfg, str(tmp_path))
+  assert set(runner.ENVELOPE) | {'scores'} == set(results)
+  assert results['experiment'] == 'tiny'
+  assert results['config'] == cfg.to_dict() and results['config']['seed'] == 2
+  assert (results['epsilon'], results['delta']) == ([1.0, 4.0], 1e-5)
+  assert results['seeds'] == [2, 3, 4] == [c.seed for c, _ in calls] + [3, 4]
+  assert results['dataset'] == dict(name='none')
+  assert set(results['versions']) == {'jax', 'jaxlib', 'numpy', 'dpjax',
+                                      'python'}
+  assert all(results['versions'].values())
+  assert results['wall_seconds'] >= 0
+  (claim,) = results['claims']
+  assert claim['claim'] == 'treatment beats control'
+  assert claim['verdict'] == 'held' and claim['comparisons'] == 1
+  text = exp.report(results, str(tmp_path))
+  assert text.startswith('## tiny (quick)\n\nBODY\n\n### Claims')
+  assert verdict_lib.claims_table(results['claims']) in text
+  assert 'Seeds 2..4; target epsilon 1, 4, delta 1e-05; data: none' in text
+
+
+def test_run_must_describe_its_data_and_leave_the_envelope_alone(tmp_path):
+  exp = _tiny([])
+  exp.run = lambda cfg, ctx: dict(scores=[])
+  with pytest.raises(ValueError, match='must return dataset'):
+    exp.results(exp.configure(), str(tmp_path))
+  exp.run = lambda cfg, ctx: dict(dataset={}, seeds=[0])
+  with pytest.raises(ValueError, match=r"none of \['seeds'\]"):
+    exp.results(exp.configure(), str(tmp_path))
+
+
+def test_skip_if_done_and_force(tmp_path, capsys):
+  exp = _tiny(calls := [])
+  out = str(tmp_path)
+  cfg = exp.configure('quick')
+  assert runner.run_and_write(exp, cfg, out, mode='quick', progress=False)
+  first = report_lib.read_results(os.path.join(out, 'tiny'))
+  # The same configuration again: skipped, the file untouched.
+  assert not runner.run_and_write(exp, exp.configure('quick'), out,
+                                  mode='quick')
+  assert 'already done' in capsys.readouterr().err
+  assert len(calls) == 1
+  assert report_lib.read_results(os.path.join(out, 'tiny')) == first
+  # --force reruns it; another configuration runs.
+  assert runner.run_and_write(exp, cfg, out, mode='quick', force=True)
+  assert runner.run_and_write(exp, cfg.replace(shift=0.25), out, mode='quick')
+  assert len(calls) == 3
+  assert report_lib.read_results(os.path.join(out, 'tiny'))['config'][
+      'shift'] == 0.25
+  # An unreadable results.json is not "done".
+  with open(os.path.join(out, 'tiny', 'results.json'), 'w') as f:
+    f.write('{')
+  assert runner.run_and_write(exp, cfg, out, mode='quick')
+
+
+def test_configure_applies_the_common_flags_where_they_fit():
+  exp = _tiny([])
+  cfg = exp.configure('full', epsilons=[2.0], dataset=None, devices=None,
+                      seed=1)
+  assert (cfg.epsilons, cfg.num_seeds, cfg.seed) == ((2.0,), 4, 1)
+  with pytest.raises(ValueError, match='tiny has no dataset setting; drop '
+                     '--dataset'):
+    exp.configure('quick', dataset='digits')
+  with pytest.raises(ValueError, match='drop --allow-fallback'):
+    exp.configure('quick', allow_fallback=True)
+  with pytest.raises(ValueError, match='unknown setting shiftt'):
+    exp.configure('quick', shiftt=1.0)
+  compgd = registry.get('compgd')  # one total epsilon
+  assert compgd.configure('quick', epsilons=[3.0]).epsilon == 3.0
+  with pytest.raises(ValueError, match='runs at one total epsilon'):
+    compgd.configure('quick', epsilons=[1.0, 3.0])
+
+
+def test_converted_experiments_refuse_bad_settings_before_any_work(
+    tmp_path, monkeypatch, capsys):
+  ran = []
+  for name in ('dpsgd_baseline', 'compgd'):
+    monkeypatch.setattr(registry.get(name), 'run',
+                        lambda *a, **k: ran.append(1))
+  out = str(tmp_path)
+  for argv, match in [
+      (['run', 'dpsgd_baseline', '--epochz', '3'], 'unknown flag --epochz'),
+      (['run', 'dpsgd_baseline', '--num-seeds', 'two'], 'invalid int'),
+      (['run', 'dpsgd_baseline', '--delta', '1'], 'delta=1.0 in (0, 1)'),
+      (['run', 'dpsgd_baseline', '--dataset', 'diabetes'],
+       'regression dataset'),
+      (['run', 'compgd', '--dims', '100', '5'], 'd=5 >= compression=10'),
+      (['run', 'compgd', '--claim-epochs', '3'], 'claim_epochs=3 in'),
+      (['run', 'compgd', '--num-seeds', '1'], 'num_seeds=1 >= 2'),
+  ]:
+    assert cli.main(argv + ['--out', out]) == 2
+    assert match in capsys.readouterr().err
+  with pytest.raises(ValueError, match='dpsgd_baseline: unknown setting '
+                     'epochz'):
+    registry.get('dpsgd_baseline').configure('quick', epochz=3)
+  assert not ran and not os.listdir(out)
+
+
+def test_every_field_has_a_flag_in_run_name_help(capsys):
+  for name in ('dpsgd_baseline', 'compgd'):
+    exp = registry.get(name)
+    assert cli.main(['run', name, '--help']) == 0
+    text = capsys.readouterr().out
+    for f in dataclasses.fields(exp.config):
+      if f.name != 'mode':
+        assert '--' + f.name.replace('_', '-') in text, (name, f.name)
+
+
+def test_unconverted_experiments_keep_their_dict_configs():
+  exp = registry.get('qdpsgd')
+  assert isinstance(exp, registry.Unconverted) and exp.config is None
+  cfg = exp.configure('quick', seed=3, dataset=None, accountant=None)
+  assert cfg == exp.module.config('quick', seed=3)
+  with pytest.raises(ValueError, match='qdpsgd has no accountant'):
+    exp.configure('quick', accountant='pld')
+
+
+# --- claim families ---------------------------------------------------------
+
+
+def test_claim_family_applies_the_correction_the_experiments_counted():
+  rng = np.random.default_rng(0)
+  specs = [(f'claim {i}', rng.normal(0.1 * i, 0.2, 5), rng.normal(0, 0.2, 5),
+            dict(threshold=[0.0, -0.05, 0.02][i % 3],
+                 higher_is_better=bool(i % 2)), dict(index=i))
+           for i in range(5)]
+  family = claims_lib.ClaimFamily()
+  for text, t, c, kw, details in specs:
+    family.add(text, t, c, **kw, **details)
+  by_hand = [verdict_lib.claim(text, verdict_lib.paired_verdict(
+      t, c, comparisons=len(specs), **kw), **details)
+             for text, t, c, kw, details in specs]
+  assert family.verdicts() == by_hand
+  assert {c['comparisons'] for c in by_hand} == {5}
+  assert len({c['verdict'] for c in by_hand}) > 1  # the check can tell
+
+
+def test_named_families_are_corrected_separately():
+  primary = claims_lib.ClaimFamily('primary')
+  primary.add('one', [0.3, 0.31, 0.29])
+  rest = claims_lib.ClaimFamily('rest')
+  for i in range(4):
+    rest.add(f'r{i}', [0.3, 0.31, 0.29])
+  out = claims_lib.verdicts([primary, rest])
+  assert [c['comparisons'] for c in out] == [1, 4, 4, 4, 4]
+  assert [c['family'] for c in out] == ['primary'] + ['rest'] * 4
+  assert out[0]['high'] - out[0]['low'] < out[1]['high'] - out[1]['low']
+
+
+def _old_dpsgd_claims(runs, cfg):
+  """dpsgd_baseline.claims before the runner (comparisons counted by hand)."""
+  def acc(model, target):
+    rows = sorted((r for r in runs if r['model'] == model and
+                   r['target_epsilon'] == target), key=lambda r: r['seed'])
+    return [r['test_accuracy'] for r in rows]
+  models_run = list(dict.fromkeys(r['model'] for r in runs))
+  low, high = min(cfg['epsilons']), max(cfg['epsilons'])
+  m = (1 + (low < high)) * len(models_run)
+  out = []
+  for model in models_run:
+    if low < high:
+      out.append(verdict_lib.claim(
+          f'{model}: eps={high:g} beats eps={low:g} (test acc)',
+          verdict_lib.paired_verdict(acc(model, high), acc(model, low),
+                                     comparisons=m)))
+    out.append(verdict_lib.claim(
+        f"{model}: eps={high:g} within {cfg['within']:g} of non-private "
+        '(test acc)', verdict_lib.paired_verdict(
+            acc(model, high), acc(model, None), threshold=-cfg['within'],
+            comparisons=m)))
+  return out
+
+
+@pytest.mark.parametrize('epsilons', [(1.0, 3.0, 8.0), (8.0,)])
+def test_dpsgd_baseline_verdicts_equal_the_hand_counted_ones(epsilons):
+  from experiments.dpsgd_baseline import _claims  # pylint: disable=g-import-not-at-top
+  exp = registry.get('dpsgd_baseline')
+  cfg = exp.configure('quick', epsilons=list(epsilons))
+  rng = np.random.default_rng(1)
+  runs = [dict(model=model, target_epsilon=target, seed=seed,
+               test_accuracy=float(rng.uniform(0.8, 0.95)))
+          for model in ('mlp', 'digits_cnn') for target in (None,) + epsilons
+          for seed in cfg.seeds]
+  new = claims_lib.verdicts(_claims.claims(dict(runs=runs), cfg))
+  assert new == _old_dpsgd_claims(runs, cfg.to_dict())
+  assert len(new) == 2 * (1 + (len(epsilons) > 1))
+
+
+def test_compgd_verdicts_equal_the_hand_counted_ones():
+  from experiments.compgd import _claims  # pylint: disable=g-import-not-at-top
+  cfg = registry.get('compgd').configure('quick', intrinsic=[1, 2])
+  rng = np.random.default_rng(2)
+  rows = [dict(method=method, d=d, intrinsic=k, epochs=e,
+               per_seed=rng.uniform(0, 0.1, cfg.num_seeds).tolist())
+          for method in ('gd', 'compgd', 'dp_gd', 'dp_compgd')
+          for d in cfg.dims for k in cfg.intrinsic for e in cfg.epochs]
+  new = claims_lib.verdicts(_claims.claims(dict(rows=rows), cfg))
+  t = cfg.claim_epochs
+  pending = []  # the old _verdicts.claims: comparisons = len(pending)
+  for k in cfg.intrinsic:
+    for d in cfg.dims:
+      diff = (np.asarray(_claims.row_of(rows, 'dp_compgd', d, k, t)[
+          'per_seed']) - np.asarray(_claims.row_of(rows, 'dp_gd', d, k, t)[
+              'per_seed']))
+      pending.append((diff, 0.0, dict(kind='dp', d=d, intrinsic=k)))
+  for k in cfg.intrinsic:
+    d = cfg.dims[-1]
+    diff = (np.asarray(_claims.row_of(rows, 'compgd', d, k, t)['per_seed']) -
+            np.asarray(_claims.row_of(rows, 'gd', d, k, t)['per_seed']))
+    pending.append((diff, _claims.LOSS_MARGIN, dict(kind='nonprivate', d=d,
+                                                    intrinsic=k)))
+  old = [verdict_lib.paired_verdict(diff, threshold=thr,
+                                    higher_is_better=False,
+                                    comparisons=len(pending)).to_dict()
+         for diff, thr, _ in pending]
+  assert len(new) == len(old) == 8
+  for c, v, (_, _, details) in zip(new, old, pending):
+    assert {k: c[k] for k in v} == v
+    assert {k: c[k] for k in details} == details
+
+
+# --- compare-results ----------------------------------------------------------
+
+
+def test_compare_results_reports_every_moved_leaf(tmp_path, capsys):
+  before = dict(config=dict(seed=0), rows=[dict(x=0.1, y=[1, 2])],
+                wall_seconds=5.0, gone=1)
+  after = json.loads(json.dumps(before))
+  after.update(wall_seconds=7.0, versions=dict(jax='x'), seeds=[0])
+  del after['gone']
+  after['rows'][0]['x'] = float(np.nextafter(0.1, 1.0))
+  paths = []
+  for name, content in (('a', before), ('b', after)):
+    os.makedirs(tmp_path / name)
+    report_lib.write_results(str(tmp_path / name), content)
+    paths.append(str(tmp_path / name))
+  assert compare.main(paths) == 1
+  out = capsys.readouterr().out
+  assert 'differs   rows[0].x: 0.1 -> 0.10000000000000002 (relative ' in out
+  assert '1 ulp' in out and 'only in A gone: 1\n' in out
+  assert 'only in B: seeds' in out and 'wall_seconds:' not in out
+  del before['gone']
+  report_lib.write_results(paths[0], before)
+  after['rows'][0]['x'] = 0.1
+  report_lib.write_results(paths[1], after)
+  assert cli.main(['compare-results'] + paths) == 0
+  assert '0 differ, 0 missing in B; 1 fields only in B' in (
+      capsys.readouterr().out)
+
+
+def test_examples():
+  import doctest  # pylint: disable=g-import-not-at-top
+  from experiments.common import flags  # pylint: disable=g-import-not-at-top
+  for module in (claims_lib, compare, flags):
+    assert doctest.testmod(module).failed == 0, module.__name__
