@@ -238,13 +238,19 @@ def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
                      f'[0, {num_classes}).')
   sensitivity = _label_sensitivity(num_classes)
   scale = _count_noise.count_noise_scale(epsilon, sensitivity)
+  m = projection.shape[0] or x.shape[1]
   x, y, w = _padding.pad_rows(x, y)
   unique, num, counts = _occupied(x, y, w, low, high, num_classes, bins,
                                   projection)
+  # No dataset occupies more than b^m cells: rows from there on are always
+  # empty sentinels, released as 0 without noise (a data-independent cut).
+  rows = min(counts.shape[0], bins ** m)
   if num_classes == 2:  # one noisy count per cell: class 1
-    noisy = _count_noise.add_count_noise(k_noise, counts[:, 1], scale)
+    noisy = _count_noise.add_count_noise(k_noise, counts[:rows, 1], scale)
   else:
-    noisy = _count_noise.add_count_noise(k_noise, counts, scale)
+    noisy = _count_noise.add_count_noise(k_noise, counts[:rows], scale)
+  noisy = jnp.pad(noisy, [(0, counts.shape[0] - rows)]
+                  + [(0, 0)] * (noisy.ndim - 1))
   scores = _noisy_fractions(counts, noisy)
   release = NoisyRegRelease(unique, num, scores, low, high, projection,
                             jnp.int32(bins), jnp.int32(default_class))
