@@ -213,7 +213,7 @@ def low_bit_score(output: Any, *, grid: float = LOW_BIT_GRID,
     A float32 scalar, the count of small off-grid entries.
 
   Example:
-    >>> float(low_bit_score(jnp.array([0.3, 1.0 - 2.0**-24, 2.5])))
+    >>> float(low_bit_score(jnp.array([0.1, 1.0 - 2.0**-24, 2.5])))
     1.0
   """
   g = float(grid)

@@ -62,7 +62,7 @@ def random_decision_trees_event(epsilon: float, num_trees: int):
   T / b' (``dpjax.noise.discrete_laplace_scale``): at most ``epsilon``.
 
   Example:
-    >>> random_decision_trees_event(2.0, 10)
+    >>> random_decision_trees_event(2.0, 4)
     EpsilonDeltaDpEvent(epsilon=2.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
