@@ -31,9 +31,10 @@ TEETH = {
     'laplace': 0.85,  # 0.98
     'discrete_gaussian': 0.4,  # 0.48
     'exponential': 0.7,  # 0.85
-    'dp_knn': 0.8,  # 0.96
-    'noisy_reg': 0.8,  # 0.95
+    'dp_knn': 0.8,  # 0.95
+    'noisy_reg': 0.8,  # 0.98
     'random_trees': 0.8,  # 0.93
+    'private_histogram': 0.85,  # 0.97
     'dpsgd_vmap': 0.45,  # 0.54
     'dpsgd_ghost': 0.45,  # 0.54
     'dpsgd_ghost_gather': 0.4,  # 0.50
@@ -51,9 +52,9 @@ TEETH = {
 # Exact samplers (rejection loops) and the tree fit compile for 5-20 s each
 # on 2 CPU cores: their run check joins the slow stage, where their audits
 # (which also refuse non-finite scores) run too.
-HEAVY_COMPILE = ('laplace', 'discrete_gaussian', 'random_trees',
-                 'laplace_privatizer', 'compressive', 'ddg', 'skellam',
-                 'qdpsgd2', 'exact_gaussian')
+HEAVY_COMPILE = ('laplace', 'discrete_gaussian', 'dp_knn', 'noisy_reg',
+                 'random_trees', 'private_histogram', 'laplace_privatizer',
+                 'compressive', 'ddg', 'skellam', 'qdpsgd2', 'exact_gaussian')
 
 
 def _staged(names):

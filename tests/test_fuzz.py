@@ -220,6 +220,9 @@ def _refused_or_safe(call, x_query):
   for leaf in jax.tree.leaves(release):
     if jnp.issubdtype(leaf.dtype, jnp.floating):
       assert bool(jnp.all(jnp.isfinite(leaf)))
+  for field in ('counts', 'leaf_counts'):  # released counts: exact integers
+    if hasattr(release, field):
+      assert getattr(release, field).dtype == jnp.int32, field
   labels = np.asarray(dpjax.nonparametric.predict(release, x_query))
   assert labels.shape == (x_query.shape[0],)
   assert np.all((labels >= 0) & (labels < 2))

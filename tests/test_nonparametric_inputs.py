@@ -95,7 +95,10 @@ def test_exponential_refuses_empty_and_fully_masked_candidates():
 def test_dp_knn_without_training_points_releases_noise_alone():
   release, event = npm.dp_knn(jax.random.key(0), np.zeros((0, 2)),
                               np.zeros((0,), int), X, **KW)
-  assert release.counts.shape == (3, 2) and event.epsilon == 1.0
+  assert release.counts.shape == (3, 2)
+  # 2 N / b' for the sampled b' >= 2 N / eps: 1 / 6 has more than 30 bits.
+  assert event == npm.dp_knn_event(1.0, 3)
+  assert 1.0 - 2.0**-28 < event.epsilon < 1.0
   with pytest.raises(ValueError, match='x_test'):
     npm.dp_knn(jax.random.key(0), X, Y, np.zeros((0, 2)), **KW)
 

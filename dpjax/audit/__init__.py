@@ -19,6 +19,7 @@ from dpjax.audit._distinguishing import AuditResult
 from dpjax.audit._distinguishing import clopper_pearson
 from dpjax.audit._distinguishing import distinguishing_audit
 from dpjax.audit._distinguishing import epsilon_lower_bound
+from dpjax.audit._distinguishing import low_bit_score
 from dpjax.audit._one_run import count_correct
 from dpjax.audit._one_run import one_run_audit
 from dpjax.audit._one_run import one_run_epsilon_lower_bound
@@ -42,6 +43,7 @@ __all__ = [
     'count_correct',
     'invert_gradients',
     'least_squares_reconstruction',
+    'low_bit_score',
     'one_run_audit',
     'one_run_epsilon_lower_bound',
     'one_run_p_value',

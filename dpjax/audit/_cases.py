@@ -161,7 +161,7 @@ def dp_knn_case() -> AuditCase:
       release, _ = nonparametric.dp_knn(
           key, x, y, jnp.array([[0.5]]), epsilon=eps, bounds=(0.0, 1.0),
           num_classes=2, k=3)
-      return release.counts[0]
+      return release.counts[0].astype(jnp.float32)
     return mechanism
 
   # A far class-0 point becomes a class-1 point at the query, which swaps
@@ -171,7 +171,7 @@ def dp_knn_case() -> AuditCase:
   base = jnp.array([3.0, 0.0])
   # Both coordinates moved towards D': where the loss reaches its maximum.
   score = lambda c: jnp.minimum(base[0] - c[0], c[1] - base[1])
-  eps = _pure(nonparametric.dp_knn_event(1.0))
+  eps = _pure(nonparametric.dp_knn_event(1.0, 1))
   case = AuditCase(
       'dp_knn', mech(1.0), (x, y), (x.at[3].set(0.5), y.at[3].set(1)),
       score, eps, 0.0, REPLACE_ONE,
@@ -219,12 +219,13 @@ def random_trees_case() -> AuditCase:
       release, _ = nonparametric.random_decision_trees(
           key, x, y, epsilon=scale_eps, bounds=(0.0, 1.0), num_classes=2,
           num_trees=trees, depth=1)
-      return release.leaf_counts[:, 0, :]  # the leaf of x = 0, every tree
+      # the leaf of x = 0, every tree
+      return release.leaf_counts[:, 0, :].astype(jnp.float32)
     return mechanism
 
   # Replace-one is 2 eps-DP (two counts of one leaf per tree move by 1);
   # the event states eps for add/remove.
-  eps = 2 * _pure(nonparametric.random_decision_trees_event(eps_run))
+  eps = 2 * _pure(nonparametric.random_decision_trees_event(eps_run, trees))
   # One record at the low corner: it lands in leaf 0 of every depth-1 tree
   # and its label flips. LLR of Laplace(T / eps) with counts (1, 0) vs (0, 1).
   score = lambda c: jnp.sum(jnp.clip(2 * c[:, 1] - 1, -1, 1)

@@ -189,6 +189,50 @@ def distinguishing_audit(key: jax.Array, mechanism: Callable[[jax.Array, Any],
                      float(delta), float(confidence))
 
 
+LOW_BIT_GRID = 2.0**-24  # the float32 spacing just below 1
+
+
+def low_bit_score(output: Any, *, grid: float = LOW_BIT_GRID,
+                  radius: float = 1.0) -> jax.Array:
+  """How many released values are small and off the grid: "a count of 0".
+
+  Float Laplace noise on a count leaks through the low-order bits (Mironov
+  2012). For an integer count c != 0, a float32 release v = fl(c + L) with
+  |v| < 1 is a multiple of 2^-24: c + L is then exact (Sterbenz) or rounded
+  to the spacing of [1/2, 1), and |L| > 1/2 has spacing >= 2^-24. For
+  c = 0, v = L keeps the finer bits of a small L. So an entry with |v| <
+  ``radius`` off the grid ``grid`` Z witnesses a count of 0 under float
+  Laplace, while an exact integer release (or any release on the grid)
+  never scores. A distinguishing score: the number of such entries over the
+  leaves of ``output`` (cast to float32).
+
+  Args:
+    output: a pytree of float (or integer) arrays.
+    grid: a power of two, the grid spacing that nonzero counts land on.
+    radius: only values with |v| < radius count (grid * 2^24 at most, so
+      that v / grid is exact).
+
+  Returns:
+    A float32 scalar, the count of small off-grid entries.
+
+  Example:
+    >>> float(low_bit_score(jnp.array([0.1, 1.0 - 2.0**-24, 2.5])))
+    1.0
+  """
+  g = float(grid)
+  if not (g > 0 and math.frexp(g)[0] == 0.5):
+    raise ValueError(f'Expected grid={grid} to be a positive power of two.')
+  if not 0 < float(radius) <= g * 2.0**24:
+    raise ValueError(f'Expected radius={radius} in (0, grid * 2^24].')
+  total = jnp.zeros([], jnp.float32)
+  for leaf in jax.tree.leaves(output):
+    v = jnp.asarray(leaf, jnp.float32)
+    units = v / jnp.float32(g)  # exact: a power of two, |v| < 2^24 g
+    off = (jnp.abs(v) < radius) & (units != jnp.round(units))
+    total = total + jnp.sum(off, dtype=jnp.float32)
+  return total
+
+
 def _default_score(output: Any) -> jax.Array:
   leaves = jax.tree.leaves(output)
   return sum(jnp.sum(jnp.asarray(leaf, jnp.float32)) for leaf in leaves)

@@ -10,8 +10,9 @@ import functools
 from typing import Callable
 
 from dpjax.audit import _cases_distributed
-from dpjax.audit import _cases_ghost
 from dpjax.audit import _cases_exact_gaussian
+from dpjax.audit import _cases_ghost
+from dpjax.audit import _cases_lowbits
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._cases import compressive_case
 from dpjax.audit._cases import discrete_gaussian_case
@@ -33,6 +34,7 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'discrete_gaussian': discrete_gaussian_case,
           'exponential': exponential_case, 'dp_knn': dp_knn_case,
           'noisy_reg': noisy_reg_case, 'random_trees': random_trees_case,
+          'private_histogram': _cases_lowbits.private_histogram_case,
           'dpsgd_vmap': dpsgd_vmap_case, 'dpsgd_ghost': dpsgd_ghost_case,
           'dpsgd_ghost_gather': _cases_ghost.dpsgd_ghost_gather_case,
           'rs_dpsgd': rs_dpsgd_case, 'dp_compgd': dp_compgd_case,

@@ -12,8 +12,14 @@ Deviations from the thesis, all on the side of privacy: trees are complete
 pay for); the median's candidates come from the node's public box (the
 bounds refined by the splits above), not from [min V, max V] of the private
 data; the partition into trees is i.i.d. uniform ids (``partition``).
+
+Leaf counts are int32 with exact discrete Laplace noise
+(``dpjax.noise.discrete_laplace``; float Laplace's low bits would tell a
+count of 0 from 1, Mironov 2012), and each event states the epsilon of the
+noise scale actually sampled (``_count_noise.count_epsilon``).
 """
 
+import fractions
 from typing import Any
 
 import jax
@@ -24,6 +30,7 @@ from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.nonparametric import _bounds
+from dpjax.nonparametric import _count_noise
 from dpjax.nonparametric import _exponential
 from dpjax.nonparametric import _trees
 from dpjax.nonparametric._predict import predict
@@ -78,7 +85,8 @@ def _labels(x, y, num_classes, bounds, name='x'):
 
 def _split_event(epsilon, eps_s, depth, num_candidates):
   """(epsilon, delta): a record is in one node per depth, so the private
-  medians add one ``exponential_mechanism_delta`` per depth."""
+  medians add one ``exponential_mechanism_delta`` per depth; ``epsilon``
+  is the total stated."""
   delta = sum(_exponential.exponential_mechanism_delta(float(e),
                                                        num_candidates)
               for e in _trees.depth_budgets(eps_s, depth))
@@ -93,11 +101,18 @@ def _release(attributes, thresholds, counts, low, high) -> TreeEnsemble:
 
 def _distribute(key, attributes, thresholds, z, y, tree_of, num_classes,
                 epsilon):
-  """DistributeLabels (Alg. 11): exact leaf counts + Lap(1/epsilon)."""
+  """DistributeLabels (Alg. 11): exact int32 leaf counts + exact discrete
+  Laplace noise of scale 1 / epsilon (sensitivity 1)."""
   counts = _trees.leaf_counts(attributes, thresholds, z, y, tree_of,
                               num_classes)
   keys = jax.random.split(key, attributes.shape[0])
-  return _trees.noisy_counts(keys, counts, epsilon)
+  return _trees.noisy_counts(keys, counts,
+                             _count_noise.count_noise_scale(epsilon, 1))
+
+
+def _leaf_epsilon(epsilon) -> float:
+  """The epsilon of the leaf noise ``_distribute`` samples (<= epsilon)."""
+  return _count_noise.count_epsilon(epsilon, 1)
 
 
 def _exact_trees(key, z, num_trees, depth):
@@ -122,8 +137,9 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   exponential mechanism over ``num_candidates`` points drawn uniformly from
   the node's public range with utility -|rank(r) - |V|/2| (sensitivity 1/2,
   probability proportional to exp(eps_i u)), eps_i = C eps_s (3/2)^i at depth
-  i (``depth_budgets``). Leaves store the part's class counts plus
-  Lap(1/eps_l). eps_s = ``split_fraction`` eps, eps_l = eps - eps_s.
+  i (``depth_budgets``). Leaves store the part's int32 class counts plus
+  exact discrete Laplace noise of scale 1 / eps_l. eps_s =
+  ``split_fraction`` eps, eps_l = eps - eps_s.
   ``predict`` sums the noisy counts over the trees and takes the majority.
 
   Args:
@@ -144,7 +160,9 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
 
   Privacy: (epsilon, delta)-DP under add/remove-one; (2 epsilon, 2 delta)
   under replace-one; delta sums ``exponential_mechanism_delta(eps_i, m)``
-  over the depths (the float noise of the private medians).
+  over the depths (the float noise of the private medians). The event
+  states eps_s + 1 / b' (b' >= 1 / eps_l the sampled leaf-noise scale), at
+  most epsilon.
   A record is in one tree (parallel composition over trees); at each depth
   it is in one node (parallel composition over nodes) and the depths compose
   to eps_s; it is in one leaf (counts change by 1: eps_l). A replacement
@@ -177,8 +195,10 @@ def spe(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
       num_candidates=num_candidates)
   counts = _distribute(k_leaf, attrs, thrs, z, y, tree_of, num_classes,
                        eps_l)
+  stated = _count_noise.float_up(fractions.Fraction(eps_s)
+                                 + fractions.Fraction(_leaf_epsilon(eps_l)))
   return (_release(attrs, thrs, counts, low, high),
-          _split_event(epsilon, eps_s, depth, num_candidates))
+          _split_event(stated, eps_s, depth, num_candidates))
 
 
 def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
@@ -192,9 +212,10 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   Setting 1 (features and labels private): the unlabelled set D and the
   labelled set S are each split into ``num_trees`` parts; tree t is grown
   privately on D_t with the whole budget (eps_i = C eps (3/2)^i) and its
-  leaves get S_t's class counts + Lap(1/eps). Setting 2 (labels private,
-  features public): every tree is grown with exact medians on the features
-  of S and D together; the leaves get S_t's counts + Lap(1/eps).
+  leaves get S_t's int32 class counts + exact discrete Laplace noise of
+  scale 1 / eps. Setting 2 (labels private, features public): every tree is
+  grown with exact medians on the features of S and D together; the leaves
+  get S_t's counts + the same noise.
 
   Args:
     key: a PRNG key.
@@ -220,8 +241,9 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   is label-DP: epsilon-DP when one label is added or removed (the features
   of S and D are public, so the trees are fixed) and 2 epsilon-DP when one
   label is changed (two counts of one leaf move); it protects no feature.
-  The event is (epsilon, delta) in setting 1 and
-  ``accounting.pure_dp_event(epsilon)`` in setting 2 (exact medians).
+  The event is (epsilon, delta) in setting 1 and pure DP in setting 2
+  (exact medians), with the epsilon 1 / b' of the sampled leaf-noise scale
+  b' >= 1 / epsilon (at most epsilon).
 
   References:
     Huang thesis (paper 002), Alg. 12.
@@ -261,7 +283,7 @@ def sspe(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   counts = _distribute(k_leaf, attrs, thrs, z_l, y_l, tree_of_l, num_classes,
                        eps)
   event = (_split_event(epsilon, eps, depth, num_candidates) if setting == 1
-           else accounting.pure_dp_event(epsilon))
+           else accounting.pure_dp_event(_leaf_epsilon(eps)))
   return _release(attrs, thrs, counts, low, high), event
 
 
@@ -273,11 +295,12 @@ def pte(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
   """Private Transductive Ensemble (thesis Alg. 13); labels private only.
 
   Ensemble 1 is ``sspe`` setting 2 (``num_trees`` exact-median trees on the
-  features of S and D, leaves from S's disjoint parts + Lap(1/eps)). It
-  labels D; ensemble 2 (``num_trees_second`` trees, default ``num_trees``,
-  exact medians on S and D) takes every tree's leaf counts from all of the
-  newly labelled D, + Lap(1/eps) as the thesis does (that noise is not
-  needed: D's labels are a post-processing of ensemble 1). The release is
+  features of S and D, leaves from S's disjoint parts + exact discrete
+  Laplace noise of scale 1 / eps). It labels D; ensemble 2
+  (``num_trees_second`` trees, default ``num_trees``, exact medians on S and
+  D) takes every tree's leaf counts from all of the newly labelled D, + the
+  same noise as the thesis does (that noise is not needed: D's labels are a
+  post-processing of ensemble 1). All released counts are int32. The release is
   the union; ``predict`` sums the noisy counts of both.
 
   Args:
@@ -294,13 +317,13 @@ def pte(key: jax.Array, x_labelled: ArrayLike, y_labelled: ArrayLike,
 
   Returns:
     ``(release, event)``: a ``TreeEnsemble`` of N1 + N2 trees and
-    ``pure_dp_event(epsilon)``.
+    ensemble 1's pure-DP event (``sspe`` setting 2).
 
   Privacy: label-DP: epsilon-DP when one label of S is added or removed
   (ensemble 1 spends epsilon; ensemble 2 is post-processing of it and of
   public features), 2 epsilon-DP when one label is changed. The features of
-  S and D are public and not protected. The event is
-  ``accounting.pure_dp_event(epsilon)``.
+  S and D are public and not protected. The event states 1 / b', the
+  epsilon of ensemble 1's sampled leaf-noise scale b' >= 1 / epsilon.
 
   References:
     Huang thesis (paper 002), Alg. 13.

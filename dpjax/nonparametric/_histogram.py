@@ -21,9 +21,9 @@ from jax.typing import ArrayLike
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
-from dpjax import noise
 from dpjax.nonparametric import _bounds
 from dpjax.nonparametric import _cells
+from dpjax.nonparametric import _count_noise
 from dpjax.nonparametric import _padding
 from dpjax.nonparametric import _predict
 
@@ -66,7 +66,8 @@ class PrivateHistogramRelease(NamedTuple):
   """``private_histogram``'s release: noisy counts of all b^m cells.
 
   Attributes:
-    counts: float32 ``[b^m, K]`` noisy class counts (cell index sum c_i b^i).
+    counts: int32 ``[b^m, K]`` noisy class counts (cell index sum c_i b^i):
+      exact counts plus exact discrete Laplace noise.
     low, high: float32 ``[d]`` public feature bounds.
     projection: float32 ``[m, d]`` JL matrix, or ``[0, d]`` for none.
     bins: int32 scalar b.
@@ -104,11 +105,12 @@ def _prepare(key, x, y, bounds, num_classes, bins, projection_dim):
 
 @functools.partial(jax.jit, static_argnums=(5, 6))
 def _occupied(x, y, w, low, high, num_classes, bins, projection):
-  """Occupied cells, counts n_j and class counts of a padded dataset."""
+  """Occupied cells, their number and int32 class counts of a padded
+  dataset."""
   cells = _cells.cell_coordinates(_to_unit(x, low, high, projection), bins)
   unique, group, num = _cells.group_cells(cells, w > 0, bins)
-  class_counts = jnp.zeros((x.shape[0], num_classes), jnp.float32).at[
-      group, y].add(w, mode='drop')  # a traced label K counts nowhere
+  class_counts = jnp.zeros((x.shape[0], num_classes), jnp.int32).at[
+      group, y].add(w.astype(jnp.int32), mode='drop')  # label K: nowhere
   return unique, num, class_counts
 
 
@@ -148,20 +150,31 @@ def histogram(x: ArrayLike, y: ArrayLike, *, bounds: Any, num_classes: int,
   x, y, w = _padding.pad_rows(x, y)
   unique, num, counts = _occupied(x, y, w, low, high, num_classes, bins,
                                   projection)
+  counts = counts.astype(jnp.float32)
   scores = counts / jnp.maximum(jnp.sum(counts, axis=1, keepdims=True), 1.0)
   return HistogramRelease(unique, num, scores, low, high, projection,
                           jnp.int32(bins), jnp.int32(0))
 
 
-def noisy_reg_event(epsilon: float):
-  """The epsilon-label-DP event of ``noisy_reg`` (features public).
+def noisy_reg_event(epsilon: float, num_classes: int = 2):
+  """The label-DP event of ``noisy_reg`` (features public).
+
+  Pure DP with the epsilon of the discrete Laplace noise actually sampled
+  (``Delta / b'``, Delta = 1 for two classes and 2 otherwise): at most
+  ``epsilon``.
 
   Example:
     >>> noisy_reg_event(2.0)
     EpsilonDeltaDpEvent(epsilon=2.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
-  return accounting.pure_dp_event(epsilon)
+  return accounting.pure_dp_event(
+      _count_noise.count_epsilon(epsilon, _label_sensitivity(num_classes)))
+
+
+def _label_sensitivity(num_classes: int) -> int:
+  """L1 change of the released counts when one label changes."""
+  return 1 if num_classes == 2 else 2
 
 
 def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
@@ -171,16 +184,22 @@ def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   """NoisyReg (Alg. 4): per-cell class fractions plus Laplace(1/(n_j eps)).
 
   For binary labels the released score of cell j is eta_j (the fraction of
-  class 1) + Lap(1 / (n_j eps)), as in the thesis; for K > 2 classes the
-  fraction vector gets Lap(2 / (n_j eps)) per class (its L1 sensitivity to
-  one label is 2 / n_j). Only the occupied cells are stored; an empty query
-  cell is answered by Alg. 2's neighbour search (post-processing).
+  class 1) plus noise of scale 1 / (n_j eps), as in the thesis; for K > 2
+  classes the fraction vector gets scale 2 / (n_j eps) per class (its L1
+  sensitivity to one label is 2 / n_j). The noise is exact: the integer
+  class count c_j gets discrete Laplace noise Z of scale 1 / eps (2 / eps
+  for K > 2; ``dpjax.noise.discrete_laplace``) and the score is (c_j + Z) /
+  n_j in float32, the discrete Laplace on the grid (1 / n_j) Z, a function
+  of the noisy integer and the public n_j alone, so no float bit depends on
+  the labels beyond it (Mironov 2012). Only the occupied cells are stored;
+  an empty query cell is answered by Alg. 2's neighbour search
+  (post-processing).
 
   Args:
     key: a PRNG key (noise, and the projection if ``projection_dim``).
     x: ``[n, d]`` features (public under label-DP), clipped to ``bounds``.
     y: ``[n]`` private labels in ``[0, num_classes)``.
-    epsilon: the label-privacy budget, > 0.
+    epsilon: the label-privacy budget, > 0, concrete.
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
     bins: cells per axis b >= 1.
@@ -189,21 +208,22 @@ def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
 
   Returns:
     ``(release, event)``: a ``NoisyRegRelease`` (``privacy_model =
-    'label'``) and ``noisy_reg_event(epsilon)``.
+    'label'``, float32 scores on the grid (1 / n_j) Z) and
+    ``noisy_reg_event(epsilon, num_classes)``.
 
   Privacy: epsilon-DP in the label-DP model only: features public, labels
   private, neighbouring datasets differ in one label (for this model
   add/remove and replace-one of a label coincide). n_j is then fixed, a
-  label moves eta_j by 1/n_j (L1 2/n_j for the K-class vector), and each
-  record lies in one cell (parallel composition). NOT differentially private
-  when features are private: the noise scale 1/(n_j eps) depends on the
-  data, so adding a point to a cell changes the scale and the density ratio
-  of far outputs is unbounded (a test shows it). Thm 5.5 of the thesis
-  claims eps-DP without this restriction. For full DP use
-  ``private_histogram``.
+  label moves c_j by 1 (L1 2 for the K-class vector), and each record lies
+  in one cell (parallel composition). NOT differentially private when
+  features are private: the noise scale 1/(n_j eps) depends on the data, so
+  adding a point to a cell changes the scale and the density ratio of far
+  outputs is unbounded (a test shows it). Thm 5.5 of the thesis claims
+  eps-DP without this restriction. For full DP use ``private_histogram``.
 
   References:
-    Huang thesis (paper 002), Alg. 4, Thm 5.5-5.6, Alg. 2.
+    Huang thesis (paper 002), Alg. 4, Thm 5.5-5.6, Alg. 2; Canonne, Kamath,
+    Steinke 2020 (discrete Laplace).
 
   Example:
     >>> x = jnp.array([[0.1], [0.15], [0.9], [0.95]])
@@ -221,36 +241,50 @@ def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   if not 0 <= default_class < num_classes:
     raise ValueError(f'Expected default_class={default_class} in '
                      f'[0, {num_classes}).')
+  sensitivity = _label_sensitivity(num_classes)
+  scale = _count_noise.count_noise_scale(epsilon, sensitivity)
+  m = projection.shape[0] or x.shape[1]
   x, y, w = _padding.pad_rows(x, y)
   unique, num, counts = _occupied(x, y, w, low, high, num_classes, bins,
                                   projection)
-  scores = _noisy_fractions(k_noise, counts, jnp.float32(1.0 / epsilon))
+  # No dataset occupies more than b^m cells: rows from there on are always
+  # empty sentinels, released as 0 without noise (a data-independent cut).
+  rows = min(counts.shape[0], bins ** m)
+  if num_classes == 2:  # one noisy count per cell: class 1
+    noisy = _count_noise.add_count_noise(k_noise, counts[:rows, 1], scale)
+  else:
+    noisy = _count_noise.add_count_noise(k_noise, counts[:rows], scale)
+  noisy = jnp.pad(noisy, [(0, counts.shape[0] - rows)]
+                  + [(0, 0)] * (noisy.ndim - 1))
+  scores = _noisy_fractions(counts, noisy)
   release = NoisyRegRelease(unique, num, scores, low, high, projection,
                             jnp.int32(bins), jnp.int32(default_class))
-  return release, noisy_reg_event(epsilon)
+  return release, noisy_reg_event(epsilon, num_classes)
 
 
 @jax.jit
-def _noisy_fractions(key, counts, inv_epsilon):
-  n_j = jnp.maximum(jnp.sum(counts, axis=1), 1.0)
-  eta = counts / n_j[:, None]
-  if counts.shape[1] == 2:
-    eta1 = eta[:, 1] + noise.laplace(key, n_j.shape,
-                                     scale=1.0) * (inv_epsilon / n_j)
+def _noisy_fractions(counts, noisy):
+  """Scores (noisy count) / n_j from the exact int32 counts and the noisy
+  int32 counts (class 1's ``[P]`` for two classes, ``[P, K]`` otherwise)."""
+  n_j = jnp.maximum(jnp.sum(counts, axis=1), 1).astype(jnp.float32)
+  if noisy.ndim == 1:
+    eta1 = noisy.astype(jnp.float32) / n_j
     return jnp.stack([1.0 - eta1, eta1], axis=1)
-  return eta + noise.laplace(key, eta.shape, scale=1.0) * (
-      2.0 * inv_epsilon / n_j)[:, None]
+  return noisy.astype(jnp.float32) / n_j[:, None]
 
 
 def private_histogram_event(epsilon: float):
   """The epsilon-DP (add/remove) event of ``private_histogram``.
+
+  The epsilon is that of the discrete Laplace noise actually sampled,
+  1 / b' (``dpjax.noise.discrete_laplace_scale``): at most ``epsilon``.
 
   Example:
     >>> private_histogram_event(1.0)
     EpsilonDeltaDpEvent(epsilon=1.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
-  return accounting.pure_dp_event(epsilon)
+  return accounting.pure_dp_event(_count_noise.count_epsilon(epsilon, 1))
 
 
 def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
@@ -259,7 +293,9 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
                       max_cells: int = MAX_DENSE_CELLS):
   """The fully private histogram: Laplace(1/eps) on every (cell, class) count.
 
-  All b^m cells are released (releasing only the occupied ones would leak
+  The release is int32 counts plus exact discrete Laplace noise of scale
+  1 / eps (``dpjax.noise.discrete_laplace``): integers, so no float low bits
+  tell a count of 0 from 1 (Mironov 2012). All b^m cells are released (releasing only the occupied ones would leak
   which cells hold data), so the release is dense and refuses when b^m
   exceeds ``max_cells``; the compressed histogram (small ``projection_dim``
   m) is where it is usable. Prediction: the argmax of the noisy counts of
@@ -269,7 +305,8 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
     key: a PRNG key (noise, and the projection if ``projection_dim``).
     x: ``[n, d]`` private features, clipped to ``bounds``.
     y: ``[n]`` private labels in ``[0, num_classes)``.
-    epsilon: the privacy budget, > 0.
+    epsilon: the privacy budget, > 0, concrete (inf: exact counts; above
+      1024 the noise stays at the sampler's smallest scale 2^-10).
     bounds: public ``(low, high)`` feature bounds.
     num_classes: K >= 2.
     bins: cells per axis b >= 1.
@@ -281,12 +318,14 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
     ``private_histogram_event(epsilon)``.
 
   Privacy: epsilon-DP under add-or-remove-one (one record moves one count
-  by 1: L1 sensitivity 1 against Laplace(1/eps)); 2 epsilon-DP under
-  replace-one (L1 2). Features and labels are both private.
+  by 1: L1 sensitivity 1 against discrete Laplace of scale b' >= 1/eps);
+  2 epsilon-DP under replace-one (L1 2). Features and labels are both
+  private. The event's epsilon is 1 / b', the sampled scale's.
 
   References:
     Huang thesis (paper 002), section 5.2 (private histogram), section 4.4
-    (compressed histogram).
+    (compressed histogram); Canonne, Kamath, Steinke 2020 (discrete
+    Laplace).
 
   Example:
     >>> release, event = private_histogram(
@@ -297,6 +336,7 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
   """
   key = _keys.stream(_validate.key(key), _PRIVATE_HISTOGRAM)
   _validate.positive(epsilon=epsilon)
+  scale = _count_noise.count_noise_scale(epsilon, 1)
   k_proj, k_noise = jax.random.split(key)
   x, y, low, high, projection = _prepare(k_proj, x, y, bounds, num_classes,
                                          bins, projection_dim)
@@ -308,8 +348,7 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
   x, y, w = _padding.pad_rows(x, y)
   counts = _dense_counts(x, y, w, low, high, projection, num_classes, bins,
                          bins ** m)
-  counts = counts + noise.laplace(k_noise, counts.shape,
-                                  scale=1.0 / float(epsilon))
+  counts = _count_noise.add_count_noise(k_noise, counts, scale)
   release = PrivateHistogramRelease(counts, low, high, projection,
                                     jnp.int32(bins))
   return release, private_histogram_event(epsilon)
@@ -326,8 +365,8 @@ def _flat_index(cells, bins):
 def _dense_counts(x, y, w, low, high, projection, num_classes, bins,
                   num_cells):
   cells = _cells.cell_coordinates(_to_unit(x, low, high, projection), bins)
-  return jnp.zeros((num_cells, num_classes), jnp.float32).at[
-      _flat_index(cells, bins), y].add(w, mode='drop')
+  return jnp.zeros((num_cells, num_classes), jnp.int32).at[
+      _flat_index(cells, bins), y].add(w.astype(jnp.int32), mode='drop')
 
 
 @jax.jit

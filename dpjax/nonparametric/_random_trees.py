@@ -1,10 +1,11 @@
-"""Random decision trees (RDT) with Laplace leaf counts.
+"""Random decision trees (RDT) with discrete Laplace leaf counts.
 
 The structure of every tree is drawn from the key and the public bounds only
 (Fan et al. 2005): at each node a random attribute, and a threshold uniform
 in that node's public range of the attribute. The data only fill the leaves
-with class counts, which get Laplace noise (Jagannathan, Pillaipakkamnatt &
-Wright 2009). Trees are complete binary trees of a fixed depth stored as
+with int32 class counts, which get exact discrete Laplace noise
+(Jagannathan, Pillaipakkamnatt & Wright 2009, with the noise of Canonne,
+Kamath & Steinke 2020 in place of float Laplace, whose low bits leak). Trees are complete binary trees of a fixed depth stored as
 fixed-shape arrays (heap order), built and read with ``jax.vmap`` over trees.
 """
 
@@ -19,8 +20,8 @@ from jax.typing import ArrayLike
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
-from dpjax import noise
 from dpjax.nonparametric import _bounds
+from dpjax.nonparametric import _count_noise
 from dpjax.nonparametric import _padding
 from dpjax.nonparametric import _predict
 
@@ -35,7 +36,8 @@ class RandomTreesRelease(NamedTuple):
   Attributes:
     attributes: int32 ``[T, 2^D - 1]`` split attribute of each internal node.
     thresholds: float32 ``[T, 2^D - 1]`` split thresholds on [0, 1] scale.
-    leaf_counts: float32 ``[T, 2^D, K]`` noisy class counts of each leaf.
+    leaf_counts: int32 ``[T, 2^D, K]`` noisy class counts of each leaf
+      (exact counts plus exact discrete Laplace noise).
     low: float32 ``[d]`` public lower bounds of the features.
     high: float32 ``[d]`` public upper bounds of the features.
   """
@@ -56,27 +58,33 @@ def default_depth(num_features: int) -> int:
   return int(min(max(num_features // 2, 1), 10))
 
 
-def random_decision_trees_event(epsilon: float):
+def random_decision_trees_event(epsilon: float, num_trees: int):
   """The epsilon-DP event of one ``random_decision_trees`` release.
 
+  The epsilon is that of the discrete Laplace noise actually sampled,
+  T / b' (``dpjax.noise.discrete_laplace_scale``): at most ``epsilon``.
+
   Example:
-    >>> random_decision_trees_event(2.0)
+    >>> random_decision_trees_event(2.0, 4)
     EpsilonDeltaDpEvent(epsilon=2.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
-  return accounting.pure_dp_event(epsilon)
+  _validate.positive_int(num_trees=num_trees)
+  return accounting.pure_dp_event(
+      _count_noise.count_epsilon(epsilon, num_trees))
 
 
 def random_decision_trees(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
                           epsilon: float, bounds: Any, num_classes: int,
                           num_trees: int = 10, depth: int | None = None):
-  """Random decision trees with Laplace(T / epsilon) noise on leaf counts.
+  """Random decision trees with discrete Laplace(T / eps) leaf-count noise.
 
   Each of the ``num_trees`` trees splits, at every internal node, on a
   uniformly random attribute at a threshold uniform in the node's public range
   of that attribute (the box given by ``bounds`` cut by the ancestors'
   splits). Features are clipped to ``bounds``. Every tree sees all the data;
-  each leaf stores its class counts plus Laplace(num_trees / epsilon) noise.
+  each leaf stores its int32 class counts plus exact discrete Laplace noise
+  of scale num_trees / epsilon (``dpjax.noise.discrete_laplace``).
   Prediction sums the noisy counts of the leaves a point falls in over the
   trees and returns the argmax (Jagannathan et al.'s vote).
 
@@ -84,7 +92,8 @@ def random_decision_trees(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
     key: a PRNG key (structure and noise both come from it).
     x: ``[n, d]`` private features.
     y: ``[n]`` private integer labels in ``[0, num_classes)``.
-    epsilon: the privacy budget, > 0 (``inf`` releases exact counts).
+    epsilon: the privacy budget, > 0, concrete (``inf`` releases exact
+      counts).
     bounds: public ``(low, high)`` feature bounds, scalars or ``[d]``.
     num_classes: K >= 2.
     num_trees: T >= 1.
@@ -97,9 +106,9 @@ def random_decision_trees(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
 
   Privacy: epsilon-DP under add-or-remove-one: the structure does not depend
   on the data, and one record changes one class count of one leaf in each of
-  the T trees, an L1 change of T, against Laplace(T / epsilon) noise.
-  Replace-one: L1 change 2 T, so 2 epsilon-DP. The event is
-  ``random_decision_trees_event(epsilon)``.
+  the T trees, an L1 change of T, against discrete Laplace noise of scale
+  b' >= T / epsilon. Replace-one: L1 change 2 T, so 2 epsilon-DP. The event
+  is ``random_decision_trees_event(epsilon, num_trees)`` (T / b').
 
   References:
     Fan, Wang, Yu & Ma, "Is random model better?", ICDM 2003/2005;
@@ -130,13 +139,14 @@ def random_decision_trees(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
                      f'store 2^depth leaves).')
   low, high = _bounds.check_bounds(bounds, d)
   u = _bounds.to_unit_cube(x, (low, high)).astype(jnp.float32)
-  scale = float(num_trees) / float(epsilon)
+  scale = _count_noise.count_noise_scale(epsilon, num_trees)
   u, y, w = _padding.pad_rows(u, y)
-  release = _fit(key, u, y, w, jnp.float32(scale), num_trees, depth,
-                 num_classes)
-  release = release._replace(low=jnp.asarray(low, jnp.float32),
-                             high=jnp.asarray(high, jnp.float32))
-  return release, random_decision_trees_event(epsilon)
+  k_struct, k_noise = jax.random.split(key)
+  attrs, thrs, exact = _fit(k_struct, u, y, w, num_trees, depth, num_classes)
+  release = RandomTreesRelease(
+      attrs, thrs, _count_noise.add_count_noise(k_noise, exact, scale),
+      jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32))
+  return release, random_decision_trees_event(epsilon, num_trees)
 
 
 def _structure(key: jax.Array, num_features: int, depth: int):
@@ -174,23 +184,21 @@ def _leaves(attributes: jax.Array, thresholds: jax.Array, u: jax.Array,
   return node - (2 ** depth - 1)
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7))
-def _fit(key, u, y, w, scale, num_trees, depth, num_classes):
-  k_struct, k_noise = jax.random.split(key)
+@functools.partial(jax.jit, static_argnums=(4, 5, 6))
+def _fit(k_struct, u, y, w, num_trees, depth, num_classes):
+  """The random structures and their exact int32 leaf counts."""
   attrs, thrs = jax.vmap(lambda k: _structure(k, u.shape[1], depth))(
       jax.random.split(k_struct, num_trees))
   num_leaves = 2 ** depth
 
   def counts(a, t):
     leaf = _leaves(a, t, u, depth)
-    flat = jnp.zeros(num_leaves * num_classes, jnp.float32).at[
-        leaf * num_classes + y].add(jnp.where(y < num_classes, w, 0.0))
+    flat = jnp.zeros(num_leaves * num_classes, jnp.int32).at[
+        leaf * num_classes + y].add(
+            jnp.where(y < num_classes, w, 0.0).astype(jnp.int32))
     return flat.reshape(num_leaves, num_classes)
 
-  exact = jax.vmap(counts)(attrs, thrs)
-  noisy = exact + noise.laplace(k_noise, exact.shape, scale=scale)
-  empty = jnp.zeros((u.shape[1],), jnp.float32)
-  return RandomTreesRelease(attrs, thrs, noisy, empty, empty)
+  return attrs, thrs, jax.vmap(counts)(attrs, thrs)
 
 
 @_predict.predict.register(RandomTreesRelease)

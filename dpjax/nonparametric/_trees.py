@@ -42,7 +42,8 @@ class TreeEnsemble(NamedTuple):
     attributes: int32 ``[N, 2^D - 1]`` split attribute of every node (heap).
     thresholds: float32 ``[N, 2^D - 1]`` split point in unit-cube coordinates
       (a point goes right when its coordinate is > the threshold).
-    counts: float32 ``[N, 2^D, K]`` noisy class counts of every leaf.
+    counts: int32 ``[N, 2^D, K]`` noisy class counts of every leaf (exact
+      counts plus exact discrete Laplace noise).
     low: float32 ``[d]`` public lower bounds.
     high: float32 ``[d]`` public upper bounds.
   """
@@ -234,24 +235,25 @@ def route(attributes: jax.Array, thresholds: jax.Array, z: jax.Array,
 def leaf_counts(attributes: jax.Array, thresholds: jax.Array, z: jax.Array,
                 y: jax.Array, tree_of: jax.Array,
                 num_classes: int) -> jax.Array:
-  """Exact class counts ``[N, 2^D, K]``: each point counts once, in the leaf
-  it reaches in its own tree (sensitivity 1 under add/remove-one)."""
+  """Exact int32 class counts ``[N, 2^D, K]``: each point counts once, in
+  the leaf it reaches in its own tree (sensitivity 1 under add/remove-one)."""
   num_trees, num_nodes = attributes.shape
   num_leaves = num_nodes + 1
   leaf = route(attributes, thresholds, z, tree_of)
-  onehot = jax.nn.one_hot(y, num_classes, dtype=jnp.float32)
+  onehot = jax.nn.one_hot(y, num_classes, dtype=jnp.int32)
   counts = jax.ops.segment_sum(onehot, tree_of * num_leaves + leaf,
                                num_trees * num_leaves)
   return counts.reshape(num_trees, num_leaves, num_classes)
 
 
-@jax.jit
-def noisy_counts(keys: jax.Array, counts: jax.Array,
-                 epsilon: float) -> jax.Array:
-  """counts + Lap(1/epsilon) per entry, tree t's noise from ``keys[t]``."""
+def noisy_counts(keys: jax.Array, counts: jax.Array, scale) -> jax.Array:
+  """int32 counts + exact discrete Laplace noise of ``scale`` per entry
+  (``dpjax.noise.discrete_laplace``, a concrete scale), tree t's noise from
+  ``keys[t]``."""
   shape = counts.shape[1:]
-  lap = jax.vmap(lambda k: noise.laplace(k, shape, scale=1.0 / epsilon))(keys)
-  return counts + lap
+  lap = jax.vmap(lambda k: noise.discrete_laplace(k, shape, scale=scale))(
+      keys)
+  return counts.astype(jnp.int32) + lap
 
 
 def votes(release: TreeEnsemble, x: ArrayLike) -> jax.Array:
