@@ -40,7 +40,27 @@ def _sgd(learning_rate, momentum, nesterov=False):
   _validate.finite(learning_rate=learning_rate)
   if momentum is not None:
     _validate.non_negative(momentum=momentum)
-  return optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
+  return _keep_state_dtypes(
+      optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov))
+
+
+def _keep_state_dtypes(tx: optax.GradientTransformation
+                       ) -> optax.GradientTransformation:
+  """``tx`` whose state keeps the dtypes ``init`` gave it.
+
+  The clipped, noised sum is float32 for bf16 parameters; optax's momentum
+  trace (initialized like the parameters) would otherwise turn float32
+  after one step, and a ``lax.scan`` over steps would refuse the carry.
+  """
+
+  def update_fn(updates, state, params=None):
+    updates, new_state = tx.update(updates, state, params)
+    return updates, jax.tree.map(
+        lambda new, old: new.astype(old.dtype)
+        if hasattr(new, 'astype') and hasattr(old, 'dtype') else new,
+        new_state, state)
+
+  return optax.GradientTransformation(tx.init, update_fn)
 
 
 def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
