@@ -24,6 +24,7 @@ Example:
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from dpjax import _validate
@@ -40,25 +41,25 @@ def _sgd(learning_rate, momentum, nesterov=False):
   _validate.finite(learning_rate=learning_rate)
   if momentum is not None:
     _validate.non_negative(momentum=momentum)
-  return _keep_state_dtypes(
+  return _in_param_dtypes(
       optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov))
 
 
-def _keep_state_dtypes(tx: optax.GradientTransformation
-                       ) -> optax.GradientTransformation:
-  """``tx`` whose state keeps the dtypes ``init`` gave it.
+def _in_param_dtypes(tx: optax.GradientTransformation
+                     ) -> optax.GradientTransformation:
+  """``tx`` on updates cast to the parameters' dtypes.
 
-  The clipped, noised sum is float32 for bf16 parameters; optax's momentum
-  trace (initialized like the parameters) would otherwise turn float32
-  after one step, and a ``lax.scan`` over steps would refuse the carry.
+  The clipped sum is float32 for bf16 parameters, and so is its noise; the
+  SGD step comes after the noise, so casting there is post-processing. It
+  keeps optax's momentum trace (initialized like the parameters) in its
+  dtype, as a ``lax.scan`` over steps and strict dtype promotion need.
   """
 
   def update_fn(updates, state, params=None):
-    updates, new_state = tx.update(updates, state, params)
-    return updates, jax.tree.map(
-        lambda new, old: new.astype(old.dtype)
-        if hasattr(new, 'astype') and hasattr(old, 'dtype') else new,
-        new_state, state)
+    if params is not None:
+      updates = jax.tree.map(lambda u, p: u.astype(jnp.result_type(p)),
+                             updates, params)
+    return tx.update(updates, state, params)
 
   return optax.GradientTransformation(tx.init, update_fn)
 
