@@ -378,7 +378,7 @@ def test_ghost_gather_is_finite_within_sensitivity_and_matches_vmap(case):
   a, b, exact = _gather_sums(params, batch, neighbour, mask, clip)
   tol = {jnp.float32: 1e-4, jnp.bfloat16: 2e-2}[dtype]
   for mode in params:
-    x, y = (np.asarray(s.grad_sum[mode], np.float64) for s in (a, b))
+    x, y = (np.asarray(s.grad_sum.value[mode], np.float64) for s in (a, b))
     assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
     # Replace one row: each table's sum moves by at most 2 C.
     assert np.linalg.norm(x - y) <= 2 * clip * (1 + tol) + 1e-6, mode
