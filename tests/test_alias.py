@@ -251,3 +251,21 @@ def test_a_sweep_gives_each_member_its_own_noise():
   # Per coordinate 2 (z_1 - z_2) ~ N(0, 8): far from the clipped sum.
   assert float(jnp.max(jnp.abs(from_split - exact))) > 1.0
   assert float(jnp.std(from_split - exact)) > 1.5
+
+
+def test_dpsgd_on_bf16_params_keeps_its_state_dtypes():
+  """The clipped sum of bf16 parameters is float32 (so is the noise); the
+  SGD step after the noise works in bf16 and its momentum trace stays bf16
+  (strict dtype promotion, as the tests run, refuses mixing them)."""
+  params = {'w': jnp.ones((3, 2), jnp.bfloat16)}
+  grads = {'w': jnp.ones((4, 3, 2), jnp.bfloat16)}
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, 4.0, key=jax.random.key(0), momentum=0.9)
+  state = tx.init(params)
+  updates, new_state = tx.update(grads, state, params, mask=jnp.ones(4, bool))
+  assert updates['w'].dtype == jnp.bfloat16
+  assert optax.apply_updates(params, updates)['w'].dtype == jnp.bfloat16
+  assert ([x.dtype for x in jax.tree.leaves(new_state)]
+          == [x.dtype for x in jax.tree.leaves(state)])
+  noise = transforms.add_dpsgd_noise(1.0, 1.0, key=jax.random.key(0))
+  summed = dpjax.clipping.clip_and_sum(grads, 1.0, jnp.ones(4, bool)).grad_sum
+  assert noise.update(summed, noise.init(params))[0]['w'].dtype == jnp.float32

@@ -3,7 +3,8 @@ finite output whose replace-one change stays within the stated sensitivity.
 
 Random shapes, dtypes (f32, bf16, f16, int32), NaN/inf positions, masks and
 hyperparameters; ghost clipping gets adversarial gather ids (out of range,
-negative, repeated, with opposite output gradients); the CompGD steps and the
+negative, repeated, with opposite output gradients) and sequence records
+whose positions cancel; the CompGD steps and the
 decentralized rounds also get misuse (no mask, no batch axis, a non-boolean
 or misshapen mask), which must raise a ValueError. Same key on both neighbours, so the noise cancels and the
 difference of the outputs is the difference of the clipped inputs.
@@ -405,7 +406,7 @@ def test_ghost_gather_is_finite_within_sensitivity_and_matches_vmap(case):
   a, b, exact = _gather_sums(params, batch, neighbour, mask, clip)
   tol = {jnp.float32: 1e-4, jnp.bfloat16: 2e-2}[dtype]
   for mode in params:
-    x, y = (np.asarray(s.grad_sum[mode], np.float64) for s in (a, b))
+    x, y = (np.asarray(s.grad_sum.value[mode], np.float64) for s in (a, b))
     assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
     # Replace one row: each table's sum moves by at most 2 C.
     assert np.linalg.norm(x - y) <= 2 * clip * (1 + tol) + 1e-6, mode
@@ -416,6 +417,72 @@ def test_ghost_gather_is_finite_within_sensitivity_and_matches_vmap(case):
     np.testing.assert_array_equal(np.isfinite(ghost_n), finite, err_msg=mode)
     np.testing.assert_allclose(ghost_n[finite], exact_n[finite], rtol=tol,
                                atol=1e-6, err_msg=mode)
+
+
+# --- ghost clipping on cancelling sequence records -------------------------
+
+ST, SK, SN = 3, 4, 4  # positions, inputs, outputs: T^2 <= K N, the Gram form
+
+
+def _seq_loss(params, example):
+  """A Dense layer on T positions (Gram form) and a conv with T output
+  positions (Gram form); the output gradient is the record's ``t``."""
+  seq, t = example['seq'], example['t']
+  img = seq[None, :, None, :]
+  y = jax.lax.conv_general_dilated(img, params['conv'], (1, 1), 'VALID',
+                                   dimension_numbers=('NHWC', 'HWIO', 'NHWC'))
+  return jnp.sum((seq @ params['dense']) * t) + jnp.sum(y[0, :, 0] * t)
+
+
+@st.composite
+def cancelling_case(draw):
+  """(batch, neighbour, mask, clip): records whose positions share one input
+  and carry output gradients that cancel up to a small perturbation."""
+  rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+
+  def rows(k):
+    a = rng.normal(size=(k, 1, SK)) * 10.0 ** rng.integers(-1, 3, (k, 1, 1))
+    seq = np.repeat(a, ST, axis=1)
+    big = rng.normal(size=(k, 1, SN)) * 10.0 ** rng.integers(2, 7, (k, 1, 1))
+    signs = np.array([1.0, -1.0] + [0.0] * (ST - 2))[None, :, None]
+    small = rng.normal(size=(k, ST, SN)) * 10.0 ** rng.integers(
+        -2, 3, (k, 1, 1))
+    return seq, big * signs + small
+
+  seq, t = rows(GB)
+  seq2, t2 = seq.copy(), t.copy()
+  row = rng.integers(GB)
+  seq2[row], t2[row] = (x[0] for x in rows(1))
+  batch = lambda s, x: {'seq': jnp.asarray(s, jnp.float32),
+                        't': jnp.asarray(x, jnp.float32)}
+  mask = jnp.asarray(rng.random(GB) < 0.8)
+  clip = float(10.0 ** draw(st.floats(-2, 2)))
+  return batch(seq, t), batch(seq2, t2), mask, clip
+
+
+@jax.jit
+def _seq_sums(params, batch, neighbour, mask, clip):
+  clips = jax.tree.map(lambda _: clip, params)
+  ghost = dpjax.clipped_grad_sum(_seq_loss, clips, 'ghost')
+  return ghost(params, batch, mask), ghost(params, neighbour, mask)
+
+
+@SETTINGS
+@hypothesis.given(case=cancelling_case())
+def test_ghost_cancelling_sequences_are_within_sensitivity(case):
+  batch, neighbour, mask, clip = case
+  params = {'dense': jnp.ones((SK, SN)), 'conv': jnp.ones((1, 1, SK, SN))}
+  a, b = _seq_sums(params, batch, neighbour, mask, clip)
+  for name in params:
+    x, y = (np.asarray(s.grad_sum.value[name], np.float64) for s in (a, b))
+    assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
+    # Replace one row: each layer's sum moves by at most 2 C.
+    assert np.linalg.norm(x - y) <= 2 * clip * (1 + 1e-4) + 1e-6, name
+    # The ghost norm bounds the record's exact gradient norm.
+    seq, t = (np.asarray(batch[k], np.float64) for k in ('seq', 't'))
+    exact = np.linalg.norm(np.einsum('btk,btn->bkn', seq, t).reshape(
+        len(seq), -1), axis=1)
+    assert np.all(np.asarray(a.norms[name]) >= exact * (1 - 1e-6)), name
 
 
 @SETTINGS

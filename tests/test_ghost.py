@@ -362,8 +362,10 @@ def test_huge_inputs_are_clipped_like_vmap(model, shape):
   for clip in (1.0, per_layer):
     exact, ghost = both(loss, clip, params, batch)
     assert int(dpjax.clipping.count_nonfinite(ghost.norms)) == 0
-    assert_same(ghost.grad_sum, exact.grad_sum, rtol=1e-5)
-    chex.assert_trees_all_close(ghost.norms, exact.norms, rtol=1e-5)
+    # Multi-position norms are certified upper bounds (``_ghost_norms``):
+    # above the exact ones by their rounding margin, a few 1e-5 here.
+    assert_same(ghost.grad_sum, exact.grad_sum, rtol=1e-4)
+    chex.assert_trees_all_close(ghost.norms, exact.norms, rtol=1e-4)
     assert float(np.max(jax.tree.leaves(ghost.norms)[-1])) > 1e24
 
 
@@ -592,8 +594,9 @@ def test_conv_layouts_strides_dilation_and_padding_match_vmap():
   assert dpjax.clipping.ghost_plan(loss, params, x)["['k']"].startswith('ghost conv')
   outs = both(loss, 0.3, params, x, coordinate_mask=random_mask(params),
               also_unmasked=True)
-  assert_same(outs[1], outs[0])
-  assert_same(outs[3], outs[2])
+  # Certified norms (``_ghost_norms``) exceed the exact by their margin.
+  assert_same(outs[1], outs[0], rtol=1e-4)
+  assert_same(outs[3], outs[2], rtol=1e-4)
 
 
 def test_ghost_dpsgd_step_with_the_existing_transforms():

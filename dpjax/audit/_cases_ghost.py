@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import clipping
+from dpjax.clipping import _clipped_sum
 from dpjax import transforms
 from dpjax.audit._cases import _epsilon
 from dpjax.audit._cases import _poisson_full
@@ -47,7 +48,8 @@ def _clamped_norm_sum(params, batch, mask, clip):
   real = clipping.per_example_grads(_embed_loss)(params, batch)['e']
   norms = jnp.sqrt(jnp.sum(jnp.square(clamped), axis=(1, 2)))
   weights = jnp.where(mask, jnp.minimum(1.0, clip / norms), 0.0)
-  return {'e': jnp.tensordot(weights, real, axes=1)}
+  # Wrapped as a clipped sum (it claims C), as the broken rule would be.
+  return _clipped_sum.make({'e': jnp.tensordot(weights, real, axes=1)}, clip)
 
 
 def dpsgd_ghost_gather_case() -> AuditCase:
@@ -80,7 +82,9 @@ def dpsgd_ghost_gather_case() -> AuditCase:
 
   tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=jax.random.key(0),
                         per_example=False)
-  _, state = tx.update(params, tx.init(params), params)
+  zero_sum = clipping.clip_and_sum(  # the noise takes only a clipped sum
+      jax.tree.map(lambda p: p[None], params), clip, jnp.ones(1, bool))
+  _, state = tx.update(zero_sum.grad_sum, tx.init(params), params)
   event, _ = transforms.dpsgd_step_event(state, _poisson_full(n))
   eps = _epsilon(event, DELTA, 'pld')
   case = AuditCase(

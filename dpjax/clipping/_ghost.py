@@ -109,14 +109,15 @@ class GhostGrads:
                     masks: Sequence[Any] | None = None) -> list[jax.Array]:
     """``m * sum_i w_i g_i`` per leaf over rows with ``valid`` (book-keeping).
 
-    Rows without ``valid`` contribute exactly zero, even if non-finite.
+    Rows without ``valid`` contribute exactly zero, even if non-finite. Each
+    sum is in float32 for a bf16 / f16 leaf (``_numerics.wide``).
     """
     plan = self._plan
     out = []
     for leaf, param in enumerate(self._params):
       w = weights[leaf]
       if leaf in plan.unused:
-        total = jnp.zeros(param.shape, param.dtype)
+        total = jnp.zeros(param.shape, _numerics.wide(param.dtype))
       elif leaf in plan.materialized:
         # A reduction of the scaled rows, not a dot with ``w``: XLA fuses it
         # (no masked copy of the per-example gradients), and for a bias the
@@ -126,7 +127,7 @@ class GhostGrads:
         rows = _ghost_rules.row_mask(valid, g)
         g = g.astype(_numerics.wide(g.dtype))
         total = jnp.sum(jnp.where(rows, g * w.astype(g.dtype).reshape(
-            rows.shape), 0), axis=0).astype(param.dtype)
+            rows.shape), 0), axis=0).astype(_numerics.wide(param.dtype))
       else:
         path = plan.leaf_of_tap[leaf]
         total = _ghost_rules.tap_weighted_sum(

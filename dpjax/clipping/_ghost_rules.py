@@ -36,9 +36,15 @@ mode, and dropped in fill mode and by plain ``table[ids]``, whose forward
 clamps it while its scatter drops it.
 
 Precision: norms, clip weights and book-keeping sums are computed in float32
-whatever the dtype of a leaf or of its view in the layer (bf16, f16); a sum
-is cast to the leaf's dtype last (and the clipping rule clips a leaf
-narrower than float32 to slightly less than C, ``_per_example``).
+whatever the dtype of a leaf or of its view in the layer (bf16, f16), and
+the sum is returned in float32 (``_numerics.wide`` of the leaf's dtype).
+Every contraction asks for ``precision=HIGHEST`` (no TF32 on GPUs). The
+multi-position Dense and conv norms are certified upper bounds under float32
+rounding (``_ghost_norms.py``: the Gram form can cancel to 0 for a large
+gradient). The other rules cannot cancel: one position is one outer product
+(norm |a||g|, a product of sums of squares), a bias is materialized and its
+norm is that of the gradient summed, and an embedding's norm is that of the
+per-row sums its book-keeping scatters (``_gather_per_row``).
 
 Overflow: the squared forms overflow float32 for a finite gradient of norm
 above about 1.8e19 (or when one factor's square does, e.g. ||a||^2 for
@@ -47,12 +53,12 @@ divided by per-example powers of two (exact), and the clipping rule uses it
 wherever the plain sum of squares is not finite (``_per_example``).
 
 Example:
-  >>> a = jnp.ones((2, 1, 3, 4))  # [B, H, T, K]: T = 3 positions
-  >>> g = jnp.ones((2, 1, 3, 5))  # [B, H, T, N]
-  >>> gram = _factored_sq_norm(a, g, None, gram=True)
-  >>> direct = _factored_sq_norm(a, g, None, gram=False)
-  >>> gram, bool(jnp.array_equal(gram, direct))
-  (Array([180., 180.], dtype=float32), True)
+  >>> w = jnp.ones((4, 5))
+  >>> loss = lambda w, x: jnp.sum(x @ w)  # x: [T, 4], T = 3 positions
+  >>> plan = _ghost_plan.make_plan(loss, w, jnp.ones((2, 3, 4)), 'per_example')
+  >>> tap, = plan.taps.values()
+  >>> describe(tap), _dims(tap)  # (H, T, K, N)
+  ('ghost dense (Gram, T=3)', (1, 3, 4, 5))
 """
 
 import math
@@ -63,9 +69,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import _numerics
+from dpjax.clipping import _ghost_norms
 from dpjax.clipping import _ghost_plan
 
-_HIGHEST = lax.Precision.HIGHEST
+_HIGHEST = _ghost_norms.HIGHEST
+# The ``precision`` parameter of a bound conv / dot primitive.
+_HIGHEST_PAIR = (_HIGHEST, _HIGHEST)
 
 
 def _dims(tap: _ghost_plan.Tap) -> tuple[int, int, int, int]:
@@ -97,7 +106,8 @@ def _use_gram(tap: _ghost_plan.Tap, masked: bool) -> bool:
   """Gram form iff it needs less memory per example than the direct form.
 
   Direct: the per-example weight gradient, K * N floats. Gram: T^2 inner
-  products (conv patches are never materialized, see ``_conv_gram_sq_norm``).
+  products (conv patches are never materialized, see
+  ``_ghost_norms.conv_gram_sq_norm``).
   A coordinate mask needs the direct form unless T = 1.
   """
   _, t, k, n = _dims(tap)
@@ -136,61 +146,6 @@ def _dot_factors(tap: _ghost_plan.Tap, a, g, m):
   return big_a.reshape(b, h, t, k), big_g.reshape(b, h, t, n), mask
 
 
-def _patch_slices(x, filter_shape, params) -> list[jax.Array]:
-  """The input slices that meet each kernel tap of a conv, for ONE input.
-
-  Args:
-    x: one conv input in the conv's lhs layout.
-    filter_shape: kernel spatial sizes in the order of ``rhs_spec[2:]``.
-    params: the conv equation's parameters.
-
-  Returns:
-    One [T, C] array per kernel offset (row-major over ``filter_shape``); T
-    runs over (batch, output positions). Stacked on a last axis and flattened
-    C-major they are ``lax.conv_general_dilated_patches`` (the im2col
-    matrix), which this never builds.
-  """
-  lhs_spec = params['dimension_numbers'].lhs_spec
-  strides, rhs_dil = params['window_strides'], params['rhs_dilation']
-  x = jnp.transpose(x, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))
-  pad = [(lo, hi, d - 1) for (lo, hi), d in zip(params['padding'],
-                                                params['lhs_dilation'])]
-  x = lax.pad(x, jnp.zeros((), x.dtype), [(0, 0, 0), *pad, (0, 0, 0)])
-  outs = [(x.shape[1 + i] - (k - 1) * d - 1) // s + 1
-          for i, (k, d, s) in enumerate(zip(filter_shape, rhs_dil, strides))]
-  slices = []
-  for offset in np.ndindex(*filter_shape):
-    start = [0] + [o * d for o, d in zip(offset, rhs_dil)] + [0]
-    limit = ([x.shape[0]] + [b + (n - 1) * s + 1 for b, n, s in
-                             zip(start[1:], outs, strides)] + [x.shape[-1]])
-    piece = lax.slice(x, start, limit, [1, *strides, 1])
-    slices.append(piece.reshape(-1, x.shape[-1]))
-  return slices
-
-
-def _conv_gram_sq_norm(tap: _ghost_plan.Tap, a, g) -> jax.Array:
-  """sum_{t,s} (p_t . p_s)(g_t . g_s) with p_t the patch at output t.
-
-  The patch Gram matrix is accumulated over kernel offsets,
-  ``sum_o X_o X_o^T``, so the T x K patches are never materialized.
-  """
-  params = tap.eqn.params
-  _, rhs_spec, out_spec = params['dimension_numbers']
-  kernel = tap.eqn.invars[tap.operand].aval.shape
-  filter_shape = tuple(kernel[d] for d in rhs_spec[2:])
-  slices = jax.vmap(lambda x: _patch_slices(x, filter_shape, params))(a)
-  aa = None
-  for piece in slices:
-    piece = piece.astype(jnp.float32)
-    term = jnp.einsum('btc,bsc->bts', piece, piece, precision=_HIGHEST)
-    aa = term if aa is None else aa + term
-  perm = [0] + [1 + d for d in (out_spec[0], *out_spec[2:], out_spec[1])]
-  big_g = jnp.transpose(g, perm).astype(jnp.float32)
-  big_g = big_g.reshape(g.shape[0], -1, big_g.shape[-1])
-  gg = jnp.einsum('btn,bsn->bts', big_g, big_g, precision=_HIGHEST)
-  return jnp.sum(aa * gg, axis=(1, 2))
-
-
 def _widen(x):
   """A bf16 / f16 array in float32 (``_numerics.wide``); others unchanged."""
   return x.astype(_numerics.wide(x.dtype))
@@ -204,11 +159,13 @@ def _view_struct(tap: _ghost_plan.Tap, dtype) -> jax.ShapeDtypeStruct:
 
 def _bind_view(tap: _ghost_plan.Tap, a_i, view):
   """The tapped equation on data ``a_i`` and view ``view``, in their dtype
-  (float32 where the layer computes in bf16: no rounding to bf16)."""
+  (float32 where the layer computes in bf16: no rounding to bf16), at
+  ``precision=HIGHEST`` (no TF32)."""
   ins = [a_i, view] if tap.operand == 1 else [view, a_i]
   if all(x.dtype == v.aval.dtype for x, v in zip(ins, tap.eqn.invars)):
-    return _ghost_plan.bind(tap.eqn, ins)[0]
-  return _ghost_plan.bind(tap.eqn, ins, preferred_element_type=None)[0]
+    return _ghost_plan.bind(tap.eqn, ins, precision=_HIGHEST_PAIR)[0]
+  return _ghost_plan.bind(tap.eqn, ins, preferred_element_type=None,
+                          precision=_HIGHEST_PAIR)[0]
 
 
 def _per_example_view_grads(tap: _ghost_plan.Tap, a, g):
@@ -222,27 +179,6 @@ def _per_example_view_grads(tap: _ghost_plan.Tap, a, g):
         g_i)[0]
 
   return jax.vmap(one)(a, g)
-
-
-def _factored_sq_norm(big_a, big_g, mask, gram: bool) -> jax.Array:
-  """||sum_t a_t^T g_t||^2 (times the coordinate mask) per example."""
-  big_a = big_a.astype(jnp.float32)
-  big_g = big_g.astype(jnp.float32)
-  if big_a.shape[2] == 1:  # T = 1: ||a||^2 ||g||^2, or (a^2)^T M^2 (g^2)
-    a, g = big_a[:, :, 0], big_g[:, :, 0]
-    if mask is None:
-      return jnp.sum(jnp.einsum('bhk,bhk->bh', a, a, precision=_HIGHEST)
-                     * jnp.einsum('bhn,bhn->bh', g, g, precision=_HIGHEST), -1)
-    return jnp.einsum('bhk,hkn,bhn->b', jnp.square(a), jnp.square(mask),
-                      jnp.square(g), precision=_HIGHEST)
-  if gram and mask is None:  # sum_{t,s} (a_t . a_s)(g_t . g_s)
-    aa = jnp.einsum('bhtk,bhsk->bhts', big_a, big_a, precision=_HIGHEST)
-    gg = jnp.einsum('bhtn,bhsn->bhts', big_g, big_g, precision=_HIGHEST)
-    return jnp.sum(aa * gg, axis=(1, 2, 3))
-  per = jnp.einsum('bhtk,bhtn->bhkn', big_a, big_g, precision=_HIGHEST)
-  if mask is not None:
-    per = per * mask
-  return jnp.sum(jnp.square(per), axis=(1, 2, 3))
 
 
 def _gather_rows(tap: _ghost_plan.Tap, idx):
@@ -337,13 +273,16 @@ def tap_sq_norm(tap: _ghost_plan.Tap, a, g, mask) -> jax.Array:
   gram = _use_gram(tap, mask is not None)
   if tap.kind == 'dot':
     big_a, big_g, big_mask = _dot_factors(tap, a, g, mask)
-    return _factored_sq_norm(big_a, big_g, big_mask, gram)
+    return _ghost_norms.factored_sq_norm(big_a, big_g, big_mask, gram)
   if gram:
-    return _conv_gram_sq_norm(tap, a, g)
+    return _ghost_norms.conv_gram_sq_norm(tap, a, g)
   per = _per_example_view_grads(tap, a, g).astype(jnp.float32)
+  mask_max = 1.0
   if mask is not None:
     per = per * mask
-  return jnp.sum(jnp.square(per), axis=tuple(range(1, per.ndim)))
+    mask_max = jnp.max(jnp.abs(mask))
+  n2 = jnp.sum(jnp.square(per), axis=tuple(range(1, per.ndim)))
+  return _ghost_norms.conv_direct_bound(tap, a, g, n2, mask_max)
 
 
 def _pow2(e: jax.Array) -> jax.Array:
@@ -395,9 +334,9 @@ def tap_norm(tap: _ghost_plan.Tap, a, g, mask) -> jax.Array:
 def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
   """Book-keeping: ``sum_i w_i G_i`` of a tapped leaf over ``valid`` rows.
 
-  Formed and summed in float32 where the layer's view or the leaf is bf16
-  (``w_i G_i`` then has the norm that ``tap_sq_norm`` measured, not one
-  rounded to bf16), then cast to the leaf's dtype.
+  Formed, summed and returned in float32 where the layer's view or the leaf
+  is bf16 (``w_i G_i`` then has the norm that ``tap_sq_norm`` measured, and
+  the batch sum is not rounded to bf16), at ``precision=HIGHEST``.
 
   Args:
     tap: the layer.
@@ -421,9 +360,10 @@ def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
       b, h, t, k = big_a.shape
       if h == 1:  # a plain matmul over rows (b, t): no batch dimension
         total = jnp.einsum('rk,rn->kn', big_a.reshape(b * t, k),
-                           big_g.reshape(b * t, -1))[None]
+                           big_g.reshape(b * t, -1), precision=_HIGHEST)[None]
       else:
-        total = jnp.einsum('bhtk,bhtn->hkn', big_a, big_g)
+        total = jnp.einsum('bhtk,bhtn->hkn', big_a, big_g,
+                           precision=_HIGHEST)
       _, vb, vc, vfree = _dot_view_dims(tap)
       order = (*vb, *vc, *vfree)
       total = total.reshape([view_aval.shape[d] for d in order])
@@ -474,7 +414,7 @@ def tap_weighted_sum(tap: _ghost_plan.Tap, param, a, g, w, valid):
       lambda p: _ghost_plan.replay(tap.chain, p, keep_dtype=True),
       _ghost_plan.shape_struct(jax.typeof(param).update(
           dtype=ct_view.dtype)))(ct_view)
-  return ct_param.astype(param.dtype)
+  return ct_param.astype(_numerics.wide(param.dtype))
 
 
 def describe(tap: _ghost_plan.Tap) -> str:

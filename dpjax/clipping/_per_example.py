@@ -15,9 +15,11 @@ Three rules keep the sum's sensitivity honest:
   the non-finite value, so callers can count drops with ``count_nonfinite``.
   That count depends on the data and is not privatized.
 * Norms, clip weights and the weighted sum are float32 for a leaf in bf16 or
-  f16, and such a leaf is clipped to C (1 - 2u), u its unit roundoff, so that
-  one example's contribution rounded to the leaf's dtype still has norm at
-  most C (``_rounding_margin``).
+  f16, and the sum is RETURNED in float32 (``_numerics.wide`` of the leaf's
+  dtype): rounding a batch sum to bf16 would move it by up to half an ulp of
+  the sum, far more than C for a sum of many records. The noise is then
+  added in float32; ``optax.apply_updates`` casts the update to the
+  parameter's dtype, post-processing that costs no privacy.
 
 ``clipped_grad_sum(..., method='ghost')`` gives the same clipped sum without
 materializing per-example gradients (``ghost_grads``, ``_ghost.py``); both
@@ -126,29 +128,13 @@ def _leaf_sq_norm(x: jax.Array) -> jax.Array:
 def _weighted_sum(g: jax.Array, weight: jax.Array, valid: jax.Array):
   """sum_i weight_i g_i over rows with ``valid``; other rows give exactly 0.
 
-  Weighted and summed in float32 for a narrower float ``g`` (bf16, f16),
-  then cast back to ``g``'s dtype.
+  Weighted, summed and returned in float32 for a narrower float ``g`` (bf16,
+  f16), at ``precision=HIGHEST`` (no TF32 on GPUs).
   """
-  dtype = g.dtype
   g = jnp.where(valid.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0)
-  g = g.astype(_numerics.wide(dtype))
-  return jnp.tensordot(weight.astype(g.dtype), g, axes=1).astype(dtype)
-
-
-def _rounding_margin(dtype) -> float:
-  """1 - 2u for a float dtype narrower than float32 (u = its unit roundoff,
-  2^-8 for bf16, 2^-11 for f16), else 1.
-
-  A contribution formed in float32 and rounded to nearest in ``dtype`` has
-  norm at most (1 + u) times its float32 norm (normal range): clipped to
-  C (1 - 2u) it stays at most C, with u to spare for float32 rounding.
-  """
-  if not jnp.issubdtype(dtype, jnp.floating):
-    return 1.0
-  info = jnp.finfo(dtype)
-  if info.nmant >= jnp.finfo(jnp.float32).nmant:
-    return 1.0
-  return 1.0 - 2.0 ** -info.nmant  # 1 - 2u, u = 2^-(nmant + 1)
+  g = g.astype(_numerics.wide(g.dtype))
+  return jnp.tensordot(weight.astype(g.dtype), g, axes=1,
+                       precision=jax.lax.Precision.HIGHEST)
 
 
 def _clip_weight(clip: Any, norm: jax.Array, valid: jax.Array) -> jax.Array:
@@ -218,8 +204,8 @@ def _clip_factored(sq_norms: list[jax.Array],
                    l2_norm_clip: Any, treedef: Any,
                    keep: jax.Array,
                    safe_norms: (list[jax.Array]
-                                | Callable[[], list[jax.Array]]) = None,
-                   dtypes: list[Any] | None = None) -> ClippedGradSum:
+                                | Callable[[], list[jax.Array]]) = None
+                   ) -> ClippedGradSum:
   """The clipping rule on per-leaf squared norms; shared by vmap and ghost.
 
   Args:
@@ -234,10 +220,6 @@ def _clip_factored(sq_norms: list[jax.Array],
       squared norms overflows); used where that sum overflows float32, so
       finite gradients are clipped, not dropped. Elsewhere the norm is
       exactly sqrt(sum of squared norms).
-    dtypes: per leaf, the dtype ``weighted_sums`` returns it in. A leaf in a
-      float narrower than float32 is clipped to C (1 - 2u)
-      (``_rounding_margin``), so that one example's contribution, rounded to
-      that dtype, still has float32 norm at most C.
   """
   clips, clip_def = jax.tree.flatten(l2_norm_clip)
   index_tree = jax.tree.unflatten(treedef, list(range(treedef.num_leaves)))
@@ -269,13 +251,9 @@ def _clip_factored(sq_norms: list[jax.Array],
     valid = valid & jnp.isfinite(n)
   weights = [None] * treedef.num_leaves
   for clip, norm, group in zip(clips, norms, groups):
-    by_margin = {}
+    weight = _clip_weight(clip, norm, valid)
     for i in group:
-      margin = 1.0 if dtypes is None else _rounding_margin(dtypes[i])
-      if margin not in by_margin:
-        by_margin[margin] = _clip_weight(
-            clip if margin == 1.0 else clip * margin, norm, valid)
-      weights[i] = by_margin[margin]
+      weights[i] = weight
   grad_sum = jax.tree.unflatten(treedef, weighted_sums(weights, valid))
   return ClippedGradSum(
       _clipped_sum.make(grad_sum, clipped_norm_bound(l2_norm_clip)),
@@ -312,8 +290,7 @@ def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
       lambda weights, valid: [_weighted_sum(g, w, valid)
                               for g, w in zip(leaves, weights)],
       l2_norm_clip, treedef, keep,
-      [_numerics.l2_norm(g, tuple(range(1, g.ndim))) for g in leaves],
-      [g.dtype for g in leaves])
+      [_numerics.l2_norm(g, tuple(range(1, g.ndim))) for g in leaves])
 
 
 def count_nonfinite(norms: PyTree,
@@ -415,7 +392,9 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
   def empty(params, mask):
     _keep(mask, 0)
     return ClippedGradSum(
-        _clipped_sum.make(jax.tree.map(jnp.zeros_like, params),
+        _clipped_sum.make(jax.tree.map(
+            lambda p: jnp.zeros(jnp.shape(p), _numerics.wide(
+                jnp.result_type(p))), params),
                           clipped_norm_bound(l2_norm_clip)),
         jax.tree.map(lambda _: jnp.zeros((0,), jnp.float32), l2_norm_clip))
 
@@ -444,7 +423,6 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
         grads.sq_norms(masks),
         lambda weights, valid: grads.weighted_sums(weights, valid, masks),
         l2_norm_clip, treedef, _keep(mask, grads.batch_size),
-        lambda: grads.norms(masks),
-        [jnp.result_type(p) for p in jax.tree.leaves(params)])
+        lambda: grads.norms(masks))
 
   return vmap_fn if method == 'vmap' else ghost_fn

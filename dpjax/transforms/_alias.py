@@ -24,6 +24,7 @@ Example:
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from dpjax import _validate
@@ -41,7 +42,27 @@ def _sgd(learning_rate, momentum, nesterov=False):
   _validate.finite(learning_rate=learning_rate)
   if momentum is not None:
     _validate.non_negative(momentum=momentum)
-  return optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
+  return _in_param_dtypes(
+      optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov))
+
+
+def _in_param_dtypes(tx: optax.GradientTransformation
+                     ) -> optax.GradientTransformation:
+  """``tx`` on updates cast to the parameters' dtypes.
+
+  The clipped sum is float32 for bf16 parameters, and so is its noise; the
+  SGD step comes after the noise, so casting there is post-processing. It
+  keeps optax's momentum trace (initialized like the parameters) in its
+  dtype, as a ``lax.scan`` over steps and strict dtype promotion need.
+  """
+
+  def update_fn(updates, state, params=None):
+    if params is not None:
+      updates = jax.tree.map(lambda u, p: u.astype(jnp.result_type(p)),
+                             updates, params)
+    return tx.update(updates, state, params)
+
+  return optax.GradientTransformation(tx.init, update_fn)
 
 
 NOISE_PATHS = ('float', 'exact')
