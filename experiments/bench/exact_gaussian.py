@@ -15,7 +15,7 @@ paths are timed round-robin so machine load hits them alike:
   (tight sampled Gaussian, RDP) against the exact event (discrete Gaussian
   with the rounding's sensitivity, general subsampled RDP bound).
 
-Run: ``python -m experiments.bench_exact_gaussian [--dims 10000 1000000]
+Run: ``python -m experiments bench exact_gaussian [--dims 10000 1000000]
 [--batch 32] [--repeats 5]``.
 """
 
@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 import dpjax
 from dpjax import transforms
-from experiments import bench
+from experiments.bench import timing
 
 
 def _timed(fn):
@@ -86,8 +86,8 @@ def epsilons(d, sigma, rate, steps):
 
 
 def parse_args(argv):
-  parser = bench.OneLineParser(
-      prog='python -m experiments.bench_exact_gaussian',
+  parser = timing.OneLineParser(
+      prog='python -m experiments bench exact_gaussian',
       description=__doc__.splitlines()[0])
   parser.add_argument('--dims', type=int, nargs='+',
                       default=[10_000, 1_000_000])
