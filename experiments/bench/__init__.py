@@ -12,40 +12,50 @@ import sys
 
 # name -> (module, one line, the arguments of its smallest setting)
 BENCHMARKS = {
-    'dpsgd': ('dpsgd', 'DP-SGD step of dpjax, optax, jax_privacy and Opacus '
-              'against the non-private step, default and no-YNNPACK-reduce '
-              'XLA settings; time, memory, plot',
-              ['--quick', '--no-plot', '--models', 'mlp-784-512-512-10',
-               '--batch-sizes', '64', '--out', 'results/bench-quick']),
-    'ynnpack_reduce': ('ynnpack_reduce', 'minimal reproducer: sum(axis=0) '
-                       'under the default XLA CPU flags vs YNNPACK reduce '
-                       'fusion off', ['--shape', '64', '784', '512']),
-    'ghost_memory': ('ghost_memory', 'compiled temp memory of ghost '
-                     'clipping vs non-private on the benchmark models',
-                     ['--batch-sizes', '8', '--models', 'mlp']),
-    'noise': ('noise', 'exact discrete Gaussian, FWHT and binomial noise '
-              'samplers', ['--draws', '10000', '--oracle-draws', '1000',
-               '--repeats', '2', '--warmup', '1', '--fwht-batch', '8']),
-    'exact_gaussian': ('exact_gaussian', 'exact vs float Gaussian path of '
-                       'DP-SGD', ['--dims', '1000', '--repeats', '2',
-                                        '--warmup', '1', '--steps', '10']),
-    'audit': ('audit', 'audit throughput and trials', ['--max-trials', '10000', '--keys', '1',
-                                         '--epsilons', '1.0']),
-    'seeds': ('seeds', 'S seeds of a training run at once vs one by one',
-              ['--model', 'mlp', '--seeds', '2', '--steps', '10',
-               '--repeats', '1']),
-    'distributed_dp': ('distributed_dp', 'distributed DP mechanisms, clients '
-                       'x dimension', ['--num-clients', '10', '--dimension',
-                                       '64', '--repeats', '2']),
-    'compgd': ('compgd', 'DP-CompGD step vs DP-GD', ['--dims', '100', '--repeats', '1',
-                                          '--solver-iterations', '5']),
-    'qdpsgd': ('qdpsgd', 'one jitted QDP-SGD round vs a Python loop',
-               ['--agents', '10', '--repeats', '1', '--loop-max', '10']),
-    'nonparametric': ('nonparametric', 'DP non-parametric classifiers vs '
-                      'sklearn', ['--n', '5000', '--n-test', '1000']),
-    'trees': ('trees', 'DP random trees vs sklearn', ['--n', '2000', '--trees', '5',
-                                                '--depth', '4', '--n-test',
-                                                '500']),
+    'dpsgd': (
+        'dpsgd', 'DP-SGD step of dpjax, optax, jax_privacy and Opacus against '
+        'the non-private step, default and no-YNNPACK-reduce XLA settings; '
+        'time, memory, plot',
+        ['--quick', '--no-plot', '--models', 'mlp-784-512-512-10',
+         '--batch-sizes', '64', '--out', 'results/bench-quick']),
+    'ynnpack_reduce': (
+        'ynnpack_reduce', 'minimal reproducer: sum(axis=0) under the default '
+        'XLA CPU flags vs YNNPACK reduce fusion off',
+        ['--shape', '64', '784', '512', '--repeats', '3']),
+    'ghost_memory': (
+        'ghost_memory', 'compiled temp memory of ghost clipping vs '
+        'non-private on the benchmark models',
+        ['--batch-sizes', '8', '--models', 'mlp']),
+    'noise': (
+        'noise', 'exact discrete Gaussian, FWHT and binomial noise samplers',
+        ['--draws', '10000', '--oracle-draws', '1000', '--repeats', '2',
+         '--warmup', '1', '--fwht-batch', '8']),
+    'exact_gaussian': (
+        'exact_gaussian', 'exact vs float Gaussian path of DP-SGD',
+        ['--dims', '1000', '--repeats', '2', '--warmup', '1', '--steps',
+         '10']),
+    'audit': (
+        'audit', 'audit throughput and trials',
+        ['--max-trials', '10000', '--keys', '1', '--epsilons', '1.0']),
+    'seeds': (
+        'seeds', 'S seeds of a training run at once vs one by one',
+        ['--model', 'mlp', '--seeds', '2', '--steps', '10', '--repeats',
+         '1']),
+    'distributed_dp': (
+        'distributed_dp', 'distributed DP mechanisms, clients x dimension',
+        ['--num-clients', '10', '--dimension', '64', '--repeats', '2']),
+    'compgd': (
+        'compgd', 'DP-CompGD step vs DP-GD',
+        ['--dims', '100', '--repeats', '1', '--solver-iterations', '5']),
+    'qdpsgd': (
+        'qdpsgd', 'one jitted QDP-SGD round vs a Python loop',
+        ['--agents', '10', '--repeats', '1', '--loop-max', '10']),
+    'nonparametric': (
+        'nonparametric', 'DP non-parametric classifiers vs sklearn',
+        ['--n', '5000', '--n-test', '1000']),
+    'trees': (
+        'trees', 'DP random trees vs sklearn',
+        ['--n', '2000', '--trees', '5', '--depth', '4', '--n-test', '500']),
 }
 PROG = 'python -m experiments bench'
 

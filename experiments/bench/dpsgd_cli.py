@@ -17,7 +17,7 @@ YNN_FLAG = '--xla_cpu_experimental_ynn_fusion_type'
 SETTINGS = {'default': '', 'no-ynn-reduce': f'{YNN_FLAG}=-reduce'}
 # experiments.bench.models.MODELS has these keys (a test checks).
 MODEL_NAMES = ('mlp-784-512-512-10', 'tb-mnist-cnn', 'transformer-128x4-seq32')
-# experiments.bench.dpsgd_steps.make_jax_steps's methods; non-private always runs.
+# dpsgd_steps.make_jax_steps's methods; non-private always runs.
 METHODS = ('noise', 'ghost', 'vmap', 'optax', 'jax_privacy')
 # Table rows per model when --batch-sizes is not given.
 TABLE_SIZES = {'mlp-784-512-512-10': (64, 256, 1024),

@@ -10,7 +10,7 @@ head transposes of the transformer).
 """
 
 import os
-from typing import Any, Callable
+from typing import Any
 import warnings
 
 import numpy as np

@@ -28,8 +28,6 @@ Run: ``python -m experiments bench ghost_memory [--batch-sizes 64 256 1024]
 """
 
 import argparse
-import statistics
-import time
 
 import flax.linen as nn
 import jax

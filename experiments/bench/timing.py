@@ -142,8 +142,9 @@ def interleaved(runners: dict[str, Callable[[], Any]], *, passes: int = 2,
   slow_methods = {m for m, t in last.items() if t > slow}
   per_round = (burst + 1) * sum(t for m, t in last.items()
                                 if m not in slow_methods)
+  fit = budget / max(per_round, 1e-9)
   rounds = max(-(-min_calls // burst),
-               min(repeats, int(budget / max(per_round, 1e-9))))
+               repeats if fit >= repeats else int(fit))
   times = {m: [[last[m]]] if m in slow_methods else [[] for _ in range(passes)]
            for m in runners}
   for p in range(passes):

@@ -2,9 +2,10 @@
 
 jaxlib 0.10's CPU backend hands reductions to YNNPACK by default; for a sum
 over the leading (batch) axis of a [B, ...] float32 array that can be far
-slower than XLA's own loop. ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=-reduce``
-turns the reduce fusion off (the workaround of jax-ml/jax#37465). XLA reads
-its flags once per process, so each setting runs in a child process; the
+slower than XLA's own loop.
+``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=-reduce`` turns the
+reduce fusion off (the workaround of jax-ml/jax#37465). XLA reads its flags
+once per process, so each setting runs in a child process; the
 settings alternate over ``--passes`` (A B A B ...) so that load drift hits
 them alike, and the children's results are checked to agree.
 
