@@ -8,6 +8,7 @@ this package imports neither JAX nor PyTorch.
 """
 
 import importlib
+from importlib import metadata
 import sys
 
 # name -> (module, one line, the arguments of its smallest setting)
@@ -74,12 +75,32 @@ def module(name: str):
   return importlib.import_module(f'experiments.bench.{BENCHMARKS[name][0]}')
 
 
+def _versions() -> dict[str, str]:
+  out = {}
+  for package in ('jax', 'jaxlib', 'numpy'):
+    try:
+      out[package] = metadata.version(package)
+    except metadata.PackageNotFoundError:
+      out[package] = 'not installed'
+  return out
+
+
 def run(name: str, argv: list[str]):
-  """Runs benchmark ``name`` with ``argv``."""
+  """Runs benchmark ``name`` with ``argv``, between header and load lines.
+
+  The DP-SGD benchmark writes its own header (one per XLA setting).
+  """
   mod = module(name)
   if name == 'dpsgd':
     return mod.main(argv, prog=f'{PROG} dpsgd')
-  return mod.main(argv)
+  if '-h' in argv or '--help' in argv:
+    return mod.main(argv)
+  from experiments.bench import timing  # pylint: disable=g-import-not-at-top
+  print(timing.header_line(timing.header(_versions())))
+  print(f'load average at start (1, 5, 15 min): {timing.load()}', flush=True)
+  out = mod.main(argv)
+  print(f'load average at end (1, 5, 15 min): {timing.load()}')
+  return out
 
 
 def main(argv: list[str]) -> int:

@@ -95,8 +95,7 @@ def main(argv=None):
                       help='timing rounds of 3 calls per method')
   args = parser.parse_args(argv)
   sizes = sorted(args.batch_sizes)
-  print(timing.header_line(timing.header({'jax': jax.__version__})))
-  print(f'load average {timing.load()}; temp = compiled temp bytes (MiB); '
+  print(f'jax {jax.__version__}; temp = compiled temp bytes (MiB); '
         'extra = (ghost - non-private temp) / parameter bytes; ms = median '
         'over interleaved calls [range of 2 pass medians, ! when they differ '
         'by > 25%]\n')
@@ -126,7 +125,6 @@ def main(argv=None):
       print(f'growth {name}: ghost {per("ghost"):,.0f} B/example, '
             f'non-private {per("non-private"):,.0f} B/example, ratio '
             f'{per("ghost") / max(per("non-private"), 1):.2f}')
-  print(f'load average at end {timing.load()}')
   return 0
 
 

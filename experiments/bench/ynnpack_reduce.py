@@ -13,7 +13,9 @@ The ops (``--ops``): ``sum0`` is ``x.sum(0)`` (as jax_privacy sums clipped
 per-example gradients); ``masked_weighted_sum0`` is ``jnp.sum(jnp.where(m,
 x * w, 0), axis=0)`` (dpjax's ghost sum of a materialized leaf and DP-CompGD's
 clipped sum); ``tensordot`` is ``jnp.tensordot(w, x, 1)``, the same weighted
-sum as a dot (dpjax's vmap path), for comparison.
+sum as a dot (dpjax's vmap path), for comparison; ``row_sq_norms`` is
+``jnp.sum(jnp.square(x), axis=(1, ...))``, the per-example squared norms of
+dpjax's vmap path (a reduction over the other axes).
 
 Standalone (needs only JAX): ``python experiments/bench/ynnpack_reduce.py
 --shape 64 784 512``, or ``python -m experiments bench ynnpack_reduce``.
@@ -30,7 +32,7 @@ import time
 
 FLAG = '--xla_cpu_experimental_ynn_fusion_type=-reduce'
 SETTINGS = {'default': '', 'no-ynn-reduce': FLAG}
-OPS = ('sum0', 'masked_weighted_sum0', 'tensordot')
+OPS = ('sum0', 'masked_weighted_sum0', 'tensordot', 'row_sq_norms')
 
 
 def child(shape, ops, repeats, warmup) -> dict:
@@ -45,7 +47,9 @@ def child(shape, ops, repeats, warmup) -> dict:
   fns = {'sum0': lambda x, w, m: x.sum(0),
          'masked_weighted_sum0': lambda x, w, m: jnp.sum(
              jnp.where(m[lead], x * w[lead], 0), axis=0),
-         'tensordot': lambda x, w, m: jnp.tensordot(jnp.where(m, w, 0), x, 1)}
+         'tensordot': lambda x, w, m: jnp.tensordot(jnp.where(m, w, 0), x, 1),
+         'row_sq_norms': lambda x, w, m: jnp.sum(
+             jnp.square(x), axis=tuple(range(1, x.ndim)))}
   out = {'jax': jax.__version__, 'xla_flags': os.environ.get('XLA_FLAGS', ''),
          'device': jax.devices()[0].device_kind, 'ms': {}, 'checksum': {}}
   for op in ops:
