@@ -44,7 +44,7 @@ BENCHMARKS = {
          '1']),
     'distributed_dp': (
         'distributed_dp', 'distributed DP mechanisms, clients x dimension',
-        ['--num-clients', '10', '--dimension', '64', '--repeats', '2']),
+        ['--num-clients', '100', '--dimension', '64', '--repeats', '2']),
     'compgd': (
         'compgd', 'DP-CompGD step vs DP-GD',
         ['--dims', '100', '--repeats', '1', '--solver-iterations', '5']),
