@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: reproduce test test-slow bench clean
+.PHONY: reproduce test test-slow bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,15 +46,20 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
-	$(PY) -m experiments bench --out results/bench
-	$(PY) -m experiments.bench_noise
-	$(PY) -m experiments.bench_seeds
-	$(PY) -m experiments.bench_qdpsgd
-	$(PY) -m experiments.bench_distributed_dp --num-clients 100 --dimension 4096
-	$(PY) -m experiments.bench_compgd --dims 100 10000
-	$(PY) -m experiments.bench_nonparametric
-	$(PY) -m experiments.bench_trees
-	$(PY) -m experiments.bench_audit
+	$(PY) -m experiments bench dpsgd --out results/bench
+	$(PY) -m experiments bench ynnpack_reduce
+	$(PY) -m experiments bench noise
+	$(PY) -m experiments bench seeds
+	$(PY) -m experiments bench qdpsgd
+	$(PY) -m experiments bench distributed_dp --num-clients 100 --dimension 4096
+	$(PY) -m experiments bench compgd --dims 100 10000
+	$(PY) -m experiments bench nonparametric
+	$(PY) -m experiments bench trees
+	$(PY) -m experiments bench audit
+
+# Every benchmark once at its smallest setting (checks they run; not timings).
+bench-quick: $(STAMP)
+	$(PY) -m experiments bench all --quick
 
 clean:
 	rm -rf $(VENV) results

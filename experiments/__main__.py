@@ -12,8 +12,12 @@
                                      # field of its Config (NAME --help)
   python -m experiments report DIR
   python -m experiments compare-results A B  # two results.json, field by field
-  python -m experiments bench [--quick] [--out DIR] [--models M ...] ...
-                                     # DP-SGD step benchmark (bench --help)
+  python -m experiments bench list     # the benchmarks
+  python -m experiments bench NAME [ARGS ...]  # one (NAME --help: its args)
+  python -m experiments bench all [--quick]    # every one (--quick: smallest)
+  python -m experiments bench dpsgd [--quick] [--out DIR] ...
+                                     # DP-SGD step benchmark; `bench --OPT`
+                                     # is `bench dpsgd --OPT`
 
 ``run all`` (quick mode) is the main job. A run writes
 ``DIR/NAME/results.json`` (every number with its epsilon, delta, dataset, seed
@@ -91,9 +95,9 @@ def _parser() -> argparse.ArgumentParser:
                  help='compare two results.json field by field (A B; '
                  'compare-results --help shows its options)')
   sub.add_parser('bench', add_help=False,
-                 help='DP-SGD step benchmark: time ratios and compiled memory '
-                 'against the non-private step, and a plot against B (bench '
-                 '--help shows its options)')
+                 help='benchmarks (bench list); bench dpsgd: DP-SGD steps '
+                 'against the non-private step, time ratios, compiled memory '
+                 'and a plot against B (bench dpsgd --help: its options)')
   return parser
 
 
@@ -203,9 +207,9 @@ def write_report(out: str) -> str:
     path = os.path.join(out, report_lib.REPORT_FILE)
   else:
     bench = os.path.join(out, 'bench', 'bench.md')
-    if os.path.exists(bench):  # `python -m experiments bench` wrote it here
+    if os.path.exists(bench):  # `python -m experiments bench dpsgd` wrote it
       with open(bench) as f:
-        sections.append('## bench (`python -m experiments bench`)\n\n' +
+        sections.append('## bench (`python -m experiments bench dpsgd`)\n\n' +
                         f.read().strip() + '\n\n![time and memory vs '
                         'batch size](bench/bench.png)\n')
     path = os.path.join(out, report_lib.COMBINED_REPORT_FILE)
@@ -247,12 +251,14 @@ def _wants_run_help(argv) -> bool:
 
 
 def _bench(argv) -> int:
-  """``bench``: options checked before JAX is imported."""
-  from experiments import bench_cli  # pylint: disable=g-import-not-at-top
-  _check_out(bench_cli.parse_args(argv).out)  # ValueError on bad input
+  """``bench NAME|all|list``; dpsgd's options checked before JAX loads."""
   from experiments import bench  # pylint: disable=g-import-not-at-top
-  bench.main(argv, prog='python -m experiments bench')
-  return 0
+  if argv and argv[0].startswith('-') and argv[0] not in ('-h', '--help'):
+    argv = ['dpsgd'] + list(argv)  # `bench --OPT` is `bench dpsgd --OPT`
+  if argv and argv[0] == 'dpsgd' and not {'-h', '--help'} & set(argv):
+    from experiments.bench import dpsgd_cli  # pylint: disable=g-import-not-at-top
+    _check_out(dpsgd_cli.parse_args(argv[1:]).out)  # ValueError on bad input
+  return bench.main(list(argv))
 
 
 def _converted(argv):

@@ -1,4 +1,4 @@
-"""`python -m experiments bench`: outputs of a tiny run, and bad options."""
+"""`python -m experiments bench dpsgd`: outputs of a tiny run, bad options."""
 
 import json
 import math
@@ -9,26 +9,33 @@ import sys
 import pytest
 
 from experiments import __main__ as cli
-from experiments import bench_cli
+from experiments import bench
+from experiments.bench import dpsgd_cli
 
 TINY = ['--models', 'mlp-784-512-512-10', '--batch-sizes', '2',
         '--plot-batch-sizes', '2', '--repeats', '1', '--burst', '1',
         '--min-calls', '1', '--warmup', '1', '--plot-calls', '1',
-        '--methods', 'ghost', '--no-baselines', '--quick']
+        '--methods', 'ghost', '--no-baselines', '--quick', '--passes', '2']
 
 
 @pytest.mark.slow  # compiles and times real steps: 15-60 s
 def test_bench_writes_json_table_and_plot_with_positive_ratios(tmp_path,
                                                                capsys):
   out = tmp_path / 'bench'
-  assert cli.main(['bench', '--out', str(out)] + TINY) == 0
+  assert cli.main(['bench', 'dpsgd', '--out', str(out),
+                   '--xla-settings', 'default'] + TINY) == 0
   assert {'bench.json', 'bench.md', 'bench.png'} <= set(os.listdir(out))
   with open(out / 'bench.png', 'rb') as f:
     assert f.read(8) == b'\x89PNG\r\n\x1a\n'
   with open(out / 'bench.json') as f:
     results = json.load(f)
   (row,) = results['rows']
-  assert (row['model'], row['batch_size']) == ('mlp-784-512-512-10', 2)
+  assert (row['model'], row['batch_size'], row['setting']) == (
+      'mlp-784-512-512-10', 2, 'default')
+  for stat in row['time'].values():  # 2 passes of 1 call: range = the calls
+    assert stat['passes'] == 2 and stat['lo'] <= stat['median'] <= stat['hi']
+    assert stat['disagree'] == (stat['hi'] > 1.25 * stat['lo'])
+  assert row['clip_error']['ghost'] == 0.0
   assert set(row['ratio']) == {'ghost'}
   for value in list(row['ratio'].values()) + list(row['ms'].values()):
     assert math.isfinite(value) and value > 0
@@ -41,15 +48,34 @@ def test_bench_writes_json_table_and_plot_with_positive_ratios(tmp_path,
              for p in results['plot_points'])
   with open(out / 'bench.md') as f:
     markdown = f.read()
-  assert '| mlp-784-512-512-10 | 669,706 | 2 |' in markdown
+  assert '| mlp-784-512-512-10 | 669,706 | 2 | default |' in markdown
+  assert 'JAX compute threads' in markdown and 'XLA_FLAGS=' in markdown
+  assert 'load average' in markdown
   assert 'skipped' in markdown  # the jax_privacy and Opacus columns
   assert results['table'] in capsys.readouterr().out
 
 
+@pytest.mark.slow  # two processes, one per XLA setting: 30-90 s
+def test_bench_runs_each_xla_setting_in_its_own_process(tmp_path):
+  out = tmp_path / 'bench'
+  assert cli.main(['bench', 'dpsgd', '--out', str(out), '--no-plot']
+                  + TINY) == 0
+  with open(out / 'bench.json') as f:
+    results = json.load(f)
+  assert [r['setting'] for r in results['rows']] == list(dpsgd_cli.SETTINGS)
+  for setting, head in results['headers'].items():
+    flag = dpsgd_cli.SETTINGS[setting]
+    assert (flag in head['xla_flags'].split()) == bool(flag)
+    assert (dpsgd_cli.YNN_FLAG in head['xla_flags']) == bool(flag)
+  for row in results['rows']:
+    assert set(row['ms']) == {'non-private', 'ghost'}
+    assert all(v > 0 for v in row['ms'].values())
+
+
 def test_bench_models_match_the_cli_names():
-  from experiments import bench  # pylint: disable=g-import-not-at-top
-  assert tuple(bench.MODELS) == bench_cli.MODEL_NAMES
-  assert set(bench_cli.TABLE_SIZES) == set(bench_cli.MODEL_NAMES)
+  from experiments.bench import models  # pylint: disable=g-import-not-at-top
+  assert tuple(models.MODELS) == dpsgd_cli.MODEL_NAMES
+  assert set(dpsgd_cli.TABLE_SIZES) == set(dpsgd_cli.MODEL_NAMES)
 
 
 @pytest.mark.parametrize('argv,message', [
@@ -61,9 +87,12 @@ def test_bench_models_match_the_cli_names():
     (['--min-calls', '0'], '--min-calls must be at least 1, got 0'),
     (['--time-budget', '-1'], '--time-budget must be > 0, got -1.0'),
     (['--batch-sizes', 'big'], "invalid int value: 'big'"),
+    (['--passes', '0'], '--passes must be at least 1, got 0'),
+    (['--xla-settings', 'fast'], "unknown XLA setting 'fast'"),
+    (['--xla-settings', 'default', 'default'], '--xla-settings repeats'),
 ])
 def test_bench_bad_options_exit_2_naming_the_value(argv, message, capsys):
-  assert cli.main(['bench'] + argv) == 2
+  assert cli.main(['bench', 'dpsgd'] + argv) == 2
   err = capsys.readouterr().err
   assert err.startswith('python -m experiments: error: ')
   assert message in err
@@ -71,7 +100,7 @@ def test_bench_bad_options_exit_2_naming_the_value(argv, message, capsys):
 
 def test_bench_bad_option_fails_fast_without_importing_jax():
   code = ('import sys; from experiments import __main__ as m; '
-          "rc = m.main(['bench', '--batch-sizes', '0']); "
+          "rc = m.main(['bench', 'dpsgd', '--batch-sizes', '0']); "
           "sys.exit(rc + 10 * ('jax' in sys.modules))")
   proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
                         text=True, check=False,
@@ -81,8 +110,48 @@ def test_bench_bad_option_fails_fast_without_importing_jax():
 
 
 def test_bench_module_entry_point_rejects_bad_input(capsys):
-  from experiments import bench  # pylint: disable=g-import-not-at-top
+  from experiments.bench import dpsgd  # pylint: disable=g-import-not-at-top
   with pytest.raises(SystemExit) as exit_info:
-    bench.main(['--models', 'resnet'])
+    dpsgd.main(['--models', 'resnet'])
   assert exit_info.value.code == 2
   assert "unknown model 'resnet'" in capsys.readouterr().err
+
+
+def test_bench_options_without_a_name_are_the_dpsgd_benchmark(capsys):
+  assert cli.main(['bench', '--batch-sizes', '0']) == 2
+  assert '--batch-sizes must be positive, got 0' in capsys.readouterr().err
+
+
+def test_bench_list_names_every_benchmark_without_importing_jax():
+  code = ('import sys; from experiments import __main__ as m; '
+          "rc = m.main(['bench', 'list']); "
+          "sys.exit(rc + 10 * ('jax' in sys.modules))")
+  proc = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                        text=True, check=False,
+                        cwd=os.path.dirname(os.path.dirname(__file__)))
+  assert proc.returncode == 0, proc.stderr
+  listed = [line.split()[0] for line in proc.stdout.splitlines()
+            if line.startswith('  ')]
+  assert listed == list(bench.BENCHMARKS)
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['nosuch'], "unknown benchmark 'nosuch'"),
+    (['all', '--full'], 'bench all takes only --quick'),
+])
+def test_bench_bad_name_exits_2(argv, message, capsys):
+  assert cli.main(['bench'] + argv) == 2
+  assert message in capsys.readouterr().err
+
+
+def test_every_benchmark_is_a_module_with_main_and_quick_args():
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  for name, (module, _, quick) in bench.BENCHMARKS.items():
+    spec = importlib.util.find_spec(f'experiments.bench.{module}')
+    assert spec is not None, name
+    with open(spec.origin) as f:
+      assert '\ndef main(argv' in f.read(), name
+    assert isinstance(quick, list) and '--help' not in quick
+  old = [f for f in os.listdir(os.path.dirname(bench.__file__) + '/..')
+         if f.startswith('bench') and f.endswith('.py')]
+  assert not old  # every benchmark lives in the package

@@ -271,7 +271,7 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
   run's ``dpjax`` chain (``_transform``): noise, the same mask again,
   normalization and SGD. The seeds (their keys are the mapped
   hyperparameters) run as one jitted program, ``jax.vmap``-ed or, with
-  ``seeds_as='map'``, as a ``jax.lax.map`` loop (``experiments.bench_seeds``
+  ``seeds_as='map'``, as a ``jax.lax.map`` loop (``experiments.bench.seeds``
   compares both with separate runs).
   Hyperparameters are traced arguments, so every run of a sweep with the
   same static settings and number of seeds shares one compilation.

@@ -1,15 +1,23 @@
-"""Options of the DP-SGD step benchmark (``python -m experiments bench``).
+"""Options of the DP-SGD step benchmark (``python -m experiments bench dpsgd``).
 
-Kept apart from ``experiments.bench`` so that ``--help`` and bad input are
-answered without importing JAX or PyTorch.
+Kept apart from ``experiments.bench.dpsgd`` so that ``--help`` and bad input
+are answered without importing JAX or PyTorch.
 """
 
 import argparse
 
 DEFAULT_OUT = 'results/bench'
-# experiments.bench.MODELS has these keys (a test checks).
+LR, CLIP, SIGMA = 0.1, 1.0, 1.1
+# A column's clipped sum must match dpjax's: max |diff| / max(1, max |dpjax|).
+TOL = 1e-5
+# Compiler settings: name -> the XLA flag it adds ('' for none). jaxlib 0.10's
+# CPU backend fuses reductions into YNNPACK by default; '-reduce' turns that
+# off (experiments.bench.ynnpack_reduce).
+YNN_FLAG = '--xla_cpu_experimental_ynn_fusion_type'
+SETTINGS = {'default': '', 'no-ynn-reduce': f'{YNN_FLAG}=-reduce'}
+# experiments.bench.models.MODELS has these keys (a test checks).
 MODEL_NAMES = ('mlp-784-512-512-10', 'tb-mnist-cnn', 'transformer-128x4-seq32')
-# experiments.bench.make_jax_steps's methods; non-private always runs.
+# dpsgd_steps.make_jax_steps's methods; non-private always runs.
 METHODS = ('noise', 'ghost', 'vmap', 'optax', 'jax_privacy')
 # Table rows per model when --batch-sizes is not given.
 TABLE_SIZES = {'mlp-784-512-512-10': (64, 256, 1024),
@@ -29,7 +37,27 @@ class _Parser(argparse.ArgumentParser):
     raise ArgumentError(message)
 
 
-def parser(prog: str = 'python -m experiments bench'
+def xla_flags(setting: str, env: str) -> str:
+  """``env`` (an XLA_FLAGS value) with its YNNPACK flag set as ``setting``'s."""
+  kept = [f for f in env.split() if not f.startswith(YNN_FLAG)]
+  return ' '.join(kept + ([SETTINGS[setting]] if SETTINGS[setting] else []))
+
+
+def strip_settings(argv: list[str]) -> list[str]:
+  """``argv`` without its --xla-settings values (a child gets one)."""
+  out, skipping = [], False
+  for a in argv:
+    if a == '--xla-settings' or a.startswith('--xla-settings='):
+      skipping = a == '--xla-settings'
+      continue
+    if skipping and not a.startswith('-'):
+      continue
+    skipping = False
+    out.append(a)
+  return out
+
+
+def parser(prog: str = 'python -m experiments bench dpsgd'
            ) -> argparse.ArgumentParser:
   """The benchmark's options."""
   p = _Parser(prog=prog, description='DP-SGD training steps (dpjax ghost and '
@@ -77,6 +105,16 @@ def parser(prog: str = 'python -m experiments bench'
                  metavar='METHOD', help='JAX methods besides non-private '
                  f'(default: all of {", ".join(METHODS)}); the plot draws '
                  'ghost and vmap when they are among them')
+  p.add_argument('--passes', type=int, default=2,
+                 help='independent timing passes; a cell gives the range of '
+                 'the pass medians and is flagged when they disagree by '
+                 'more than 25%% (default %(default)s)')
+  p.add_argument('--xla-settings', nargs='+', default=list(SETTINGS),
+                 metavar='SETTING', help='compiler settings, each run in '
+                 'its own process when its XLA_FLAGS differ from this '
+                 f'one\'s (default: all of {", ".join(SETTINGS)})')
+  p.add_argument('--child-json', help=argparse.SUPPRESS)
+  p.add_argument('--not-first', action='store_true', help=argparse.SUPPRESS)
   p.add_argument('--no-baselines', dest='baselines', action='store_false',
                  help='skip the jax_privacy and PyTorch/Opacus columns')
   return p
@@ -88,7 +126,7 @@ def _positive_ints(name, values):
       raise ArgumentError(f'{name} must be positive, got {v}')
 
 
-def parse_args(argv, prog: str = 'python -m experiments bench'
+def parse_args(argv, prog: str = 'python -m experiments bench dpsgd'
                ) -> argparse.Namespace:
   """Parsed and checked options; raises ArgumentError naming a bad value."""
   args = parser(prog).parse_args(argv)
@@ -100,6 +138,12 @@ def parse_args(argv, prog: str = 'python -m experiments bench'
     if method not in METHODS:
       raise ArgumentError(f'unknown method {method!r}; known: '
                           f'{", ".join(METHODS)}')
+  for setting in args.xla_settings:
+    if setting not in SETTINGS:
+      raise ArgumentError(f'unknown XLA setting {setting!r}; known: '
+                          f'{", ".join(SETTINGS)}')
+  if len(set(args.xla_settings)) != len(args.xla_settings):
+    raise ArgumentError('--xla-settings repeats a setting')
   if args.quick:
     args.repeats, args.warmup = 3, 1
     args.min_calls = min(args.min_calls, 9)
@@ -110,7 +154,8 @@ def parse_args(argv, prog: str = 'python -m experiments bench'
     args.plot_batch_sizes = list(QUICK_PLOT_SIZES if args.quick
                                  else PLOT_SIZES)
   _positive_ints('--plot-batch-sizes', args.plot_batch_sizes)
-  for name in ('repeats', 'burst', 'min_calls', 'warmup', 'plot_calls'):
+  for name in ('repeats', 'burst', 'min_calls', 'warmup', 'plot_calls',
+               'passes'):
     if getattr(args, name) < 1:
       raise ArgumentError(f"--{name.replace('_', '-')} must be at least 1, "
                           f'got {getattr(args, name)}')

@@ -15,7 +15,7 @@ Both are measured in the same run, medians over ``--repeats`` calls after a
 warmup call (compilation excluded and reported). The loop is timed at up to
 ``--loop-max`` agents and extrapolated linearly beyond (reported as such).
 
-Run: ``python -m experiments.bench_qdpsgd [--agents 10 100 1000]``.
+Run: ``python -m experiments bench qdpsgd [--agents 10 100 1000]``.
 """
 
 import argparse

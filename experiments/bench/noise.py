@@ -29,7 +29,7 @@ Rows, all measured in one run, medians over timed repeats after warmup calls
   p = a / 2^b costs b bits; a general p (b = 32) costs 32 bits per trial, as
   many as the per-trial sampler, so there the gain is only the popcount.
 
-Run: ``python -m experiments.bench_noise [--draws 1000000] [--repeats 5]
+Run: ``python -m experiments bench noise [--draws 1000000] [--repeats 5]
 [--sections gaussian fwht binomial]``.
 """
 
@@ -46,7 +46,7 @@ import numpy as np
 from scipy import linalg
 
 import dpjax
-from experiments import bench
+from experiments.bench import timing
 
 SIGMAS = (0.5, 3.0, 50.0, 1000.0, 10000.0)
 
@@ -188,7 +188,7 @@ SECTIONS = ('gaussian', 'fwht', 'binomial')
 
 
 def parse_args(argv):
-  parser = bench.OneLineParser(prog='python -m experiments.bench_noise',
+  parser = timing.OneLineParser(prog='python -m experiments bench noise',
                    description=__doc__.splitlines()[0])
   parser.add_argument('--draws', type=int, default=1_000_000,
                       help='dpjax draws per call')

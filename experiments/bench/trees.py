@@ -9,7 +9,7 @@ bounds, ``max_depth`` = depth) and scikit-learn's ``RandomForestClassifier``
 (not private, ``max_depth`` = depth, one core), all measured in the same run;
 ratios are against scikit-learn.
 
-Run: ``python -m experiments.bench_trees [--n 100000] [--d 16]
+Run: ``python -m experiments bench trees [--n 100000] [--d 16]
 [--trees 100] [--depth 10] [--n-test 10000]``.
 """
 

@@ -15,20 +15,19 @@ paths are timed round-robin so machine load hits them alike:
   (tight sampled Gaussian, RDP) against the exact event (discrete Gaussian
   with the rounding's sensitivity, general subsampled RDP bound).
 
-Run: ``python -m experiments.bench_exact_gaussian [--dims 10000 1000000]
+Run: ``python -m experiments bench exact_gaussian [--dims 10000 1000000]
 [--batch 32] [--repeats 5]``.
 """
 
-import os
-import statistics
 import time
 
 import jax
 import jax.numpy as jnp
 
 import dpjax
+from dpjax import clipping
 from dpjax import transforms
-from experiments import bench
+from experiments.bench import timing
 
 
 def _timed(fn):
@@ -37,12 +36,18 @@ def _timed(fn):
   return time.perf_counter() - start
 
 
+def _clipped_sum(row):
+  """``row`` as the clipped sum of one example (the noise steps take only
+  clipped sums)."""
+  return clipping.clip_and_sum(row[None], 1.0, jnp.ones((1,), bool)).grad_sum
+
+
 def _noise_steps(d, sigma):
   steps = {}
   for name, make in (('float', transforms.add_dpsgd_noise),
                      ('exact', transforms.add_exact_dpsgd_noise)):
     tx = make(1.0, sigma, key=jax.random.key(0))
-    x = jnp.full((d,), 1.0 / d**0.5, jnp.float32)
+    x = _clipped_sum(jnp.full((d,), 1.0 / d**0.5, jnp.float32))
     state = tx.init(None)
     steps[name] = (jax.jit(tx.update), (x, state))
   return steps
@@ -63,31 +68,31 @@ def _dpsgd_steps(d, batch, sigma):
 
 
 def time_pair(steps, repeats, warmup):
-  """{name: (median s, compile s)}, round-robin over the two paths."""
+  """{name: (timing.summarize stats in ms, compile s)}, interleaved.
+
+  The two paths take turns (``timing.interleaved``) in two passes.
+  """
   compile_s = {n: _timed(lambda f=f, a=a: f(*a)) for n, (f, a) in steps.items()}
-  for _ in range(warmup):
-    for f, a in steps.values():
-      jax.block_until_ready(f(*a))
-  times = {n: [] for n in steps}
-  for _ in range(repeats):
-    for n, (f, a) in steps.items():
-      times[n].append(_timed(lambda f=f, a=a: f(*a)))
-  return {n: (statistics.median(t), compile_s[n]) for n, t in times.items()}
+  runners = {n: (lambda f=f, a=a: jax.block_until_ready(f(*a)))
+             for n, (f, a) in steps.items()}
+  times, _ = timing.interleaved(runners, passes=timing.MIN_PASSES,
+                                repeats=repeats, warmup=warmup)
+  return {n: (timing.summarize(t), compile_s[n]) for n, t in times.items()}
 
 
 def epsilons(d, sigma, rate, steps):
   """(float epsilon, exact epsilon) of ``steps`` Poisson steps, delta 1e-5."""
   sampler = dpjax.PoissonSampler(100_000, rate)
   tx = transforms.add_exact_dpsgd_noise(1.0, sigma, key=jax.random.key(0))
-  _, state = tx.update(jnp.zeros((d,)), tx.init(None))
+  _, state = tx.update(_clipped_sum(jnp.zeros((d,))), tx.init(None))
   exact, _ = transforms.dpsgd_step_event(state, sampler)
   eps = lambda ev: float(dpjax.accounting.epsilon(ev, 1e-5, steps=steps))
   return eps(sampler.dp_event(sigma)), eps(exact)
 
 
 def parse_args(argv):
-  parser = bench.OneLineParser(
-      prog='python -m experiments.bench_exact_gaussian',
+  parser = timing.OneLineParser(
+      prog='python -m experiments bench exact_gaussian',
       description=__doc__.splitlines()[0])
   parser.add_argument('--dims', type=int, nargs='+',
                       default=[10_000, 1_000_000])
@@ -111,14 +116,11 @@ def parse_args(argv):
 
 def main(argv=None):
   args = parse_args(argv)
-  device = jax.devices()[0]
-  load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
-  print(f'jax {jax.__version__}, device {device.platform}: '
-        f'{device.device_kind}, {os.cpu_count()} CPU cores, load average '
-        f'{load:.2f} at start')
-  print(f'medians over {args.repeats} timed repeats after {args.warmup} '
-        f'warmup calls; noise multiplier {args.sigma}; ratio = exact / '
-        'float (same run)\n')
+  print(f'device {jax.devices()[0].device_kind}; medians over '
+        f'{timing.MIN_PASSES} passes x {args.repeats} interleaved calls '
+        f'[range of the pass medians; ! when they differ by more than '
+        f'{timing.DISAGREE:.0%}] after {args.warmup} warmup calls; noise '
+        f'multiplier {args.sigma}; ratio = exact / float (same run)\n')
   print('| row | d | float | exact | ratio | compile float / exact |')
   print('|---|---|---|---|---|---|')
   for d in args.dims:
@@ -128,8 +130,9 @@ def main(argv=None):
          _dpsgd_steps(d, args.batch, args.sigma))):
       t = time_pair(steps, args.repeats, args.warmup)
       (tf, cf), (te, ce) = t['float'], t['exact']
-      print(f'| {row} | {d:,} | {tf * 1e3:.2f} ms | {te * 1e3:.2f} ms | '
-            f'{te / tf:.1f}x | {cf:.1f} s / {ce:.1f} s |', flush=True)
+      print(f'| {row} | {d:,} | {timing.cell(tf)} ms | {timing.cell(te)} ms '
+            f"| {te['median'] / tf['median']:.1f}x | {cf:.1f} s / {ce:.1f} s "
+            '|', flush=True)
   print(f'\n| epsilon at delta 1e-5, {args.steps} steps, q={args.rate} | d | '
         'float | exact | ratio |')
   print('|---|---|---|---|---|')

@@ -8,7 +8,7 @@ compiled and (optionally) timed in the same run:
   ``optax.apply_updates`` (the floor every DP step pays);
 * ghost DP: ``dpjax.clipped_grad_sum(..., method='ghost')`` ->
   ``add_gaussian_noise`` -> ``normalize`` -> ``optax.sgd``, as
-  ``experiments.bench`` builds it.
+  ``experiments.bench.models`` builds it.
 
 Memory is the compiled executable's ``memory_analysis().temp_size_in_bytes``
 (deterministic on CPU). The table gives, per row, the ghost step's extra temp
@@ -19,35 +19,36 @@ medians over interleaved calls (the methods take turns, so machine load hits
 them alike), as ratios to the non-private step.
 
 Models: the 784-512-512-10 MLP, the Tramer & Boneh CNN and the transformer
-block of ``experiments.bench`` (token + position embedding,
+block of ``experiments.bench.models`` (token + position embedding,
 4-head self-attention, LayerNorm, a 4x MLP, mean pooling, a Dense head;
 T = 32 tokens, width 128).
 
-Run: ``python -m experiments.bench_ghost_memory [--batch-sizes 64 256 1024]
+Run: ``python -m experiments bench ghost_memory [--batch-sizes 64 256 1024]
 [--models mlp cnn transformer] [--time] [--rounds 20]``.
 """
 
 import argparse
-import statistics
-import time
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from experiments import bench
+from experiments.bench import dpsgd_steps
+from experiments.bench import models
+from experiments.bench import timing
 
-MODELS = {'mlp': bench.MLP, 'cnn': bench.CNN, 'transformer': bench.Transformer}
+MODELS = {'mlp': models.MLP, 'cnn': models.CNN,
+          'transformer': models.Transformer}
 
 
 def make_data(name: str, batch_size: int):
-  return bench.random_batch(name, batch_size, jax.random.key(1))
+  return models.random_batch(name, batch_size, jax.random.key(1))
 
 
 def make_steps(model: nn.Module, batch_size: int) -> dict:
   """name -> (optax transformation, step(params, state, batch, mask)): the
-  non-private, noise-only and ghost steps of ``experiments.bench``."""
-  steps = bench.make_jax_steps(model, batch_size,
+  non-private, noise-only and ghost steps of ``dpsgd_steps``."""
+  steps = dpsgd_steps.make_jax_steps(model, batch_size,
                                {'jax_privacy': 'not timed here'})
   return {m: steps[m] for m in ('non-private', 'noise', 'ghost')}
 
@@ -70,26 +71,19 @@ def measure(name: str, batch_size: int, rounds: int) -> dict:
           compiled(*carry[method], batch, mask))
 
     runners[method] = run
-  times = {m: [] for m in runners}
-  for _ in range(2 if rounds else 0):
-    for run in runners.values():
-      run()
-  for _ in range(rounds):
-    for method, run in runners.items():
-      run()  # untimed: re-warm after the previous method
-      for _ in range(3):
-        start = time.perf_counter()
-        run()
-        times[method].append(time.perf_counter() - start)
+  ms = {}
+  if rounds:  # interleaved, 2 passes (experiments.bench.timing)
+    times, _ = timing.interleaved(runners, passes=2, repeats=rounds,
+                                  warmup=2, burst=3)
+    ms = {m: timing.summarize(t) for m, t in times.items()}
   param_bytes = sum(p.size * p.dtype.itemsize
                     for p in jax.tree.leaves(params))
-  ms = {m: 1e3 * statistics.median(t) for m, t in times.items() if t}
   return {'temp': temp, 'ms': ms, 'param_bytes': param_bytes}
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(prog='python -m experiments.'
-                                   'bench_ghost_memory',
+  parser = argparse.ArgumentParser(prog='python -m experiments bench '
+                                   'ghost_memory',
                                    description=__doc__.splitlines()[0])
   parser.add_argument('--batch-sizes', type=int, nargs='+',
                       default=[64, 256, 1024])
@@ -101,9 +95,10 @@ def main(argv=None):
                       help='timing rounds of 3 calls per method')
   args = parser.parse_args(argv)
   sizes = sorted(args.batch_sizes)
-  print(f'jax {jax.__version__}; temp = compiled temp bytes (MiB); extra = '
-        '(ghost - non-private temp) / parameter bytes; ms ratios are '
-        'medians over interleaved calls\n')
+  print(f'jax {jax.__version__}; temp = compiled temp bytes (MiB); '
+        'extra = (ghost - non-private temp) / parameter bytes; ms = median '
+        'over interleaved calls [range of 2 pass medians, ! when they differ '
+        'by > 25%]\n')
   print('| model | params | B | np temp | noise temp | ghost temp | extra '
         '(x param bytes) | np ms | noise ms | ghost ms | ghost / np | '
         'noise / np |')
@@ -114,14 +109,15 @@ def main(argv=None):
       row = rows[b] = measure(name, b, args.rounds if args.time else 0)
       temp, ms, pb = row['temp'], row['ms'], row['param_bytes']
       mib = lambda m: f'{temp[m] / 2**20:.2f}'  # noqa: E731
-      timing = (['-'] * 5 if not ms else
-                [f"{ms['non-private']:.2f}", f"{ms['noise']:.2f}",
-                 f"{ms['ghost']:.2f}",
-                 f"{ms['ghost'] / ms['non-private']:.2f}x",
-                 f"{ms['noise'] / ms['non-private']:.2f}x"])
+      med = {m: v['median'] for m, v in ms.items()}
+      times = (['-'] * 5 if not ms else
+               [timing.cell(ms['non-private']), timing.cell(ms['noise']),
+                timing.cell(ms['ghost']),
+                f"{med['ghost'] / med['non-private']:.2f}x",
+                f"{med['noise'] / med['non-private']:.2f}x"])
       cells = [name, f'{pb // 4:,}', str(b), mib('non-private'), mib('noise'),
                mib('ghost'),
-               f"{(temp['ghost'] - temp['non-private']) / pb:.2f}", *timing]
+               f"{(temp['ghost'] - temp['non-private']) / pb:.2f}", *times]
       print('| ' + ' | '.join(cells) + ' |', flush=True)
     if len(sizes) > 1:
       lo, hi = rows[sizes[0]]['temp'], rows[sizes[-1]]['temp']

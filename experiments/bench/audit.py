@@ -17,7 +17,7 @@ Prints, in one run:
   bound varies from key to key), and the fewest trials on that ladder whose
   median bound is within 20% of the stated eps (lower bound >= 0.8 eps).
 
-Run: ``python -m experiments.bench_audit [--max-trials 10000000]
+Run: ``python -m experiments bench audit [--max-trials 10000000]
 [--dim 16] [--delta 1e-5]``.
 """
 

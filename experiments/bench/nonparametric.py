@@ -3,9 +3,10 @@
 n = 1e5 training points, d = 10, 1e4 test points (make_classification), one
 run each, eps = 2. Times include compilation for dpjax (first call) and a
 second, warm call. Ratios are against scikit-learn's brute-force kNN measured
-in the same run. Run: ``PYTHONPATH=. python experiments/bench_nonparametric.py``.
+in the same run. Run: ``python -m experiments bench nonparametric``.
 """
 
+import argparse
 import time
 
 import jax
@@ -22,7 +23,14 @@ def _timed(fn):
   return time.perf_counter() - start, out
 
 
-def main(n=100_000, d=10, n_test=10_000, eps=2.0):
+def main(argv=None):
+  p = argparse.ArgumentParser(prog='python -m experiments bench nonparametric')
+  p.add_argument('--n', type=int, default=100_000)
+  p.add_argument('--d', type=int, default=10)
+  p.add_argument('--n-test', type=int, default=10_000)
+  p.add_argument('--epsilon', type=float, default=2.0)
+  args = p.parse_args(argv)
+  n, d, n_test, eps = args.n, args.d, args.n_test, args.epsilon
   x, y = datasets.make_classification(n + n_test, d, random_state=0)
   x, xt, y, yt = x[:n], x[n:], y[:n], y[n:]
   bounds = (np.minimum(x.min(0), xt.min(0)), np.maximum(x.max(0), xt.max(0)))

@@ -16,8 +16,8 @@ separately, each call followed by ``jax.block_until_ready``):
 
 Ratios are per-round times over cpSGD's in this run.
 
-Run (small): ``python -m experiments.bench_distributed_dp``; the issue's
-size: ``python -m experiments.bench_distributed_dp --num-clients 1000
+Run (small): ``python -m experiments bench distributed_dp``; the issue's
+size: ``python -m experiments bench distributed_dp --num-clients 1000
 --dimension 65536`` (several GB of memory for the vmapped messages).
 """
 

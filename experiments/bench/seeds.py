@@ -7,7 +7,7 @@ one program that loops over them with ``jax.lax.map``, and S separate
 single-seed runs (the baseline). Times exclude compilation (a warmup round
 compiles every variant). Prints each time and its ratio to the baseline.
 
-Run: ``python -m experiments.bench_seeds [--model cnn|mlp] [--seeds 3]
+Run: ``python -m experiments bench seeds [--model cnn|mlp] [--seeds 3]
 [--steps 150] [--repeats 3]``.
 """
 

@@ -15,7 +15,7 @@ blocked Phi at d = 10^6, m = 10^5 is 10^11 entries per product and about
 2 (solver_iterations + 25) products per step); a dense Phi above
 ``--max-dense-gb`` is not even compiled (its size is printed).
 
-Run: ``python -m experiments.bench_compgd [--dims 100 10000 1000000]
+Run: ``python -m experiments bench compgd [--dims 100 10000 1000000]
 [--batch 32] [--block-size 4096] [--solver-iterations 50] [--repeats 3]``.
 """
 
@@ -65,7 +65,7 @@ def _fmt_bytes(b):
 
 
 def main(argv=None) -> None:
-  p = argparse.ArgumentParser(prog='python -m experiments.bench_compgd')
+  p = argparse.ArgumentParser(prog='python -m experiments bench compgd')
   p.add_argument('--dims', type=int, nargs='+', default=[100, 10_000,
                                                          1_000_000])
   p.add_argument('--batch', type=int, default=32)
