@@ -1,6 +1,7 @@
 """The cpSGD experiments: configuration checks, helpers, claim logic, a tiny
 run of each."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -8,6 +9,8 @@ import pytest
 
 from experiments import cpsgd_dme
 from experiments import cpsgd_mechanisms
+from experiments import registry
+from experiments.common import flags
 from experiments.common import report as report_lib
 from experiments.cpsgd_dme import _claims as dme_claims
 from experiments.cpsgd_dme import _privacy as dme_privacy
@@ -262,3 +265,16 @@ def test_dme_tiny_run_and_report(tmp_path):
   assert claims[0].startswith('rotation lowers the MSE of spread vectors')
   assert all(c['n'] == cfg.num_seeds for c in results['claims'])
   assert '| Verdict |' in text and '**yes**' not in text
+
+
+# ------------------------------------------------------------------- flags
+
+
+@pytest.mark.parametrize('name', ['cpsgd_mechanisms', 'cpsgd_dme',
+                                  'cpsgd_training', 'distributed_dp'])
+def test_every_setting_is_a_flag(name):
+  cls = registry.get(name).config
+  text = flags.parser(cls).format_help()
+  for f in dataclasses.fields(cls):
+    if f.name != 'mode':
+      assert '--' + f.name.replace('_', '-') in text, (name, f.name)

@@ -14,6 +14,7 @@ from dpjax import distributed as dist
 from experiments import cpsgd_training as exp
 from experiments.common import claims as claims_lib
 from experiments.common import federated
+from experiments.common import flags
 from experiments.common import report as report_lib
 from experiments.common import verdict as verdict_lib
 from experiments.cpsgd_training import _claims
@@ -33,6 +34,12 @@ def test_config_modes_and_overrides():
   assert (cfg.seed, cfg.delta, cfg.dataset, cfg.rounds) == (
       3, 1e-6, 'digits', 7)
   assert _privacy.round_delta(cfg) == pytest.approx(1e-6 / 14)
+
+
+def test_unrotated_pairs_come_flattened_from_the_command_line():
+  mode, given = flags.parse(exp.Config, ['--full', '--unrotated', '4', '64'])
+  cfg = exp.EXPERIMENT.configure(mode, **given)
+  assert cfg.unrotated_pairs == [(4, 64)] and cfg.rounds == 200
 
 
 @pytest.mark.parametrize('overrides, match', [
