@@ -25,11 +25,11 @@ class Config(config.Config):
       num_seeds=10)}
 
   num_seeds: int = setting(5, 'seeds, trained as one vmapped program', ge=1)
+  rounds: int = setting(60, 'training rounds', ge=1)
   dataset: str = setting('digits', 'a classification dataset (see list)')
   allow_fallback: bool = setting(
       False, 'run digits when a tfds set is not prepared (the report says '
       'so)')
-  rounds: int = setting(60, 'training rounds', ge=1)
   levels: tuple[int, ...] = setting((2, 4, 16), 'quantization levels k '
                                     '(rotated)', ge=2)
   trials: tuple[int, ...] = setting((32, 128, 512), 'Binomial trials m '
