@@ -1,6 +1,7 @@
 """The cpSGD experiments: configuration checks, helpers, claim logic, a tiny
 run of each."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -8,8 +9,13 @@ import pytest
 
 from experiments import cpsgd_dme
 from experiments import cpsgd_mechanisms
+from experiments import registry
+from experiments.common import flags
 from experiments.common import report as report_lib
 from experiments.cpsgd_dme import _claims as dme_claims
+from experiments.cpsgd_dme import _privacy as dme_privacy
+from experiments.cpsgd_dme import _run as dme_run
+from experiments.cpsgd_mechanisms import _claims as mechanisms_claims
 from experiments.cpsgd_mechanisms import _run as mechanisms_run
 
 # ------------------------------------------------------------ configuration
@@ -17,14 +23,15 @@ from experiments.cpsgd_mechanisms import _run as mechanisms_run
 
 @pytest.mark.parametrize('module', [cpsgd_mechanisms, cpsgd_dme])
 def test_config_records_cli_options_and_refuses_a_dataset(module):
-  cfg = module.config('quick', epsilons=[2.0, 1.0, 2.0], delta=1e-6, seed=3)
-  assert cfg['epsilons'] == [1.0, 2.0]
-  assert (cfg['delta'], cfg['seed'], cfg['mode']) == (1e-6, 3, 'quick')
-  assert module.config('full')['mode'] == 'full'
+  exp = module.EXPERIMENT
+  cfg = exp.configure('quick', epsilons=[2.0, 1.0, 2.0], delta=1e-6, seed=3)
+  assert cfg.epsilons == (1.0, 2.0)
+  assert (cfg.delta, cfg.seed, cfg.mode) == (1e-6, 3, 'quick')
+  assert exp.configure('full').mode == 'full'
   with pytest.raises(ValueError, match='drop --dataset'):
-    module.config('quick', dataset='digits')
+    exp.configure('quick', dataset='digits')
   with pytest.raises(ValueError, match='unknown mode'):
-    module.config('medium')
+    exp.configure('medium')
 
 
 @pytest.mark.parametrize('overrides, match', [
@@ -40,12 +47,14 @@ def test_config_records_cli_options_and_refuses_a_dataset(module):
 ])
 def test_mechanisms_config_rejects_bad_values(overrides, match):
   with pytest.raises(ValueError, match=match):
-    cpsgd_mechanisms.config('quick', **overrides)
+    cpsgd_mechanisms.Config.preset('quick', **overrides)
 
 
 def test_mechanisms_epsilon_override_keeps_a_validation_point():
-  cfg = cpsgd_mechanisms.config('quick', epsilons=[3.0, 5.0])
-  assert cfg['validate_epsilons'] == [5.0]
+  cfg = cpsgd_mechanisms.Config.preset('quick', epsilons=[3.0, 5.0])
+  assert cfg.validate_epsilons == (5.0,)
+  full = cpsgd_mechanisms.Config.preset('full', epsilons=[0.5, 2.0, 4.0])
+  assert full.validate_epsilons == (0.5, 4.0)  # the preset's, where swept
 
 
 @pytest.mark.parametrize('overrides, match', [
@@ -62,38 +71,38 @@ def test_mechanisms_epsilon_override_keeps_a_validation_point():
 ])
 def test_dme_config_rejects_bad_values(overrides, match):
   with pytest.raises(ValueError, match=match):
-    cpsgd_dme.config('quick', **overrides)
+    cpsgd_dme.Config.preset('quick', **overrides)
 
 
 # ----------------------------------------------------------------- helpers
 
 
 def test_dme_trials_for_epsilon_and_condition_failure():
-  cfg = cpsgd_dme.config('quick', num_clients=10, dimension=16)
-  m = cpsgd_dme.trials_for_epsilon(cfg, 'rotate', 4, 4.0)
-  eps = lambda m: cpsgd_dme.round_epsilon(
-      cfg, cpsgd_dme.make_protocol(cfg, 'rotate', 4, m))
+  cfg = cpsgd_dme.Config(num_clients=10, dimension=16)
+  m = dme_privacy.trials_for_epsilon(cfg, 'rotate', 4, 4.0)
+  eps = lambda m: dme_privacy.round_epsilon(
+      cfg, dme_privacy.make_protocol(cfg, 'rotate', 4, m))
   assert eps(m) <= 4.0 and (eps(m - 1) is None or eps(m - 1) > 4.0)
   assert eps(1) is None  # n m p (1-p) below Theorem 1's condition
   with pytest.raises(ValueError, match='unreachable'):
-    cpsgd_dme.trials_for_epsilon(cfg, 'none', 2, 1e-5)
+    dme_privacy.trials_for_epsilon(cfg, 'none', 2, 1e-5)
 
 
 def test_dme_inputs_are_unit_vectors_and_seeded():
-  cfg = cpsgd_dme.config('quick', num_clients=5, dimension=32, spikes=3)
-  a, b = cpsgd_dme.make_inputs(cfg), cpsgd_dme.make_inputs(cfg)
+  cfg = cpsgd_dme.Config(num_clients=5, dimension=32, spikes=3)
+  a, b = dme_run.make_inputs(cfg), dme_run.make_inputs(cfg)
   for name in ('spread', 'spiky'):
     np.testing.assert_array_equal(a[name], b[name])
     np.testing.assert_allclose(np.linalg.norm(a[name], axis=1), 1, rtol=1e-6)
   assert np.all(np.sum(a['spiky'] != 0, axis=1) == 3)
-  other = cpsgd_dme.make_inputs(cfg, seed=cfg['seed'] + 1)  # a seed's own data
+  other = dme_run.make_inputs(cfg, seed=cfg.seed + 1)  # a seed's own data
   assert not np.array_equal(a['spread'], other['spread'])
 
 
 def test_quick_modes_run_at_least_three_seeds_and_full_ten():
   for module in (cpsgd_mechanisms, cpsgd_dme):
-    assert module.config('quick')['num_seeds'] >= 3
-    assert module.config('full')['num_seeds'] >= 10
+    assert module.Config.preset('quick').num_seeds >= 3
+    assert module.Config.preset('full').num_seeds >= 10
 
 
 # ------------------------------------------------------------ claim logic
@@ -110,10 +119,11 @@ def _point(formula, per_seed):
 ])
 def test_mechanisms_sampling_claim_takes_the_worst_point_per_seed(scale,
                                                                   verdict):
-  cfg = cpsgd_mechanisms.config('quick', num_seeds=4)
+  cfg = cpsgd_mechanisms.Config(num_seeds=4)
   good = _point(10.0, [10.0, 10.05, 9.95, 10.0])
   tested = _point(2.0, [2.0 * x for x in scale])
-  [c] = mechanisms_run.claims(cfg, [good, tested])
+  [c] = mechanisms_claims.claims(dict(validation=[good, tested]),
+                                 cfg).verdicts()
   np.testing.assert_allclose(c['per_seed'], np.abs(np.asarray(scale) - 1))
   assert (c['verdict'], c['n'], c['threshold']) == (verdict, 4, 0.1)
   assert c['direction'] == 'lower is better'
@@ -144,7 +154,7 @@ def _dme_row(variant, levels, name, mse, validation=None, test=None,
 
 
 def test_dme_best_setting_is_chosen_on_validation_and_scored_on_test():
-  cfg = cpsgd_dme.config('quick', inputs=['spiky'], num_seeds=3)
+  cfg = cpsgd_dme.Config(inputs=['spiky'], num_seeds=3)
   # k=4 looks best on validation; k=8 would be best on test (best-of-k
   # bias): the claim must score k=4's test MSE.
   rows = [_dme_row('rotate', 4, 'spiky', [4.0] * 3, validation=[3.0] * 3,
@@ -153,7 +163,8 @@ def test_dme_best_setting_is_chosen_on_validation_and_scored_on_test():
                    test=[2.0, 2.0, 2.0])]
   gauss = [dict(input='spiky', target_epsilon=1.0, expected=2.0,
                 per_seed=dict(mse=[2.0, 2.0, 2.0]))]
-  claims = dme_claims.claims(cfg, rows, gauss)
+  claims = dme_claims.claims(dict(rows=rows, gaussian=gauss),
+                             cfg).verdicts()
   best = claims[-1]
   assert best['chosen'] == ['rotate k=4'] * 3
   np.testing.assert_allclose(best['per_seed'], [2.05, 2.1, 2.0])
@@ -165,12 +176,13 @@ def test_dme_best_setting_is_chosen_on_validation_and_scored_on_test():
 
 
 def test_dme_rotation_claim_takes_the_smallest_gain_over_k():
-  cfg = cpsgd_dme.config('quick', inputs=['spiky'], num_seeds=3)
+  cfg = cpsgd_dme.Config(inputs=['spiky'], num_seeds=3)
   rows = [_dme_row('none', 2, 'spiky', [10.0, 11.0, 10.5]),
           _dme_row('rotate', 2, 'spiky', [2.0, 2.1, 2.0]),
           _dme_row('none', 4, 'spiky', [5.0, 5.0, 5.0]),
           _dme_row('rotate', 4, 'spiky', [4.0, 5.5, 4.5])]
-  rotation = dme_claims.claims(cfg, rows, [])[0]
+  rotation = dme_claims.claims(dict(rows=rows, gaussian=[]),
+                               cfg).verdicts()[0]
   np.testing.assert_allclose(rotation['per_seed'], [1.25, 5 / 5.5, 5 / 4.5])
   assert rotation['verdict'] == 'inconclusive'
   assert rotation['claim'].startswith('rotation lowers the MSE of spiky')
@@ -190,16 +202,16 @@ def test_dme_bound_is_an_exact_check():
 
 def _run_and_report(module, cfg, tmp_path):
   out = str(tmp_path)
-  results = module.run(cfg, out, progress=False)
+  results = module.EXPERIMENT.results(cfg, out, progress=False)
   report_lib.write_results(out, results)
-  text = module.report(report_lib.read_results(out), out)
+  text = module.EXPERIMENT.report(report_lib.read_results(out), out)
   assert text.startswith(f'## {module.NAME} (quick)')
-  assert results['config'] == cfg and results['seed'] == cfg['seed']
+  assert results['config'] == cfg.to_dict() and results['seeds'] == cfg.seeds
   return results, text
 
 
 def test_mechanisms_tiny_run_and_report(tmp_path):
-  cfg = cpsgd_mechanisms.config('quick', epsilons=[2.0], dims=[1],
+  cfg = cpsgd_mechanisms.Config(epsilons=[2.0], dims=[1],
                                 scale_denominators=[1, 4], samples=400)
   results, text = _run_and_report(cpsgd_mechanisms, cfg, tmp_path)
   rows = results['rows']
@@ -212,7 +224,7 @@ def test_mechanisms_tiny_run_and_report(tmp_path):
     assert e['exact_epsilon'] < e['epsilon']
     assert e['num_trials_exact'] <= e['num_trials']
   assert len(results['validation']) == 2  # validate_epsilons became [2.0]
-  seeds = cfg['num_seeds']
+  seeds = cfg.num_seeds
   for v in results['validation']:
     assert len(v['per_seed']) == seeds and 0.7 < v['ratio'] < 1.3
   assert results['seeds'] == list(range(seeds))
@@ -228,7 +240,7 @@ def test_mechanisms_tiny_run_and_report(tmp_path):
 def test_dme_tiny_run_and_report(tmp_path):
   # d = 64: the rotated X_max (0.76) is below D, and one spike of size 1
   # per client is clamped without rotation.
-  cfg = cpsgd_dme.config('quick', num_clients=10, dimension=64, levels=[4],
+  cfg = cpsgd_dme.Config(num_clients=10, dimension=64, levels=[4],
                          epsilons=[4.0], clamp_levels=[4], reps=2, spikes=1,
                          num_seeds=3)
   results, text = _run_and_report(cpsgd_dme, cfg, tmp_path)
@@ -245,11 +257,24 @@ def test_dme_tiny_run_and_report(tmp_path):
   assert clamp['spiky']['bias_sq'] > 0
   assert [g['bits_per_coordinate'] for g in results['gaussian']] == [32, 32]
   for r in rows + results['gaussian']:
-    assert len(r['per_seed']['mse']) == cfg['num_seeds']
+    assert len(r['per_seed']['mse']) == cfg.num_seeds
   assert (tmp_path / 'mse_vs_bits.png').stat().st_size > 0
   assert all(c['passed'] for c in results['exact_checks'])
   claims = [c['claim'] for c in results['claims']]
   assert len(claims) == 5  # rotation x 2 inputs, match, best vs Gaussian x 2
   assert claims[0].startswith('rotation lowers the MSE of spread vectors')
-  assert all(c['n'] == cfg['num_seeds'] for c in results['claims'])
+  assert all(c['n'] == cfg.num_seeds for c in results['claims'])
   assert '| Verdict |' in text and '**yes**' not in text
+
+
+# ------------------------------------------------------------------- flags
+
+
+@pytest.mark.parametrize('name', ['cpsgd_mechanisms', 'cpsgd_dme',
+                                  'cpsgd_training', 'distributed_dp'])
+def test_every_setting_is_a_flag(name):
+  cls = registry.get(name).config
+  text = flags.parser(cls).format_help()
+  for f in dataclasses.fields(cls):
+    if f.name != 'mode':
+      assert '--' + f.name.replace('_', '-') in text, (name, f.name)

@@ -12,24 +12,34 @@ import pytest
 from dpjax import accounting
 from dpjax import distributed as dist
 from experiments import cpsgd_training as exp
+from experiments.common import claims as claims_lib
 from experiments.common import federated
+from experiments.common import flags
 from experiments.common import report as report_lib
 from experiments.common import verdict as verdict_lib
 from experiments.cpsgd_training import _claims
 from experiments.cpsgd_training import _privacy
 
 TINY = dict(num_clients=20, clients_per_round=10, rounds=3, levels=[2],
-            trials=[512], unrotated=[[2, 32]], num_seeds=2, evals=3)
+            trials=[512], unrotated=[2, 32], num_seeds=2, evals=3)
 
 
 def test_config_modes_and_overrides():
-  quick, full = exp.config('quick'), exp.config('full')
-  assert quick['mode'] == 'quick' and full['rounds'] > quick['rounds']
-  assert full['num_seeds'] >= 10 and quick['num_seeds'] >= 3
-  cfg = exp.config('quick', seed=3, delta=1e-6, dataset=None, rounds=7)
-  assert (cfg['seed'], cfg['delta'], cfg['dataset'], cfg['rounds']) == (
+  quick, full = exp.Config.preset('quick'), exp.Config.preset('full')
+  assert quick.mode == 'quick' and full.rounds > quick.rounds
+  assert full.num_seeds >= 10 and quick.num_seeds >= 3
+  assert full.unrotated_pairs == [(2, 512), (16, 512)]
+  cfg = exp.EXPERIMENT.configure('quick', seed=3, delta=1e-6, dataset=None,
+                                 rounds=7)
+  assert (cfg.seed, cfg.delta, cfg.dataset, cfg.rounds) == (
       3, 1e-6, 'digits', 7)
-  assert exp.round_delta(cfg) == pytest.approx(1e-6 / 14)
+  assert _privacy.round_delta(cfg) == pytest.approx(1e-6 / 14)
+
+
+def test_unrotated_pairs_come_flattened_from_the_command_line():
+  mode, given = flags.parse(exp.Config, ['--full', '--unrotated', '4', '64'])
+  cfg = exp.EXPERIMENT.configure(mode, **given)
+  assert cfg.unrotated_pairs == [(4, 64)] and cfg.rounds == 200
 
 
 @pytest.mark.parametrize('overrides, match', [
@@ -37,29 +47,30 @@ def test_config_modes_and_overrides():
     (dict(dataset='diabetes'), 'regression dataset'),
     (dict(dataset='csv:/tmp/x.csv'), 'regression dataset'),
     (dict(dataset='imagenet'), 'unknown dataset'),
-    (dict(frobnicate=1), 'unknown option'),
+    (dict(frobnicate=1), 'unknown setting frobnicate'),
     (dict(rounds=0), 'rounds=0'),
     (dict(clients_per_round=101), 'clients_per_round=101'),
     (dict(clip_norm=-1.0), 'clip_norm=-1.0'),
     (dict(momentum=1.0), 'momentum=1.0'),
     (dict(delta=1.5), 'delta=1.5'),
-    (dict(levels=[1]), 'levels k=1'),
-    (dict(trials=[0]), 'trials m=0'),
-    (dict(trials=[]), 'non-empty list'),
-    (dict(unrotated=[[16]]), 'pairs'),
+    (dict(levels=[1]), r'levels\[0\]=1'),
+    (dict(trials=[0]), r'trials\[0\]=0'),
+    (dict(trials=[]), 'trials to hold at least 1'),
+    (dict(unrotated=[16]), 'pairs'),
+    (dict(unrotated=[1, 16]), 'unrotated levels k=1'),
     (dict(trials=[2**30]), r'< 2\^31'),
     (dict(model='cnn'), 'model='),
 ])
 def test_config_refuses_what_it_cannot_honour(overrides, match):
   with pytest.raises(ValueError, match=match):
-    exp.config('quick', **overrides)
+    exp.EXPERIMENT.configure('quick', **overrides)
   with pytest.raises(ValueError, match='mode'):
-    exp.config('medium')
+    exp.EXPERIMENT.configure('medium')
 
 
 def test_tiny_run_and_report(tmp_path):
-  cfg = exp.config('quick', **TINY)
-  results = exp.run(cfg, str(tmp_path), progress=False)
+  cfg = exp.Config(**TINY)
+  results = exp.EXPERIMENT.results(cfg, str(tmp_path), progress=False)
   json.dumps(results, allow_nan=False)  # strict JSON, no inf/nan
   report_lib.write_results(str(tmp_path), results)
   results = report_lib.read_results(str(tmp_path))
@@ -74,10 +85,10 @@ def test_tiny_run_and_report(tmp_path):
   assert 'Gaussian @ cpSGD k=2 m=32 no rot' not in by
   assert small['message_length'] == d  # no rotation: no padding
   big = by['cpSGD k=2 m=512']
-  delta_r = exp.round_delta(cfg)
+  delta_r = _privacy.round_delta(cfg)
   protocol = dist.CpsgdConfig(
-      l2_norm_clip=cfg['clip_norm'], levels=2, trials=512, rotate=True,
-      linf_clip=dist.rotated_linf_clip(cfg['clip_norm'], d, 10, delta_r))
+      l2_norm_clip=cfg.clip_norm, levels=2, trials=512, rotate=True,
+      linf_clip=dist.rotated_linf_clip(cfg.clip_norm, d, 10, delta_r))
   assert big['x_max'] == protocol.linf_clip
   assert big['bits_per_client'] == dist.cpsgd_bits(protocol, d)
   event = dist.cpsgd_round_event(protocol, d, 10, delta_r)
@@ -85,7 +96,7 @@ def test_tiny_run_and_report(tmp_path):
   assert big['bits_per_coordinate'] == pytest.approx(math.log2(514))
   assert big['bits_fixed'] == 10 and big['message_length'] == 1024
   assert big['epsilon_total'] == pytest.approx(accounting.epsilon(
-      dp_accounting.SelfComposedDpEvent(event, 3), cfg['delta'], 'pld'))
+      dp_accounting.SelfComposedDpEvent(event, 3), cfg.delta, 'pld'))
   twin = by['Gaussian @ cpSGD k=2 m=512']
   assert twin['epsilon_round'] == pytest.approx(big['epsilon_round'],
                                                 rel=2e-3)
@@ -96,8 +107,8 @@ def test_tiny_run_and_report(tmp_path):
   ledger = accounting.PrivacyLedger.from_json(next(
       p['ledger'] for p in results['privacy']
       if p['trials'] == 512 and p['rotate']))
-  assert ledger.num_events == cfg['rounds']
-  text = exp.report(results, str(tmp_path))
+  assert ledger.num_events == cfg.rounds
+  text = exp.EXPERIMENT.report(results, str(tmp_path))
   assert text.startswith('## cpsgd_training (quick)')
   assert 'No privacy guarantee' in text and 'cpSGD k=2 m=32 no rot' in text
   assert '**yes**' not in text and '**no**' not in text
@@ -111,7 +122,7 @@ def test_tiny_run_and_report(tmp_path):
   assert primary['verdict'] in verdict_lib.VERDICTS
   assert verdict_lib.claims_table(results['claims']) in text
   assert all(c['passed'] for c in results['exact_checks'])
-  assert 'Exact check' in text and 'Wall time' in text
+  assert 'Exact check' in text and 'wall time' in text
   assert 'NO amplification' in text
   assert os.path.getsize(tmp_path / 'accuracy_vs_bits.png') > 0
 
@@ -149,6 +160,14 @@ def _runs(accuracies):
   return runs, summary
 
 
+def _verdicts(plan, runs, summary, num_seeds):
+  """The claims' verdicts on seeds 0 .. num_seeds - 1, 100 test points."""
+  results = dict(plan=plan, runs=runs, summary=summary,
+                 dataset=dict(n_test=100))
+  return claims_lib.verdicts(_claims.claims(results,
+                                            exp.Config(num_seeds=num_seeds)))
+
+
 def test_claims_are_paired_by_seed_with_bonferroni_per_family():
   seeds = [0, 1, 2, 3, 4]
   base = np.array([0.70, 0.95, 0.80, 0.60, 0.90])  # seeds differ a lot
@@ -158,7 +177,7 @@ def test_claims_are_paired_by_seed_with_bonferroni_per_family():
          'D': base + 0.02}
   runs, summary = _runs(acc)
   plan = dict(primary='A', close=['B', 'C'], pairs=[['A', 'D'], ['B', 'D']])
-  claims = _claims.claims(plan, runs, summary, seeds, 100)
+  claims = _verdicts(plan, runs, summary, len(seeds))
   by = {(c['family'], c['treatment'], c['control']): c for c in claims}
   a = by['primary', 'A', 'Gaussian @ A']
   # per-seed difference -0.01 on every seed: held although the seeds'
@@ -176,7 +195,7 @@ def test_claims_are_paired_by_seed_with_bonferroni_per_family():
   assert by['bits', 'D', 'B']['verdict'] == 'held'
   # a seed without a run is an error, never silently dropped
   with pytest.raises(KeyError):
-    _claims.claims(plan, runs, summary, [0, 1, 2, 3, 9], 100)
+    _verdicts(plan, runs, summary, len(seeds) + 1)
 
 
 def test_per_seed_accuracy_is_a_count_over_the_test_set():

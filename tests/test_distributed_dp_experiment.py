@@ -9,18 +9,19 @@ from experiments.distributed_dp import _claims
 
 
 def test_config_modes_and_validation():
-  quick, full = distributed_dp.config('quick'), distributed_dp.config('full')
-  assert quick['num_seeds'] >= 3 and full['num_seeds'] >= 10
-  assert full['bits'] == [12, 14, 16, 18, 20]
+  configure = distributed_dp.EXPERIMENT.configure
+  quick, full = configure('quick'), configure('full')
+  assert quick.num_seeds >= 3 and full.num_seeds >= 10
+  assert full.bits == (12, 14, 16, 18, 20)
   for overrides, match in ((dict(bits=[1]), 'bits'),
                            (dict(bits=[40]), 'bits'),
                            (dict(num_clients=0), 'num_clients=0'),
                            (dict(epsilons=[0.0]), 'epsilons'),
                            (dict(k_stddevs=0.0), 'k_stddevs=0.0')):
     with pytest.raises(ValueError, match=match):
-      distributed_dp.config('quick', **overrides)
-  with pytest.raises(ValueError, match='generates its client vectors'):
-    distributed_dp.config('quick', dataset='digits')
+      configure('quick', **overrides)
+  with pytest.raises(ValueError, match='drop --dataset'):
+    configure('quick', dataset='digits')
 
 
 def _row(mech, bits, per_seed):
@@ -29,15 +30,15 @@ def _row(mech, bits, per_seed):
 
 
 def test_claims_follow_the_seed_rule():
-  cfg = distributed_dp.config('quick')
+  cfg = distributed_dp.Config()
   g = [_row('gaussian', 32, [1.0, 1.02, 0.98, 1.01, 0.99])]
   rows = [_row('ddg', 16, [1.1, 1.12, 1.09, 1.11, 1.1]),
           _row('skellam', 16, [1.5, 1.6, 1.55, 1.52, 1.58]),
           _row('cpsgd', 16, [50, 52, 49, 51, 50]),
           _row('ddg', 12, [3.0] * 5),  # below close_bits: not in the claim
           dict(mechanism='cpsgd', bits=12, target_epsilon=1.0, mse=None)]
-  found = _claims.claims(cfg, rows, g)
-  assert len(found) == 5
+  found = _claims.dme_claims(cfg, rows, g).verdicts()
+  assert len(found) == 5 and all(c['comparisons'] == 5 for c in found)
   assert all(c['verdict'] in verdict.VERDICTS for c in found)
   texts = [c['claim'] for c in found]
   by = {c['claim']: c['verdict'] for c in found}
@@ -49,9 +50,10 @@ def test_claims_follow_the_seed_rule():
 
 
 def test_training_is_full_mode_only_and_validated():
-  assert not distributed_dp.config('quick')['training']
-  assert distributed_dp.config('full')['training']
-  assert distributed_dp.config('quick', training=True)['training']
+  preset = distributed_dp.Config.preset
+  assert not preset('quick').training
+  assert preset('full').training
+  assert preset('quick', training=True).training
   for overrides, match in ((dict(training=1), 'training=1'),
                            (dict(train_rounds=0), 'train_rounds=0'),
                            (dict(train_bits=[1]), 'train_bits'),
@@ -59,9 +61,11 @@ def test_training_is_full_mode_only_and_validated():
                             'train_clients_per_round=21'),
                            (dict(train_epsilon=0.0), 'train_epsilon=0.0'),
                            (dict(train_momentum=1.0), 'train_momentum=1.0'),
-                           (dict(train_dataset='nope'), 'train_dataset')):
+                           (dict(train_dataset='nope'), 'train_dataset'),
+                           (dict(train_dataset='diabetes'),
+                            'train_dataset')):
     with pytest.raises(ValueError, match=match):
-      distributed_dp.config('quick', **overrides)
+      preset('quick', **overrides)
 
 
 def _setting(method, bits, name):
@@ -69,7 +73,7 @@ def _setting(method, bits, name):
 
 
 def test_training_claims_are_planned_from_the_settings():
-  cfg = distributed_dp.config('quick', train_bits=[12, 16])
+  cfg = distributed_dp.Config(train_bits=[12, 16])
   settings = [_setting('ddg', 12, 'DDG b=12'), _setting('ddg', 16, 'DDG b=16'),
               dict(setting='Skellam b=16', method='skellam', bits=16,
                    note='sampler range'),  # not runnable: no claim on it
@@ -82,19 +86,20 @@ def test_training_claims_are_planned_from_the_settings():
   acc = {'DDG b=12': [0.80, 0.82, 0.81], 'DDG b=16': [0.90, 0.91, 0.90],
          'cpSGD b=24': [0.50, 0.52, 0.49], 'Gaussian': [0.91, 0.92, 0.90]}
   rows = [dict(setting=k, per_seed=v) for k, v in acc.items()]
-  found = _claims.training_claims(the_plan, rows)
+  found = _claims.training_claims(the_plan, rows).verdicts()
   assert [c['verdict'] for c in found] == ['held', 'held', 'held']
-  assert all(c['comparisons'] == 3 for c in found)
+  assert all(c['comparisons'] == 3 and c['family'] == 'training'
+             for c in found)
 
 
 def test_tiny_run_measures_every_mechanism_and_trains(tmp_path):
   # One run for both parts (the training is on only with training=True).
-  cfg = distributed_dp.config('quick', num_clients=4, dimension=16,
+  cfg = distributed_dp.Config(num_clients=4, dimension=16,
                               bits=[16], num_seeds=2, reps=2, levels=[4],
                               epsilons=[4.0], training=True, train_rounds=2,
                               train_seeds=2, train_num_clients=6,
                               train_bits=[16])
-  res = distributed_dp.run(cfg, str(tmp_path), progress=False)
+  res = distributed_dp.EXPERIMENT.results(cfg, str(tmp_path), progress=False)
   mechs = {r['mechanism'] for r in res['rows']}
   assert mechs == {'ddg', 'skellam', 'cpsgd'}
   for r in res['rows']:
@@ -112,16 +117,17 @@ def test_tiny_run_measures_every_mechanism_and_trains(tmp_path):
       assert r['note']  # why it did not run
       continue
     assert len(r['per_seed']) == 2 and 0 <= r['test_accuracy'] <= 1
-    assert r['epsilon_total'] <= cfg['train_epsilon'] * (1 + 1e-3)
+    assert r['epsilon_total'] <= cfg.train_epsilon * (1 + 1e-3)
   ddg = by['ddg']
   assert len(ddg['flagged']) == 2 and all(0 <= f <= 2 for f in ddg['flagged'])
   assert len(ddg['wraparound_max']) == 2
-  kinds = {c['kind'] for c in tr['claims']}
-  assert {'close', 'gap'} <= kinds
-  assert all(c['verdict'] in verdict.VERDICTS for c in tr['claims'])
-  assert sum(c['claim'].startswith('federated training') for c in
-             res['claims']) == len(tr['claims'])
-  text = distributed_dp.report(res, str(tmp_path))
+  trained = [c for c in res['claims'] if c.get('family') == 'training']
+  assert {'close', 'gap'} <= {c['kind'] for c in trained}
+  assert len(trained) == len(tr['plan'])
+  assert all(c['verdict'] in verdict.VERDICTS for c in trained)
+  assert all(c['claim'].startswith('federated training') for c in trained)
+  assert all(c['comparisons'] == len(trained) for c in trained)
+  text = distributed_dp.EXPERIMENT.report(res, str(tmp_path))
   assert 'Federated training' in text and 'flagged' in text
-  assert text.count(tr['claims'][0]['claim']) == 1  # once, in its section
+  assert text.count(trained[0]['claim']) == 1  # once, in the claims table
   assert (tmp_path / 'accuracy_vs_bits.png').exists()

@@ -34,9 +34,9 @@ def test_refuses_unknown_modes_and_unusable_datasets():
 
 def test_explicit_validation_points_survive_an_epsilon_override():
   from experiments import cpsgd_mechanisms  # pylint: disable=g-import-not-at-top
-  cfg = cpsgd_mechanisms.config('quick', epsilons=[3.0, 5.0],
-                                validate_epsilons=[3.0])
-  assert cfg['validate_epsilons'] == [3.0]
+  cfg = cpsgd_mechanisms.Config.preset('quick', epsilons=[3.0, 5.0],
+                                      validate_epsilons=[3.0])
+  assert cfg.validate_epsilons == (3.0,)
 
 
 # --- typed configs (config.Config) and the flags derived from them ---------

@@ -28,20 +28,16 @@ derived bound (``cpsgd_mse_bound``, which assumes no clamping) and the
 per-round epsilon. The Gaussian baseline (``gaussian_distributed_mean``,
 32-bit floats) is calibrated to each target epsilon tightly
 (``accounting.calibrate_gaussian_stddev``, PLD accountant, sum sensitivity
-2 D). The claims (seed verdicts) and the exact checks are described in
-``_claims``.
+2 D). The claims (seed verdicts, one family) and the exact checks are
+described in ``_claims``; presets in ``_config.Config``.
 """
 
-from experiments.cpsgd_dme._config import config
+from experiments.common import runner
+from experiments.cpsgd_dme._claims import claims
+from experiments.cpsgd_dme._config import Config
 from experiments.cpsgd_dme._config import DESCRIPTION
-from experiments.cpsgd_dme._config import MODES
 from experiments.cpsgd_dme._config import NAME
-from experiments.cpsgd_dme._privacy import make_protocol
-from experiments.cpsgd_dme._privacy import round_epsilon
-from experiments.cpsgd_dme._privacy import trials_for_epsilon
 from experiments.cpsgd_dme._report import report
-from experiments.cpsgd_dme._run import make_inputs
 from experiments.cpsgd_dme._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'make_inputs', 'make_protocol', 'MODES',
-           'NAME', 'report', 'round_epsilon', 'run', 'trials_for_epsilon']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from experiments.common import claims as claims_lib
 from experiments.common import verdict as verdict_lib
+from experiments.cpsgd_dme._config import Config
 
 
 def _matched(rows, variant, name, eps):
@@ -39,7 +41,7 @@ def _per_seed(row, key='mse') -> np.ndarray:
 def _rotation_pairs(cfg, rows, name):
   """(eps, no-rotation row, rotation row) at every target eps and k."""
   pairs = []
-  for eps in cfg['epsilons']:
+  for eps in cfg.epsilons:
     rotated = {r['levels']: r for r in _matched(rows, 'rotate', name, eps)}
     for base in _matched(rows, 'none', name, eps):
       if base['levels'] in rotated:
@@ -70,7 +72,7 @@ def _selection(cfg, rows, g):
 def summary(cfg, rows, gaussian) -> dict[str, Any]:
   """Descriptive tables (means over seeds); the verdicts are in claims."""
   gains = []
-  for name in cfg['inputs']:
+  for name in cfg.inputs:
     for eps, base, rot in _rotation_pairs(cfg, rows, name):
       gains.append(dict(input=name, epsilon=eps, levels=base['levels'],
                         m_none=base['num_trials'], mse_none=base['mse'],
@@ -129,10 +131,11 @@ def exact_checks(rows) -> list[dict[str, Any]]:
   return checks
 
 
-def claims(cfg, rows, gaussian) -> list[dict[str, Any]]:
-  """Every measured claim; the intervals are Bonferroni over all of them."""
+def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+  """Every measured claim, one family (Bonferroni over all of them)."""
+  rows, gaussian = results['rows'], results['gaussian']
   specs = []  # (text, per-seed statistic, threshold, higher is better, info)
-  for name in cfg['inputs']:
+  for name in cfg.inputs:
     pairs = _rotation_pairs(cfg, rows, name)
     if pairs:
       stat = np.min([_per_seed(b) / _per_seed(r) for _, b, r in pairs], 0)
@@ -145,7 +148,7 @@ def claims(cfg, rows, gaussian) -> list[dict[str, Any]]:
     dev = np.max([np.abs(_per_seed(r) / _per_seed(r, 'expected') - 1)
                   if 'expected' in r['per_seed'] else
                   np.abs(_per_seed(r) / r['expected'] - 1) for r in points], 0)
-    tol = cfg['match_tolerance']
+    tol = cfg.match_tolerance
     specs.append((
         f'measured MSE within {tol:.0%} of the exact expected MSE at all '
         f'{len(points)} points, Gaussian included (per seed: the largest '
@@ -154,17 +157,15 @@ def claims(cfg, rows, gaussian) -> list[dict[str, Any]]:
     s = _selection(cfg, rows, g)
     if s is None:
       continue
-    tol = cfg['gaussian_tolerance']
+    tol = cfg.gaussian_tolerance
     specs.append((
         f"cpSGD at its best setting (chosen per seed on validation rounds, "
         f"MSE on test rounds) within {tol:.0%} of the Gaussian MSE "
         f"({s['input']}, eps = {s['epsilon']:g}; per seed: MSE cpSGD / "
         'Gaussian)', s['held_out'] / s['gaussian'], 1 + tol, False,
         dict(chosen=s['chosen'])))
-  out = []
+  family = claims_lib.ClaimFamily()
   for text, stat, threshold, higher, info in specs:
-    v = verdict_lib.paired_verdict(stat, threshold=threshold,
-                                   higher_is_better=higher,
-                                   comparisons=len(specs))
-    out.append(verdict_lib.claim(text, v, per_seed=stat.tolist(), **info))
-  return out
+    family.add(text, stat, threshold=threshold, higher_is_better=higher,
+               per_seed=stat.tolist(), **info)
+  return family

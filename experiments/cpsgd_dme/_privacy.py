@@ -14,11 +14,11 @@ from experiments.cpsgd_dme._config import NAME
 def make_protocol(cfg, variant, levels,
                   num_trials) -> distributed.CpsgdConfig:
   """The cpSGD protocol of one point: variant, k levels, m trials."""
-  n, d, delta = cfg['num_clients'], cfg['dimension'], cfg['delta']
-  small = distributed.rotated_linf_clip(cfg['clip_norm'], d, n, delta)
+  n, d, delta = cfg.num_clients, cfg.dimension, cfg.delta
+  small = distributed.rotated_linf_clip(cfg.clip_norm, d, n, delta)
   return distributed.CpsgdConfig(
-      l2_norm_clip=cfg['clip_norm'], levels=levels, trials=num_trials,
-      p=cfg['p'], linf_clip=cfg['clip_norm'] if variant == 'none' else small,
+      l2_norm_clip=cfg.clip_norm, levels=levels, trials=num_trials,
+      p=cfg.p, linf_clip=cfg.clip_norm if variant == 'none' else small,
       rotate=variant == 'rotate')
 
 
@@ -26,7 +26,7 @@ def round_epsilon(cfg, protocol) -> float | None:
   """Per-round epsilon (Theorem 1), or None where its condition fails."""
   try:
     return distributed.cpsgd_round_event(
-        protocol, cfg['dimension'], cfg['num_clients'], cfg['delta']).epsilon
+        protocol, cfg.dimension, cfg.num_clients, cfg.delta).epsilon
   except ValueError as e:
     if 'Theorem 1 needs' not in str(e):
       raise
@@ -35,7 +35,7 @@ def round_epsilon(cfg, protocol) -> float | None:
 
 def trials_for_epsilon(cfg, variant, levels, target) -> int:
   """Smallest m with per-round epsilon <= target (``calibrate_trials``)."""
-  limit = (2**31 - 1) // cfg['num_clients'] - levels  # int32 sum
+  limit = (2**31 - 1) // cfg.num_clients - levels  # int32 sum
 
   def eps(m):
     e = round_epsilon(cfg, make_protocol(cfg, variant, levels, m))

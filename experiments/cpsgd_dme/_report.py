@@ -6,9 +6,7 @@ from matplotlib import ticker
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
 from experiments.cpsgd_dme._config import LABELS
-from experiments.cpsgd_dme._config import NAME
 
 
 def plot(results: dict[str, Any], out_dir: str) -> list[str]:
@@ -101,7 +99,6 @@ def report(results: dict[str, Any], out_dir: str) -> str:
   checks = [dict(c, result='pass' if c['passed'] else '**fail**')
             for c in results['exact_checks']]
   lines = [
-      f'## {NAME} ({cfg["mode"]})', '',
       f"Data: generated, seeds {seeds[0]}..{seeds[-1]} (each its own "
       f"vectors and protocol keys), n = {cfg['num_clients']} "
       f"clients, d = {cfg['dimension']}, vectors of norm D = "
@@ -119,8 +116,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       'over seeds of each seed\'s mean squared error; "expected MSE" is the '
       'exact `cpsgd_expected_mse` (per round\'s rotation), "bound" is '
       '`cpsgd_mse_bound` (no clamping). bits/client/round is the exact '
-      'count d log2(k+m) (padded d with rotation), no header. '
-      f"Wall time {results['wall_seconds']:g} s (all seeds).", '',
+      'count d log2(k+m) (padded d with rotation), no header.', '',
       report_lib.markdown_table(rows, COLUMNS), '',
       'Gaussian baseline (32-bit floats, sum noise calibrated to the target '
       'epsilon by the PLD accountant, sensitivity 2 D):', '',
@@ -135,10 +131,6 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       'Exact checks (formulas and clamping evaluated on every seed\'s '
       'vectors and rotations; no protocol noise enters them):', '',
       report_lib.markdown_table(checks, CHECK_COLUMNS), '']
-  if results['claims']:
-    lines += ['Measured claims (verdicts per the rule at the top; one '
-              'Bonferroni family):', '',
-              verdict_lib.claims_table(results['claims']), '']
   if v['selection']:
     lines += [
         "Why cpSGD stays above the Gaussian: cpSGD's epsilon is Theorem 1's "

@@ -9,7 +9,6 @@ time, since one round already fills the machine.
 
 import functools
 import math
-import sys
 import time
 from typing import Any
 
@@ -20,11 +19,11 @@ import numpy as np
 import dpjax
 from dpjax import accounting
 from dpjax import distributed
-from experiments.cpsgd_dme._claims import claims
+from experiments.common import runner
 from experiments.cpsgd_dme._claims import exact_checks
 from experiments.cpsgd_dme._claims import summary
 from experiments.cpsgd_dme._config import CONDITION_FAILS
-from experiments.cpsgd_dme._config import NAME
+from experiments.cpsgd_dme._config import Config
 from experiments.cpsgd_dme._privacy import make_protocol
 from experiments.cpsgd_dme._privacy import round_epsilon
 from experiments.cpsgd_dme._privacy import trials_for_epsilon
@@ -32,26 +31,22 @@ from experiments.cpsgd_dme._privacy import trials_for_epsilon
 _GAUSSIAN_POINTS = 1_000_000  # key offset of the Gaussian points
 
 
-def seeds(cfg: dict[str, Any]) -> list[int]:
-  return list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
-
-
-def make_inputs(cfg: dict[str, Any], seed: int | None = None
+def make_inputs(cfg: Config, seed: int | None = None
                 ) -> dict[str, np.ndarray]:
   """Client vectors [n, d] on the sphere of radius D (float32) of one seed
-  (default ``cfg['seed']``)."""
-  n, d, radius = cfg['num_clients'], cfg['dimension'], cfg['clip_norm']
-  rng = np.random.default_rng(cfg['seed'] if seed is None else seed)
+  (default ``cfg.seed``)."""
+  n, d, radius = cfg.num_clients, cfg.dimension, cfg.clip_norm
+  rng = np.random.default_rng(cfg.seed if seed is None else seed)
   out = {}
   spread = rng.normal(size=(n, d))
   out['spread'] = radius * spread / np.linalg.norm(spread, axis=1,
                                                    keepdims=True)
   spiky = np.zeros((n, d))
   for i in range(n):
-    idx = rng.choice(d, size=cfg['spikes'], replace=False)
-    spiky[i, idx] = rng.choice([-1.0, 1.0], size=cfg['spikes'])
-  out['spiky'] = radius * spiky / math.sqrt(cfg['spikes'])
-  return {k: out[k].astype(np.float32) for k in cfg['inputs']}
+    idx = rng.choice(d, size=cfg.spikes, replace=False)
+    spiky[i, idx] = rng.choice([-1.0, 1.0], size=cfg.spikes)
+  out['spiky'] = radius * spiky / math.sqrt(cfg.spikes)
+  return {k: out[k].astype(np.float32) for k in cfg.inputs}
 
 
 def _clipped_mean(xs: np.ndarray, clip_norm: float) -> np.ndarray:
@@ -62,16 +57,16 @@ def _clipped_mean(xs: np.ndarray, clip_norm: float) -> np.ndarray:
 
 def _data(cfg) -> tuple[np.ndarray, np.ndarray]:
   """Vectors [inputs * seeds, n, d] (input-major) and their clipped means."""
-  per_seed = [make_inputs(cfg, s) for s in seeds(cfg)]
-  xs = np.stack([p[name] for name in cfg['inputs'] for p in per_seed])
-  return xs, np.stack([_clipped_mean(x, cfg['clip_norm']) for x in xs])
+  per_seed = [make_inputs(cfg, s) for s in cfg.seeds]
+  xs = np.stack([p[name] for name in cfg.inputs for p in per_seed])
+  return xs, np.stack([_clipped_mean(x, cfg.clip_norm) for x in xs])
 
 
 def _round_keys(cfg, point: int) -> jax.Array:
   """Keys [inputs * seeds * reps] of one point: key(seed), folded with the
   point, the input and the round, so all of them are independent."""
-  grid = np.meshgrid(np.arange(len(cfg['inputs'])), seeds(cfg),
-                     np.arange(cfg['reps']), indexing='ij')
+  grid = np.meshgrid(np.arange(len(cfg.inputs)), cfg.seeds,
+                     np.arange(cfg.reps), indexing='ij')
 
   def one(i, s, r):
     return jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(
@@ -142,8 +137,8 @@ def _seed_stats(errs: np.ndarray) -> dict[str, Any]:
 
 def _point(cfg, index, protocol, xs, means) -> list[dict[str, Any]]:
   """Measured and expected MSE of one protocol on every input and seed."""
-  n, d = cfg['num_clients'], cfg['dimension']
-  shape = (len(cfg['inputs']), cfg['num_seeds'], cfg['reps'])
+  n, d = cfg.num_clients, cfg.dimension
+  shape = (len(cfg.inputs), cfg.num_seeds, cfg.reps)
   keys = _round_keys(cfg, index)
   start = time.time()
   errs = _errors(_estimates(functools.partial(distributed.distributed_mean,
@@ -152,7 +147,7 @@ def _point(cfg, index, protocol, xs, means) -> list[dict[str, Any]]:
   seconds = time.time() - start
   clamped, bias = (np.asarray(a, np.float64).reshape(shape) for a in
                    _clamping(keys, jnp.asarray(xs),
-                             jnp.arange(keys.shape[0]) // cfg['reps'],
+                             jnp.arange(keys.shape[0]) // cfg.reps,
                              protocol.l2_norm_clip, protocol.linf_clip,
                              rotate=protocol.rotate,
                              padded=protocol.message_length(d)))
@@ -160,7 +155,7 @@ def _point(cfg, index, protocol, xs, means) -> list[dict[str, Any]]:
   bound = distributed.cpsgd_mse_bound(d, n, protocol.levels, protocol.trials,
                                       protocol.binomial_p, protocol.linf_clip)
   out = []
-  for i, name in enumerate(cfg['inputs']):
+  for i, name in enumerate(cfg.inputs):
     row = _seed_stats(errs[i])
     exp = expected[i].mean(1)
     row['per_seed'].update(expected=exp.tolist(),
@@ -176,24 +171,24 @@ def _point(cfg, index, protocol, xs, means) -> list[dict[str, Any]]:
 
 
 def _gaussian_rows(cfg, xs, means) -> list[dict[str, Any]]:
-  n, d = cfg['num_clients'], cfg['dimension']
-  shape = (len(cfg['inputs']), cfg['num_seeds'], cfg['reps'])
+  n, d = cfg.num_clients, cfg.dimension
+  shape = (len(cfg.inputs), cfg.num_seeds, cfg.reps)
   rows = []
-  l2 = 2 * cfg['clip_norm']  # replace-one sensitivity of the sum
-  for j, target in enumerate(cfg['epsilons']):
-    tight = accounting.calibrate_gaussian_stddev(target, cfg['delta'], l2,
-                                                 cfg['accountant'])
-    classical = (accounting.classical_gaussian_stddev(target, cfg['delta'], l2)
+  l2 = 2 * cfg.clip_norm  # replace-one sensitivity of the sum
+  for j, target in enumerate(cfg.epsilons):
+    tight = accounting.calibrate_gaussian_stddev(target, cfg.delta, l2,
+                                                 cfg.accountant)
+    classical = (accounting.classical_gaussian_stddev(target, cfg.delta, l2)
                  if target <= 1 else None)  # proved for eps <= 1 only
     eps_check = accounting.epsilon(accounting.gaussian_protocol_event(
-        tight, l2), cfg['delta'], cfg['accountant'])
+        tight, l2), cfg.delta, cfg.accountant)
     per_client = tight / math.sqrt(n)
     errs = _errors(_estimates(
         lambda k, x, s=per_client: distributed.gaussian_distributed_mean(
-            k, x, cfg['clip_norm'], s),
+            k, x, cfg.clip_norm, s),
         _round_keys(cfg, _GAUSSIAN_POINTS + j), xs), means, shape)
     expected = d * tight**2 / n**2
-    for i, name in enumerate(cfg['inputs']):
+    for i, name in enumerate(cfg.inputs):
       row = _seed_stats(errs[i])
       rows.append(dict(
           row, input=name, target_epsilon=target, epsilon=eps_check,
@@ -209,27 +204,25 @@ def _gaussian_rows(cfg, xs, means) -> list[dict[str, Any]]:
 
 def _protocols(cfg):
   """(variant, k, m, target epsilons) of every cpSGD point."""
-  for variant in cfg['variants']:
-    for levels in cfg['levels']:
-      if (variant == 'clamp' and cfg['clamp_levels'] is not None
-          and levels not in cfg['clamp_levels']):
+  for variant in cfg.variants:
+    for levels in cfg.levels:
+      if (variant == 'clamp' and cfg.clamp_levels is not None
+          and levels not in cfg.clamp_levels):
         continue
       trials: dict[int, list] = {}
-      for target in cfg['epsilons']:
+      for target in cfg.epsilons:
         trials.setdefault(trials_for_epsilon(cfg, variant, levels, target),
                           []).append(target)
-      for m in cfg['num_trials']:
+      for m in cfg.num_trials:
         trials.setdefault(m, [])
       for m, targets in sorted(trials.items()):
         yield variant, levels, m, targets
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Every cpSGD point and Gaussian baseline on every input and seed."""
   xs, means = _data(cfg)
-  d = cfg['dimension']
+  d = cfg.dimension
   rows = []
   for index, (variant, levels, m, targets) in enumerate(_protocols(cfg)):
     protocol = make_protocol(cfg, variant, levels, m)
@@ -247,24 +240,19 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
                                                      fixed_width=True))
     rows += [dict(common, **p) for p in _point(cfg, index, protocol, xs,
                                                means)]
-    if progress:
-      print(f'[{NAME}] {variant} k={levels} m={m} eps={eps} '
-            f'({time.time() - start:.0f} s)', file=sys.stderr)
+    ctx.say(f'{variant} k={levels} m={m} eps={eps}')
   gaussian = _gaussian_rows(cfg, xs, means)
   for row in rows:  # compare with the Gaussian at the row's target epsilon
     g = next((g for g in gaussian if g['input'] == row['input']
               and g['target_epsilon'] == row['target_epsilon']), None)
     row['mse_vs_gaussian'] = None if g is None else row['mse'] / g['expected']
-  sq = np.sum(means**2, axis=1).reshape(len(cfg['inputs']), -1).mean(1)
-  return dict(experiment=NAME, config=cfg, seed=cfg['seed'], seeds=seeds(cfg),
-              data=dict(name='generated unit vectors', inputs=cfg['inputs'],
-                        num_clients=cfg['num_clients'], dimension=d,
-                        spikes=cfg['spikes'], clip_norm=cfg['clip_norm'],
-                        mean_norm_sq=dict(zip(cfg['inputs'], sq.tolist()))),
+  sq = np.sum(means**2, axis=1).reshape(len(cfg.inputs), -1).mean(1)
+  return dict(dataset=dict(name='generated unit vectors', inputs=cfg.inputs,
+                        num_clients=cfg.num_clients, dimension=d,
+                        spikes=cfg.spikes, clip_norm=cfg.clip_norm,
+                        mean_norm_sq=dict(zip(cfg.inputs, sq.tolist()))),
               rotated_x_max=distributed.rotated_linf_clip(
-                  cfg['clip_norm'], d, cfg['num_clients'], cfg['delta']),
+                  cfg.clip_norm, d, cfg.num_clients, cfg.delta),
               rows=rows, gaussian=gaussian, summary=summary(cfg, rows,
                                                             gaussian),
-              exact_checks=exact_checks(rows),
-              claims=claims(cfg, rows, gaussian),
-              wall_seconds=round(time.time() - start, 1))
+              exact_checks=exact_checks(rows))

@@ -36,16 +36,17 @@ Binomial curve approaches the Gaussian one. Two checks beyond the figure:
 The Binomial-vs-Gaussian and Theorem 1 comparisons are exact (calibrated
 formulas against each other, no random draw): the report shows them as
 exact checks that pass or fail. Only the sampling check is measured, so it
-is the experiment's one claim under the seed rule: per seed, the largest
-relative deviation over the sampled points must be below
-``match_tolerance``.
+is the experiment's one claim under the seed rule (``_claims``): per seed,
+the largest relative deviation over the sampled points must be below
+``match_tolerance``. Presets: ``_config.Config``.
 """
 
-from experiments.cpsgd_mechanisms._config import config
+from experiments.common import runner
+from experiments.cpsgd_mechanisms._claims import claims
+from experiments.cpsgd_mechanisms._config import Config
 from experiments.cpsgd_mechanisms._config import DESCRIPTION
-from experiments.cpsgd_mechanisms._config import MODES
 from experiments.cpsgd_mechanisms._config import NAME
 from experiments.cpsgd_mechanisms._report import report
 from experiments.cpsgd_mechanisms._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

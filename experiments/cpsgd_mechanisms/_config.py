@@ -1,79 +1,62 @@
-"""cpsgd_mechanisms' configuration: modes, defaults and their validation."""
+"""cpsgd_mechanisms' settings (field defaults are the quick preset)."""
 
-from typing import Any
+import dataclasses
 
 from dpjax import accounting
-from experiments.common import config as config_lib
-
+from experiments.common import config
 
 NAME = 'cpsgd_mechanisms'
 DESCRIPTION = ('error vs epsilon of the Gaussian and Binomial mechanisms at '
                'several scales (cpSGD Fig. 1)')
-MODES = {
-    'quick': dict(epsilons=[0.25, 0.5, 1.0, 2.0, 4.0],
-                  validate_epsilons=[1.0], samples=4000, num_seeds=3),
-    'full': dict(epsilons=[0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0,
-                           6.0, 8.0],
-                 validate_epsilons=[0.5, 1.0, 4.0], samples=20000,
-                 num_seeds=10),
-}
-# match_tolerance: the sampling claim is "the measured error is within this
-# relative distance of s^2 N p(1-p) at every sampled point", fixed before
-# any run. At 4000 coordinates per seed and point the sampling error of one
-# point is about sqrt(2 / 4000) = 2.2%, so a correct sampler leaves the
-# largest of 8 deviations near 4%; a sampler off by 10% in variance fails.
-DEFAULTS = dict(seed=0, delta=1e-5, p=0.5, scale_denominators=[1, 4, 16, 64],
-                dims=[1, 100], accountant='pld', match_tolerance=0.1)
+# The sampled epsilons per preset, where the sweep holds them (else the
+# sweep's middle epsilon).
+VALIDATE = {'quick': (1.0,), 'full': (0.5, 1.0, 4.0)}
+setting = config.setting
 
 
-def config(mode: str, epsilons=None, delta=None, dataset=None, **overrides
-           ) -> dict[str, Any]:
-  """The exact configuration.
+@dataclasses.dataclass(frozen=True)
+class Config(config.Config):
+  """Quick: 5 epsilons, sampled at eps = 1 with 4000 coordinates, 3 seeds;
+  full: 12 epsilons, sampled at 0.5, 1 and 4 with 20000, 10 seeds. There is
+  no dataset: the query is abstract (only its sensitivities matter)."""
+  NAME = NAME
+  PRESETS = {'quick': {}, 'full': dict(
+      epsilons=(0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0),
+      samples=20000, num_seeds=10)}
 
-  ``epsilons`` replaces the target-epsilon sweep, ``delta`` the delta (both
-  mechanisms); the sampling check runs seeds ``seed`` .. ``seed +
-  num_seeds - 1``, each drawing ``samples`` coordinates per point from its
-  own key. There is no dataset: the query is abstract (only its
-  sensitivities matter).
-  """
-  cfg = config_lib.from_mode(
-      NAME, mode, MODES, DEFAULTS, epsilons=epsilons, delta=delta,
-      dataset=dataset, no_dataset='compares noise distributions on an '
-      'abstract query and uses no data', **overrides)
-  if epsilons is not None and overrides.get('validate_epsilons') is None:
-    cfg['validate_epsilons'] = [e for e in cfg['validate_epsilons']
-                                if e in cfg['epsilons']] or [cfg['epsilons'][
-                                    len(cfg['epsilons']) // 2]]
-  _check(cfg)
-  return cfg
+  num_seeds: int = setting(3, 'seeds of the sampling check, vmapped', ge=1)
+  epsilons: tuple[float, ...] = setting((0.25, 0.5, 1.0, 2.0, 4.0),
+                                        'target epsilons', gt=0)
+  validate_epsilons: tuple[float, ...] | None = setting(
+      None, 'epsilons of the sampling check, among epsilons (none: the '
+      "preset's that are swept, else the middle one)")
+  samples: int = setting(4000, 'coordinates sampled per seed and point',
+                         ge=2)
+  delta: float = setting(1e-5, 'target delta (both mechanisms)', gt=0, lt=1)
+  p: float = setting(0.5, 'Binomial success probability', gt=0, lt=1)
+  scale_denominators: tuple[int, ...] = setting(
+      (1, 4, 16, 64), 'lattice scales s = 1/j: the j', ge=1)
+  dims: tuple[int, ...] = setting((1, 100), 'query dimensions d', ge=1)
+  accountant: str = setting('pld', 'accountant of the tight Gaussian',
+                            choices=accounting.ACCOUNTANTS)
+  # The sampling claim is "the measured error is within this relative
+  # distance of s^2 N p(1-p) at every sampled point", fixed before any run.
+  # At 4000 coordinates per seed and point the sampling error of one point
+  # is about sqrt(2 / 4000) = 2.2%, so a correct sampler leaves the largest
+  # of 8 deviations near 4%; a sampler off by 10% in variance fails.
+  match_tolerance: float = setting(
+      0.1, 'largest relative deviation the sampling claim allows', gt=0, lt=1)
 
+  def normalize(self):
+    epsilons = tuple(sorted(set(self.epsilons)))
+    validate = self.validate_epsilons
+    if validate is None:
+      validate = tuple(e for e in VALIDATE[self.mode] if e in epsilons) or (
+          epsilons[len(epsilons) // 2],)
+    return dict(epsilons=epsilons, validate_epsilons=validate)
 
-def _check(cfg: dict[str, Any]) -> None:
-  for name, minimum in (('seed', 0), ('num_seeds', 1)):
-    v = cfg[name]
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-      raise ValueError(f'Expected {name}={v} to be an integer >= {minimum}.')
-  if not 0 < cfg['match_tolerance'] < 1:
-    raise ValueError(f"Expected match_tolerance={cfg['match_tolerance']} in "
-                     '(0, 1).')
-  if not 0 < cfg['delta'] < 1:
-    raise ValueError(f"Expected delta={cfg['delta']} in (0, 1).")
-  if not 0 < cfg['p'] < 1:
-    raise ValueError(f"Expected p={cfg['p']} in (0, 1).")
-  if not cfg['epsilons'] or any(not e > 0 for e in cfg['epsilons']):
-    raise ValueError(f"Expected epsilons={cfg['epsilons']} to be > 0.")
-  for e in cfg['validate_epsilons']:
-    if e not in cfg['epsilons']:
-      raise ValueError(f'Expected validate_epsilons entry {e} to be one of '
-                       f"epsilons={cfg['epsilons']}.")
-  for name in ('scale_denominators', 'dims'):
-    if not cfg[name] or any(not isinstance(v, int) or isinstance(v, bool)
-                            or v < 1 for v in cfg[name]):
-      raise ValueError(f'Expected {name}={cfg[name]} to be a non-empty list '
-                       'of integers >= 1 (scales are s = 1/j).')
-  if not (isinstance(cfg['samples'], int) and cfg['samples'] >= 2):
-    raise ValueError(f"Expected samples={cfg['samples']} to be an integer "
-                     '>= 2.')
-  if cfg['accountant'] not in accounting.ACCOUNTANTS:
-    raise ValueError(f"Expected accountant={cfg['accountant']!r} to be one "
-                     f'of {accounting.ACCOUNTANTS}.')
+  def validate(self):
+    for e in self.validate_epsilons:
+      if e not in self.epsilons:
+        raise ValueError(f'Expected validate_epsilons entry {e} to be one of '
+                         f'epsilons={list(self.epsilons)}.')

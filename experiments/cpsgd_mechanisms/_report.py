@@ -6,8 +6,6 @@ from matplotlib import ticker
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
-from experiments.cpsgd_mechanisms._config import NAME
 
 
 def plot(results: dict[str, Any], out_dir: str) -> list[str]:
@@ -91,7 +89,6 @@ def report(results: dict[str, Any], out_dir: str) -> str:
   pngs = plot(results, out_dir)
   seeds = results['seeds']
   lines = [
-      f'## {NAME} ({cfg["mode"]})', '',
       'No data: an abstract d-dimensional query whose neighbouring values '
       'differ by a lattice vector of L2 and L_inf norm <= 1 (L1 <= sqrt(d); '
       'd = 1: all three are 1, as in Theorem 1\'s test vector). '
@@ -100,8 +97,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       'epsilon <= target and its condition N p(1-p) >= max(23 ln(10d/delta), '
       '2 Delta_inf/s); error s^2 N p(1-p) per coordinate. Gaussian: sigma^2 '
       'with sigma from the classical bound (eps <= 1 only) and from the PLD '
-      'accountant (tight). Errors are per coordinate (total = d times). '
-      f"Wall time {results['wall_seconds']:g} s.", '']
+      'accountant (tight). Errors are per coordinate (total = d times).', '']
   for d in cfg['dims']:
     lines += [f'Error per coordinate, d = {d}:', '',
               report_lib.markdown_table(
@@ -121,8 +117,5 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       exact_checks_table(results['exact_checks']), '',
       'Under Theorem 1 the limit as s shrinks is not the tight Gaussian: its '
       'leading term is the classical bound, which is loose at large eps.', '']
-  if results['claims']:
-    lines += ['Measured claims (verdicts per the rule at the top):', '',
-              verdict_lib.claims_table(results['claims']), '']
   lines += [f'![{p}]({p})' for p in pngs]
   return '\n'.join(lines) + '\n'

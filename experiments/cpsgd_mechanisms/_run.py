@@ -1,7 +1,6 @@
 """cpsgd_mechanisms' run: calibrated noise, exact privacy, a sampling check."""
 
 import math
-import sys
 import time
 from typing import Any
 
@@ -11,17 +10,13 @@ import numpy as np
 
 from dpjax import accounting
 from dpjax import noise
-from experiments.common import verdict as verdict_lib
-from experiments.cpsgd_mechanisms._config import NAME
+from experiments.common import runner
+from experiments.cpsgd_mechanisms._config import Config
 
 
 def sensitivities(dimension: int) -> tuple[float, float, float]:
   """(L1, L2, L_inf) of a change of L2 and L_inf norm <= 1 in d dimensions."""
   return math.sqrt(dimension), 1.0, 1.0
-
-
-def seeds(cfg: dict[str, Any]) -> list[int]:
-  return list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
 
 
 def _validate_sampling(cfg, rows) -> list[dict[str, Any]]:
@@ -31,11 +26,11 @@ def _validate_sampling(cfg, rows) -> list[dict[str, Any]]:
   (``fold_in(key(seed), point)``); the seeds run as one vmapped program.
   """
   out = []
-  seed_keys = jax.vmap(jax.random.key)(jnp.asarray(seeds(cfg)))
+  seed_keys = jax.vmap(jax.random.key)(jnp.asarray(cfg.seeds))
   for i, row in enumerate(r for r in rows
-                          if r['epsilon'] in cfg['validate_epsilons']):
-    d, n_trials, s, p = row['dim'], row['num_trials'], row['scale'], cfg['p']
-    vectors = max(2, cfg['samples'] // d)
+                          if r['epsilon'] in cfg.validate_epsilons):
+    d, n_trials, s, p = row['dim'], row['num_trials'], row['scale'], cfg.p
+    vectors = max(2, cfg.samples // d)
     start = time.time()
     keys = jax.vmap(lambda k, i=i: jax.random.fold_in(k, i))(seed_keys)
     z = jax.vmap(lambda k, n=n_trials, v=vectors, d=d: noise.binomial(
@@ -61,30 +56,26 @@ def _sem(values: np.ndarray) -> float | None:
           if values.size > 1 else None)
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
-  p, delta = cfg['p'], cfg['delta']
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Calibrated Gaussian and Binomial errors, exact privacy, sampling."""
+  p, delta = cfg.p, cfg.delta
   gauss = {}
-  for eps in cfg['epsilons']:
+  for eps in cfg.epsilons:
     classical = (accounting.classical_gaussian_stddev(eps, delta, 1.0)
                  if eps <= 1 else None)
     tight = accounting.calibrate_gaussian_stddev(eps, delta, 1.0,
-                                                 cfg['accountant'])
+                                                 cfg.accountant)
     gauss[eps] = dict(epsilon=eps, sigma_classical=classical,
                       sigma_tight=tight,
                       error_classical=None if classical is None else
                       classical**2, error_tight=tight**2)
-  if progress:
-    print(f'[{NAME}] Gaussian calibrated ({time.time() - start:.0f} s)',
-          file=sys.stderr)
+  ctx.say('Gaussian calibrated')
   rows = []
-  for d in cfg['dims']:
-    for j in cfg['scale_denominators']:
+  for d in cfg.dims:
+    for j in cfg.scale_denominators:
       s = 1.0 / j
       sens = sensitivities(d)
-      for eps in cfg['epsilons']:
+      for eps in cfg.epsilons:
         n_trials = accounting.calibrate_binomial_trials(eps, p, s, delta, d,
                                                         *sens)
         floor = n_trials == accounting.binomial_min_trials(p, s, delta, d,
@@ -117,17 +108,14 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         largest_shift_worst=largest_worst, num_trials_exact=n_exact,
         error_exact=err_exact,
         ratio_exact_tight=err_exact / gauss[eps]['error_tight']))
-  if progress:
-    print(f'[{NAME}] exact divergences done ({time.time() - start:.0f} s)',
-          file=sys.stderr)
+  ctx.say('exact divergences done')
   validation = _validate_sampling(cfg, rows)
-  return dict(experiment=NAME, config=cfg, seed=cfg['seed'], seeds=seeds(cfg),
-              sensitivities={str(d): sensitivities(d) for d in cfg['dims']},
+  return dict(dataset=dict(name='none: an abstract query (its '
+                           'sensitivities only)'),
+              sensitivities={str(d): sensitivities(d) for d in cfg.dims},
               gaussian=list(gauss.values()), rows=rows, exact=exact,
               validation=validation, summary=summary(rows, exact),
-              exact_checks=exact_checks(rows, exact),
-              claims=claims(cfg, validation),
-              wall_seconds=round(time.time() - start, 1))
+              exact_checks=exact_checks(rows, exact))
 
 
 def summary(rows, exact) -> dict[str, Any]:
@@ -194,23 +182,3 @@ def exact_checks(rows, exact) -> list[dict[str, Any]]:
              passed=all(e['largest_shift_worst'] for e in exact),
              detail=f'{len(exact)} points')]
   return checks
-
-
-def claims(cfg, validation) -> list[dict[str, Any]]:
-  """The sampling claim, the only one measured on random draws.
-
-  Per seed the statistic is the largest relative deviation
-  abs(measured / formula - 1) over the sampled points ("at every point"),
-  claimed below ``match_tolerance`` (the tolerance, fixed in the
-  configuration, is the claim's threshold).
-  """
-  if not validation:
-    return []
-  dev = np.max([np.abs(np.asarray(v['per_seed']) / v['formula'] - 1)
-                for v in validation], axis=0)
-  tol = cfg['match_tolerance']
-  v = verdict_lib.paired_verdict(dev, threshold=tol, higher_is_better=False)
-  return [verdict_lib.claim(
-      f'sampled Binomial error within {tol:.0%} of s^2 N p(1-p) at all '
-      f'{len(validation)} sampled points (per seed: the largest abs('
-      'measured / formula - 1))', v, per_seed=dev.tolist())]

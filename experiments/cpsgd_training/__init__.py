@@ -30,9 +30,9 @@ T-fold PLD composition at ``delta`` has the other half as slack. With
 subset, but no privacy amplification by subsampling is claimed: every round is
 charged its full Theorem 1 epsilon.
 
-Quick: 100 clients (all per round), 60 rounds, k in {2, 4, 16} x m in {32, 128,
-512} with rotation, (16, 128) without, 5 seeds. Full: 200 rounds, m up to 2048,
-10 seeds. All seeds of a protocol train at once (the federated loop's jitted
+Presets (``_config.Config``): quick: 100 clients (all per round), 60
+rounds, k in {2, 4, 16} x m in {32, 128, 512} with rotation, (16, 128)
+without, 5 seeds. Full: 200 rounds, m up to 2048, 10 seeds. All seeds of a protocol train at once (the federated loop's jitted
 vmap), and every cpSGD configuration shares one compiled trainer (a
 ``lax.switch`` on the configuration's index). Model: multinomial logistic
 regression on the flattened 8x8 digits (650 parameters, d' = 1024). D = 0.25,
@@ -46,24 +46,23 @@ Unlike the paper (one epoch over 25M one-example clients, so each client is
 used once and the per-round epsilon is the total), every client here takes
 part in every round, so the rounds compose.
 
-Claims (``_claims``; verdicts by ``experiments.common.verdict``, paired by
-seed on the final test accuracy), all fixed from the per-round epsilons before
-any training: cpSGD at the smallest per-round epsilon within 0.05 of its
-matched Gaussian (non-inferiority); the same for each other configuration
-(Bonferroni over them); and, for each pair of rotated configurations with
-per-round epsilons within 1.25x and different bits, that more bits give the
-higher accuracy (Bonferroni over the pairs). The accounting's deterministic
+Claims (``_claims``; three claim families, paired by seed on the final
+test accuracy), all fixed from the per-round epsilons before any training:
+cpSGD at the smallest per-round epsilon within 0.05 of its matched Gaussian
+(non-inferiority); the same for each other configuration (Bonferroni over
+them); and, for each pair of rotated configurations with per-round epsilons
+within 1.25x and different bits, that more bits give the higher accuracy
+(Bonferroni over the pairs). The accounting's deterministic
 facts (the matched Gaussian round has the cpSGD round's epsilon; it composes
 to less) are exact checks, not claims.
 """
 
-from experiments.cpsgd_training._config import config
+from experiments.common import runner
+from experiments.cpsgd_training._claims import claims
+from experiments.cpsgd_training._config import Config
 from experiments.cpsgd_training._config import DESCRIPTION
-from experiments.cpsgd_training._config import MODES
 from experiments.cpsgd_training._config import NAME
-from experiments.cpsgd_training._privacy import round_delta
 from experiments.cpsgd_training._report import report
 from experiments.cpsgd_training._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'round_delta',
-           'run']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments.common import verdict as verdict_lib
+from experiments.common import claims as claims_lib
+from experiments.cpsgd_training._config import Config
 from experiments.cpsgd_training._privacy import label
 
 CLOSE = 0.05  # "close to the Gaussian baseline": within 0.05 test accuracy
@@ -71,38 +72,35 @@ def _describe(row) -> str:
           f"eps/round {row['epsilon_round']:.3g})")
 
 
-def claims(the_plan, runs, summary, seeds,
-           test_size: int) -> list[dict[str, Any]]:
-  """``results['claims']``: one ``verdict_lib.claim`` per planned check."""
-  by = {r['setting']: r for r in summary}
-  out = []
+def claims(results: dict[str, Any], cfg: Config
+           ) -> list[claims_lib.ClaimFamily]:
+  """The planned checks, three families: primary, close and bits."""
+  the_plan, runs = results['plan'], results['runs']
+  seeds, test_size = cfg.seeds, results['dataset']['n_test']
+  by = {r['setting']: r for r in results['summary']}
+  primary, close, bits = (claims_lib.ClaimFamily(name)
+                          for name in ('primary', 'close', 'bits'))
 
-  def close(setting, comparisons, what):
-    cp = per_seed(runs, setting, seeds, test_size)
-    gauss = per_seed(runs, f'Gaussian @ {setting}', seeds, test_size)
-    v = verdict_lib.paired_verdict(cp, gauss, threshold=-CLOSE,
-                                   comparisons=comparisons)
-    out.append(verdict_lib.claim(
+  def add_close(family, setting, what):
+    family.add(
         f"cpSGD {_describe(by[setting])}{what} within {CLOSE:g} of the "
-        f"Gaussian at the same eps/round (test acc)", v,
-        family='primary' if what else 'close', treatment=setting,
-        control=f'Gaussian @ {setting}'))
+        f"Gaussian at the same eps/round (test acc)",
+        per_seed(runs, setting, seeds, test_size),
+        per_seed(runs, f'Gaussian @ {setting}', seeds, test_size),
+        threshold=-CLOSE, treatment=setting,
+        control=f'Gaussian @ {setting}')
 
   if the_plan['primary'] is not None:
-    close(the_plan['primary'], 1, ', the smallest eps/round,')
+    add_close(primary, the_plan['primary'], ', the smallest eps/round,')
   for setting in the_plan['close']:
-    close(setting, len(the_plan['close']), '')
+    add_close(close, setting, '')
   for few, many in the_plan['pairs']:
-    v = verdict_lib.paired_verdict(
-        per_seed(runs, many, seeds, test_size),
-        per_seed(runs, few, seeds, test_size),
-        comparisons=len(the_plan['pairs']))
-    out.append(verdict_lib.claim(
+    bits.add(
         f"more bits, higher accuracy at comparable eps/round: "
-        f"{_describe(by[many])} beats {_describe(by[few])} (test acc)", v,
-        family='bits',
-        treatment=many, control=few))
-  return out
+        f"{_describe(by[many])} beats {_describe(by[few])} (test acc)",
+        per_seed(runs, many, seeds, test_size),
+        per_seed(runs, few, seeds, test_size), treatment=many, control=few)
+  return [primary, close, bits]
 
 
 def exact_checks(privacy) -> list[dict[str, Any]]:

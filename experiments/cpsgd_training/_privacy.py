@@ -6,7 +6,6 @@ Gaussian mechanism) and the ledger of the federated loop.
 """
 
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -16,9 +15,9 @@ from dpjax import distributed as dist
 from experiments.common import federated
 
 
-def round_delta(cfg: dict[str, Any]) -> float:
+def round_delta(cfg) -> float:
   """Per-round delta: delta / (2 rounds) (the other half is PLD slack)."""
-  return cfg['delta'] / (2 * cfg['rounds'])
+  return cfg.delta / (2 * cfg.rounds)
 
 
 def privacy_rows(cfg, dimension, n):
@@ -28,15 +27,15 @@ def privacy_rows(cfg, dimension, n):
   ``ledger``) are filled in from the ledger the federated loop returns.
   """
   delta_r = round_delta(cfg)
-  rounds, clip = cfg['rounds'], cfg['clip_norm']
-  combos = [(k, m, True) for k in cfg['levels'] for m in cfg['trials']]
-  combos += [(k, m, False) for k, m in cfg['unrotated']]
+  rounds, clip = cfg.rounds, cfg.clip_norm
+  combos = [(k, m, True) for k in cfg.levels for m in cfg.trials]
+  combos += [(k, m, False) for k, m in cfg.unrotated_pairs]
   out = []
   for k, m, rotate in combos:
     linf_clip = (dist.rotated_linf_clip(clip, dimension, n, delta_r)
                  if rotate else clip)
     protocol = dist.CpsgdConfig(l2_norm_clip=clip, levels=k, trials=m,
-                                p=cfg['p'], linf_clip=linf_clip, rotate=rotate)
+                                p=cfg.p, linf_clip=linf_clip, rotate=rotate)
     row = dict(levels=k, trials=m, rotate=rotate, x_max=protocol.linf_clip,
                spacing=protocol.spacing,
                message_length=protocol.message_length(dimension),
@@ -65,7 +64,7 @@ def privacy_rows(cfg, dimension, n):
         gauss_epsilon_round=float(accounting.epsilon(gauss_event, delta_r,
                                                      'pld')),
         gauss_epsilon_total=accounting.gaussian_epsilon(
-            sigma_sum, 2 * clip, cfg['delta'], rounds))
+            sigma_sum, 2 * clip, cfg.delta, rounds))
     out.append(row)
   return out
 
@@ -96,7 +95,7 @@ def cpsgd_switch_mean(configs) -> federated.Mean:
 
 def settings(cfg, privacy, dimension, n):
   """What runs: (setting, method, privacy row or None, protocol)."""
-  clip = cfg['clip_norm']
+  clip = cfg.clip_norm
   gaussian = federated.gaussian_mean(clip)
   cpsgd = cpsgd_switch_mean([row['protocol'] for row in privacy])
   out = [('non-private', 'nonprivate', None,

@@ -1,4 +1,4 @@
-"""cpsgd_training's run: each protocol on the federated loop, the claims."""
+"""cpsgd_training's run: each protocol on the federated loop."""
 
 import math
 import time
@@ -12,7 +12,9 @@ from experiments.common import data as data_lib
 from experiments.common import federated
 from experiments.common import models
 from experiments.common import report as report_lib
+from experiments.common import runner
 from experiments.cpsgd_training import _claims
+from experiments.cpsgd_training._config import Config
 from experiments.cpsgd_training._config import GAUSSIAN_BITS
 from experiments.cpsgd_training._config import NAME
 from experiments.cpsgd_training._privacy import privacy_rows
@@ -20,35 +22,32 @@ from experiments.cpsgd_training._privacy import round_delta
 from experiments.cpsgd_training._privacy import settings
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
-  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'],
-                     fallback=cfg.get('allow_fallback', False))
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Every protocol on the federated loop, all seeds at once."""
+  ds = data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback)
   if ds.task != 'classification':
     raise ValueError(f'{NAME} needs a classification dataset, got {ds.name}')
-  model = models.make_model(cfg['model'], ds.num_classes,
+  model = models.make_model(cfg.model, ds.num_classes,
                             input_shape=ds.input_shape)
-  seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
-  clients = federated.init_clients(model, ds, seeds, cfg['num_clients'])
+  seeds = cfg.seeds
+  clients = federated.init_clients(model, ds, seeds, cfg.num_clients)
   d = clients.dimension
-  n = cfg['clients_per_round'] or cfg['num_clients']
+  n = cfg.clients_per_round or cfg.num_clients
   privacy = privacy_rows(cfg, d, n)
   plan = _claims.plan(privacy)  # fixed before any training
   loop = federated.FederatedLoop(
-      model, ds, num_clients=cfg['num_clients'], clients_per_round=n,
-      rounds=cfg['rounds'], learning_rate=cfg['learning_rate'],
-      momentum=cfg['momentum'], l2_norm_clip=cfg['clip_norm'])
+      model, ds, num_clients=cfg.num_clients, clients_per_round=n,
+      rounds=cfg.rounds, learning_rate=cfg.learning_rate,
+      momentum=cfg.momentum, l2_norm_clip=cfg.clip_norm)
 
-  eval_rounds = sorted({min(cfg['rounds'], max(1, round(
-      (i + 1) * cfg['rounds'] / cfg['evals']))) for i in range(cfg['evals'])})
+  eval_rounds = sorted({min(cfg.rounds, max(1, round(
+      (i + 1) * cfg.rounds / cfg.evals))) for i in range(cfg.evals)})
   runs, curves_out = [], []
   for setting, method, pr, protocol in settings(cfg, privacy, d, n):
     t0 = time.time()
     curves, ledger = loop.run(clients, protocol)
     if method == 'cpsgd' and ledger is not None:  # the rounds that ran
-      pr.update(epsilon_total=float(ledger.epsilon(cfg['delta'], 'pld')),
+      pr.update(epsilon_total=float(ledger.epsilon(cfg.delta, 'pld')),
                 ledger=ledger.to_json(), bits_per_client_total=ledger.bits)
     gaussian = method == 'gaussian' and pr is not None
     base = dict(
@@ -56,10 +55,10 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         levels=pr['levels'] if pr else None,
         trials=pr['trials'] if pr else None,
         rotate=pr['rotate'] if pr else None,
-        dataset=ds.name, delta=cfg['delta'],
+        dataset=ds.name, delta=cfg.delta,
         delta_round=round_delta(cfg) if pr else None,
-        rounds=cfg['rounds'], clients_per_round=n,
-        num_clients=cfg['num_clients'], dimension=d)
+        rounds=cfg.rounds, clients_per_round=n,
+        num_clients=cfg.num_clients, dimension=d)
     if method == 'cpsgd':
       base.update(
           {k: pr[k] for k in ('x_max', 'spacing', 'message_length',
@@ -82,10 +81,10 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
     for j, seed in enumerate(seeds):
       runs.append(dict(
           base, seed=seed, train_config=dict(
-              rounds=cfg['rounds'], learning_rate=cfg['learning_rate'],
-              momentum=cfg['momentum'], clip_norm=cfg['clip_norm'],
-              num_clients=cfg['num_clients'], clients_per_round=n,
-              model=cfg['model'], seed=seed),
+              rounds=cfg.rounds, learning_rate=cfg.learning_rate,
+              momentum=cfg.momentum, clip_norm=cfg.clip_norm,
+              num_clients=cfg.num_clients, clients_per_round=n,
+              model=cfg.model, seed=seed),
           **{m: float(curves[m][j, -1]) for m in (
               'test_accuracy', 'train_accuracy', 'train_loss')},
           clipped_fraction=float(np.mean(curves['clipped_fraction'][j])),
@@ -95,22 +94,18 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
     curves_out.append(dict(setting=setting, rounds=eval_rounds,
                            test_accuracy=[float(acc[:, r - 1].mean())
                                           for r in eval_rounds]))
-    if progress:
-      print(f'[{NAME}] {setting}: test acc {acc[:, -1].mean():.4f} '
-            f'({time.time() - t0:.1f} s)', flush=True)
+    ctx.say(f'{setting}: test acc {acc[:, -1].mean():.4f} '
+            f'({time.time() - t0:.1f} s)')
   summary = summarize(runs)
   for row in privacy:
     del row['protocol'], row['event']
-  return dict(experiment=NAME, config=cfg, dataset=report_lib.dataset_info(ds),
-              seeds=seeds, model=cfg['model'], dimension=d,
+  return dict(dataset=report_lib.dataset_info(ds),
+              model=cfg.model, dimension=d,
               padded_dimension=transforms.next_power_of_two(d),  # rotated
               clients_per_round=n, delta_round=round_delta(cfg),
               privacy=privacy, runs=runs, summary=summary, curves=curves_out,
-              comparisons=comparisons(summary, cfg['clip_norm']), plan=plan,
-              claims=_claims.claims(plan, runs, summary, seeds,
-                                   len(ds.y_test)),
-              exact_checks=_claims.exact_checks(privacy),
-              wall_seconds=round(time.time() - start, 1))
+              comparisons=comparisons(summary, cfg.clip_norm), plan=plan,
+              exact_checks=_claims.exact_checks(privacy))
 
 
 _CONSTANT = ('method', 'levels', 'trials', 'rotate', 'bits_per_coordinate',

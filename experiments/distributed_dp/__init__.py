@@ -14,22 +14,23 @@ every b in ``bits``:
   n messages in {0..k-1+m} (m from Theorem 1);
 * the central Gaussian (32-bit floats; PLD-calibrated).
 
-Claims in ``_claims``.
+Claims in ``_claims``; presets in ``_config.Config``.
 
 Full mode (``training=True``; off in quick, where it can be turned on) also
 trains a classifier on digits on the shared federated loop with DDG and
 Skellam at every b in ``train_bits``, cpSGD where it fits a b-bit sum (or
 at the fewest bits where it fits) and the Gaussian, all at one total
 (``train_epsilon``, ``delta``) over the run's rounds, and reports test
-accuracy vs bits, the flagged (wrap-around) rounds and its own claims
-(``_training``).
+accuracy vs bits, the flagged (wrap-around) rounds and its own claim
+family (``_training``, ``_claims.training_plan``).
 """
 
-from experiments.distributed_dp._config import config
+from experiments.common import runner
+from experiments.distributed_dp._claims import claims
+from experiments.distributed_dp._config import Config
 from experiments.distributed_dp._config import DESCRIPTION
-from experiments.distributed_dp._config import MODES
 from experiments.distributed_dp._config import NAME
 from experiments.distributed_dp._report import report
 from experiments.distributed_dp._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

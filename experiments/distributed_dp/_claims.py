@@ -1,4 +1,6 @@
-"""distributed_dp's claims: seed verdicts, all one Bonferroni family.
+"""distributed_dp's claims: seed verdicts, two families.
+
+Mean estimation, one family (unnamed):
 
 Per target epsilon and for each of DDG and Skellam (per seed, the statistic
 named; verdicts by ``experiments.common.verdict``):
@@ -10,13 +12,18 @@ named; verdicts by ``experiments.common.verdict``):
 
 And the gap they close: cpSGD's smallest MSE / Gaussian MSE over the bits
 where it fits, claimed > 1 + ``gaussian_tolerance``.
+
+Federated training (``training``), family ``training``: see
+``training_plan``.
 """
 
 from typing import Any
 
 import numpy as np
 
-from experiments.common import verdict as verdict_lib
+from experiments.common import claims as claims_lib
+
+TRAINING_PREFIX = 'federated training: '  # the training claims' texts
 
 
 def _seeds(row) -> np.ndarray:
@@ -28,16 +35,25 @@ def _rows(rows, mech, eps):
           and r['target_epsilon'] == eps and r['mse'] is not None}
 
 
-def claims(cfg, rows, gaussian) -> list[dict[str, Any]]:
+def claims(results: dict[str, Any], cfg) -> list[claims_lib.ClaimFamily]:
+  """The mean-estimation family and, when training ran, the training one."""
+  families = [dme_claims(cfg, results['rows'], results['gaussian'])]
+  if results['training'] is not None:
+    families.append(training_claims(results['training']['plan'],
+                                    results['training']['rows']))
+  return families
+
+
+def dme_claims(cfg, rows, gaussian) -> claims_lib.ClaimFamily:
   specs = []  # (text, per-seed statistic, threshold, higher is better)
-  tol = cfg['gaussian_tolerance']
+  tol = cfg.gaussian_tolerance
   for g in gaussian:
     eps = g['target_epsilon']
     gs = _seeds(g)
     cpsgd = _rows(rows, 'cpsgd', eps)
     for mech, label in (('ddg', 'DDG'), ('skellam', 'Skellam')):
       mine = _rows(rows, mech, eps)
-      close = sorted(b for b in mine if b >= cfg['close_bits'])
+      close = sorted(b for b in mine if b >= cfg.close_bits)
       if close:
         stat = np.max([_seeds(mine[b]) / gs for b in close], 0)
         specs.append((
@@ -58,13 +74,11 @@ def claims(cfg, rows, gaussian) -> list[dict[str, Any]]:
           f'cpSGD MSE more than {1 + tol:g}x the central Gaussian at every b '
           f'in {bs} (the gap; eps = {eps:g}; per seed: the smallest MSE '
           'cpSGD / Gaussian MSE)', stat, 1 + tol, True))
-  out = []
+  family = claims_lib.ClaimFamily()
   for text, stat, threshold, higher in specs:
-    v = verdict_lib.paired_verdict(stat, threshold=threshold,
-                                   higher_is_better=higher,
-                                   comparisons=len(specs))
-    out.append(verdict_lib.claim(text, v, per_seed=stat.tolist()))
-  return out
+    family.add(text, stat, threshold=threshold, higher_is_better=higher,
+               per_seed=stat.tolist())
+  return family
 
 
 # Federated training: planned from the settings that run (a function of the
@@ -91,16 +105,16 @@ def training_plan(cfg, settings) -> list[dict[str, Any]]:
   * the gap: cpSGD more than ``train_tolerance`` below the Gaussian at every
     b where it runs (per seed: the largest difference).
   """
-  tol = cfg['train_tolerance']
+  tol = cfg.train_tolerance
   gauss = next((s['setting'] for s in settings if s['method'] == 'gaussian'),
                None)
   cpsgd = _runnable(settings, 'cpsgd')
-  swept = {b: v for b, v in cpsgd.items() if b in cfg['train_bits']}
-  extra = {b: v for b, v in cpsgd.items() if b not in cfg['train_bits']}
+  swept = {b: v for b, v in cpsgd.items() if b in cfg.train_bits}
+  extra = {b: v for b, v in cpsgd.items() if b not in cfg.train_bits}
   out = []
   for mech, label in (('ddg', 'DDG'), ('skellam', 'Skellam')):
     mine = _runnable(settings, mech)
-    close = sorted(b for b in mine if b >= cfg['close_bits'])
+    close = sorted(b for b in mine if b >= cfg.close_bits)
     if close and gauss:
       out.append(dict(
           kind='close', mechanism=mech, threshold=-tol, higher=True,
@@ -136,18 +150,16 @@ def training_plan(cfg, settings) -> list[dict[str, Any]]:
   return out
 
 
-def training_claims(the_plan, rows) -> list[dict[str, Any]]:
-  """``verdict_lib.claim`` per planned training claim (one family)."""
+def training_claims(the_plan, rows) -> claims_lib.ClaimFamily:
+  """The planned training claims, family ``training``."""
   acc = {r['setting']: np.asarray(r['per_seed'], np.float64) for r in rows
          if r.get('per_seed') is not None}
-  out = []
+  family = claims_lib.ClaimFamily('training')
   for spec in the_plan:
     diffs = np.stack([acc[t] - acc[c] for t, c in spec['pairs']])
     stat = diffs.min(0) if spec['higher'] else diffs.max(0)
-    v = verdict_lib.paired_verdict(stat, threshold=spec['threshold'],
-                                   higher_is_better=spec['higher'],
-                                   comparisons=len(the_plan))
-    out.append(verdict_lib.claim(spec['text'], v, kind=spec['kind'],
-                                 mechanism=spec['mechanism'],
-                                 per_seed=stat.tolist()))
-  return out
+    family.add(TRAINING_PREFIX + spec['text'], stat,
+               threshold=spec['threshold'], higher_is_better=spec['higher'],
+               kind=spec['kind'], mechanism=spec['mechanism'],
+               per_seed=stat.tolist())
+  return family

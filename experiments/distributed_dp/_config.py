@@ -1,8 +1,8 @@
-"""distributed_dp's configuration: modes, defaults and their validation."""
+"""distributed_dp's settings (field defaults are the quick preset)."""
 
-from typing import Any
+import dataclasses
 
-from experiments.common import config as config_lib
+from experiments.common import config
 from experiments.common import data as data_lib
 
 NAME = 'distributed_dp'
@@ -10,128 +10,100 @@ DESCRIPTION = ('distributed DP mean estimation: DDG and Skellam vs cpSGD and '
                'the central Gaussian, MSE vs bits per coordinate at matched '
                'epsilon')
 MECHANISMS = ('ddg', 'skellam')
-MODES = {
-    'quick': dict(num_clients=20, dimension=256, bits=[12, 16],
-                  num_seeds=5, reps=16, training=False),
-    'full': dict(num_clients=1000, dimension=4096,
-                 bits=[12, 14, 16, 18, 20], num_seeds=10, reps=8,
-                 training=True),
-}
-# Claim thresholds, fixed in the configuration before any run.
-# gaussian_tolerance: "close to the central Gaussian" means MSE at most
-# (1 + this) times the Gaussian's. The Gaussian is calibrated by the PLD
-# accountant (tight) while DDG and Skellam are known by RDP bounds only; at
-# epsilon = 1, delta = 1e-5 the RDP conversion alone asks for about 9% more
-# noise stddev (about 18% more variance), so the tolerance is 0.3.
-# close_bits: the claim "close to the Gaussian" is made at these bits and
-# above; below, the grid gamma is coarse enough that rounding adds visible
-# error (the papers' figures show the same knee).
-# k_stddevs: k standard deviations of the aggregate fill the modulus, the
-# same k for both mechanisms so that they are compared at the same
-# wrap-around probability (about P(|Z| > k) per coordinate). The reference
-# code's defaults are 4 (DDG) and 3 (Skellam); at k = 3 about
-# P(|Z| > 3) d' = 0.7 coordinates would wrap per round at d' = 256.
-# max_wraparound_rate: a round with more wrapped coordinates is flagged and
-# counted (its error stays in the MSE: the server cannot see wrap-around).
-# Federated training (``training``; the train_ keys): train_epsilon is the
-# total epsilon of the whole run (at ``delta``), fixed before any training
-# run; clip, learning rate and momentum are cpsgd_training's (picked there on
-# a validation split with a Gaussian run); train_tolerance: "close to the
-# Gaussian" means within this much test accuracy (cpsgd_training's 0.05).
-DEFAULTS = dict(seed=0, epsilons=[1.0], delta=1e-5, clip_norm=1.0,
-                levels=[2, 4, 8, 16, 32, 64], p=0.5, spikes=1,
-                inputs=['spread'], gaussian_tolerance=0.3, close_bits=16,
-                k_stddevs=4.0,
-                max_wraparound_rate=1e-3,
-                train_dataset='digits', train_model='logistic',
-                train_num_clients=20, train_clients_per_round=None,
-                train_rounds=60, train_seeds=3, train_bits=[12, 16, 20],
-                train_epsilon=10.0, train_clip_norm=0.25,
-                train_learning_rate=0.5, train_momentum=0.9,
-                train_tolerance=0.05)
+setting = config.setting
 
 
-def config(mode: str, epsilons=None, delta=None, dataset=None, **overrides
-           ) -> dict[str, Any]:
-  """The exact configuration.
+@dataclasses.dataclass(frozen=True)
+class Config(config.Config):
+  """Quick: n = 20 clients, d = 256, b in {12, 16}, 16 rounds, 5 seeds, no
+  training; full: n = 1000, d = 4096, b from 12 to 20, 8 rounds, 10 seeds,
+  federated training on. Every seed generates its own client vectors (unit
+  vectors in random directions, the papers' DME setting) and protocol keys,
+  so there is no dataset setting (training has ``train_dataset``).
+  Neighbours: replace one client, for every mechanism."""
+  NAME = NAME
+  PRESETS = {'quick': {}, 'full': dict(
+      num_clients=1000, dimension=4096, bits=(12, 14, 16, 18, 20),
+      num_seeds=10, reps=8, training=True)}
 
-  ``epsilons``: target epsilons of one release (each a row per bits and
-  mechanism); ``delta``: their delta. Every seed generates its own client
-  vectors (unit vectors in random directions, the papers' DME setting) and
-  protocol keys and runs ``reps`` rounds per point. Neighbours: replace one
-  client (the relation cpSGD's Theorem 1 is stated for), for every
-  mechanism.
-  """
-  cfg = config_lib.from_mode(
-      NAME, mode, MODES, DEFAULTS, epsilons=epsilons, delta=delta,
-      dataset=dataset, no_dataset='generates its client vectors (random unit '
-      'vectors)', **overrides)
-  _check(cfg)
-  return cfg
+  num_seeds: int = setting(5, 'seeds (own vectors and protocol keys)', ge=1)
+  num_clients: int = setting(20, 'clients n', ge=1)
+  dimension: int = setting(256, 'dimension d', ge=1)
+  bits: tuple[int, ...] = setting((12, 16), 'bits b per coordinate of the '
+                                  'messages and the modular sum', ge=2, le=32)
+  reps: int = setting(16, 'rounds per seed and point', ge=1)
+  epsilons: tuple[float, ...] = setting((1.0,), 'target epsilons of one '
+                                        'release', gt=0)
+  delta: float = setting(1e-5, 'target delta', gt=0, lt=1)
+  clip_norm: float = setting(1.0, 'client vector clip norm c', gt=0)
+  levels: tuple[int, ...] = setting((2, 4, 8, 16, 32, 64), 'cpSGD '
+                                    'quantization levels k to choose from',
+                                    ge=2)
+  p: float = setting(0.5, 'cpSGD Binomial success probability', gt=0, lt=1)
+  # Claim thresholds, fixed in the configuration before any run.
+  # gaussian_tolerance: "close to the central Gaussian" means MSE at most
+  # (1 + this) times the Gaussian's. The Gaussian is calibrated by the PLD
+  # accountant (tight) while DDG and Skellam are known by RDP bounds only;
+  # at epsilon = 1, delta = 1e-5 the RDP conversion alone asks for about 9%
+  # more noise stddev (about 18% more variance), so the tolerance is 0.3.
+  gaussian_tolerance: float = setting(
+      0.3, 'close to the Gaussian: MSE at most (1 + this) times it', gt=0)
+  # close_bits: the claim "close to the Gaussian" is made at these bits and
+  # above; below, the grid gamma is coarse enough that rounding adds
+  # visible error (the papers' figures show the same knee).
+  close_bits: int = setting(16, 'fewest bits of the close-to-Gaussian '
+                            'claims', ge=2)
+  # k_stddevs: k standard deviations of the aggregate fill the modulus, the
+  # same k for both mechanisms so that they are compared at the same
+  # wrap-around probability (about P(|Z| > k) per coordinate). The
+  # reference code's defaults are 4 (DDG) and 3 (Skellam); at k = 3 about
+  # P(|Z| > 3) d' = 0.7 coordinates would wrap per round at d' = 256.
+  k_stddevs: float = setting(4.0, 'stddevs of the aggregate in the modulus',
+                             gt=0)
+  # A round with more wrapped coordinates is flagged and counted (its error
+  # stays in the MSE: the server cannot see wrap-around).
+  max_wraparound_rate: float = setting(
+      1e-3, 'wrap-around rate above which a round is flagged', ge=0, le=1)
+  # Federated training (the train_ settings): train_epsilon is the total
+  # epsilon of the whole run (at ``delta``), fixed before any training run;
+  # clip, learning rate and momentum are cpsgd_training's (picked there on
+  # a validation split with a Gaussian run); train_tolerance: "close to the
+  # Gaussian" means within this much test accuracy (cpsgd_training's 0.05).
+  training: bool = setting(False, 'also train a classifier federated')
+  train_dataset: str = setting('digits', 'training: a classification '
+                               'dataset (see list)')
+  allow_fallback: bool = setting(
+      False, 'training: run digits when a tfds set is not prepared')
+  train_model: str = setting('logistic', 'training: model',
+                             choices=('logistic', 'mlp'))
+  train_num_clients: int = setting(20, 'training: clients', ge=1)
+  train_clients_per_round: int | None = setting(
+      None, 'training: clients per round (none: all)', ge=1)
+  train_rounds: int = setting(60, 'training: rounds', ge=1)
+  train_seeds: int = setting(3, 'training: seeds, from seed', ge=1)
+  train_bits: tuple[int, ...] = setting((12, 16, 20), 'training: bits b',
+                                        ge=2, le=32)
+  train_epsilon: float = setting(10.0, 'training: total epsilon of the run',
+                                 gt=0)
+  train_clip_norm: float = setting(0.25, 'training: client clip norm D',
+                                   gt=0)
+  train_learning_rate: float = setting(0.5, 'training: server learning rate',
+                                       gt=0)
+  train_momentum: float = setting(0.9, 'training: server momentum', ge=0,
+                                  lt=1)
+  train_tolerance: float = setting(
+      0.05, 'training: close to the Gaussian within this test accuracy',
+      gt=0)
 
+  def normalize(self):
+    return dict(epsilons=tuple(sorted(set(self.epsilons))))
 
-def _check(cfg: dict[str, Any]) -> None:
-  for name, minimum in (('seed', 0), ('num_clients', 1), ('dimension', 1),
-                        ('num_seeds', 1), ('reps', 1), ('close_bits', 2)):
-    v = cfg[name]
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-      raise ValueError(f'Expected {name}={v} to be an integer >= {minimum}.')
-  bits = cfg['bits']
-  if (not isinstance(bits, (list, tuple)) or not bits
-      or any(not isinstance(b, int) or isinstance(b, bool) or not 2 <= b <= 32
-             for b in bits)):
-    raise ValueError(f'Expected bits={bits} to be a list of integers in '
-                     '[2, 32].')
-  if not cfg['epsilons'] or any(not e > 0 for e in cfg['epsilons']):
-    raise ValueError(f"Expected epsilons={cfg['epsilons']} to be > 0.")
-  if not 0 < cfg['delta'] < 1:
-    raise ValueError(f"Expected delta={cfg['delta']} in (0, 1).")
-  if not cfg['clip_norm'] > 0:
-    raise ValueError(f"Expected clip_norm={cfg['clip_norm']} > 0.")
-  if not cfg['k_stddevs'] > 0:
-    raise ValueError(f"Expected k_stddevs={cfg['k_stddevs']} > 0.")
-  if not 0 < cfg['gaussian_tolerance']:
-    raise ValueError(f"Expected gaussian_tolerance="
-                     f"{cfg['gaussian_tolerance']} > 0.")
-  if not 0 <= cfg['max_wraparound_rate'] <= 1:
-    raise ValueError(f"Expected max_wraparound_rate="
-                     f"{cfg['max_wraparound_rate']} in [0, 1].")
-  _check_training(cfg)
-
-
-def _check_training(cfg: dict[str, Any]) -> None:
-  if not isinstance(cfg['training'], bool):
-    raise ValueError(f"Expected training={cfg['training']!r} to be a bool.")
-  for name, minimum in (('train_num_clients', 1), ('train_rounds', 1),
-                        ('train_seeds', 1)):
-    v = cfg[name]
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-      raise ValueError(f'Expected {name}={v!r} to be an integer >= '
-                       f'{minimum}.')
-  n = cfg['train_clients_per_round']
-  if n is not None and (not isinstance(n, int) or isinstance(n, bool)
-                        or not 1 <= n <= cfg['train_num_clients']):
-    raise ValueError(f"Expected train_clients_per_round={n!r} to be an "
-                     f"integer in [1, train_num_clients="
-                     f"{cfg['train_num_clients']}].")
-  bits = cfg['train_bits']
-  if (not isinstance(bits, (list, tuple)) or not bits
-      or any(not isinstance(b, int) or isinstance(b, bool) or not 2 <= b <= 32
-             for b in bits)):
-    raise ValueError(f'Expected train_bits={bits!r} to be a list of integers '
-                     'in [2, 32].')
-  for name in ('train_epsilon', 'train_clip_norm', 'train_learning_rate',
-               'train_tolerance'):
-    v = cfg[name]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-        0 < v < float('inf')):
-      raise ValueError(f'Expected {name}={v!r} > 0 and finite.')
-  m = cfg['train_momentum']
-  if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < 1:
-    raise ValueError(f'Expected train_momentum={m!r} in [0, 1).')
-  if cfg['train_model'] not in ('logistic', 'mlp'):
-    raise ValueError(f"Expected train_model={cfg['train_model']!r} in "
-                     '(logistic, mlp).')
-  if cfg['train_dataset'] not in data_lib.DATASETS:
-    raise ValueError(f"Expected train_dataset={cfg['train_dataset']!r} to "
-                     'be a known dataset.')
+  def validate(self):
+    try:
+      data_lib.require_classification(NAME, self.train_dataset)
+    except ValueError as e:
+      raise ValueError(f'train_dataset: {e}') from None
+    n = self.train_clients_per_round
+    if n is not None and n > self.train_num_clients:
+      raise ValueError(f'Expected train_clients_per_round={n} <= '
+                       f'train_num_clients={self.train_num_clients}.')

@@ -5,10 +5,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
-from experiments.distributed_dp._config import NAME
-
-TRAINING_PREFIX = 'federated training: '  # the training claims in 'claims'
+from experiments.distributed_dp._claims import TRAINING_PREFIX
 
 LABELS = {'ddg': 'DDG', 'skellam': 'Skellam', 'cpsgd': 'cpSGD (Binomial)',
           'gaussian': 'central Gaussian'}
@@ -68,7 +65,6 @@ def report(results: dict[str, Any], out_dir: str) -> str:
   pngs = plot(results, out_dir)
   seeds = results['seeds']
   lines = [
-      f'## {NAME} ({cfg["mode"]})', '',
       f"Data: generated unit vectors in random directions, seeds "
       f"{seeds[0]}..{seeds[-1]} (each its own vectors and keys), "
       f"n = {cfg['num_clients']} clients, d = {cfg['dimension']}, clip "
@@ -85,15 +81,10 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       'wrap-around rate exceeds '
       f"{cfg['max_wraparound_rate']:g} are counted as flagged (their error "
       'stays in the MSE). MSE: mean over seeds of each seed\'s mean squared '
-      f"error. Wall time {results['wall_seconds']:g} s.", '',
+      'error.', '',
       report_lib.markdown_table(table(results), TABLE), '',
       report_lib.markdown_table(results['rows'] + results['gaussian'],
                                 DETAIL), '']
-  lines += ['Measured claims (verdicts per the rule at the top; one '
-            'Bonferroni family):', '',
-            verdict_lib.claims_table([
-                c for c in results['claims']
-                if not c['claim'].startswith(TRAINING_PREFIX)]), '']
   lines += [f'![{p}]({p})' for p in pngs]
   if results.get('training'):
     lines += [''] + training_lines(results, out_dir)
@@ -207,7 +198,6 @@ def training_lines(results, out_dir) -> list[str]:
       'epsilon, and the bits its sum needs): ' + ', '.join(
           f"k={c['levels']} m={c['trials']} {c['sum_bits']} bits"
           for c in tr['cpsgd_candidates']) + '.', '',
-      'Measured claims (verdicts per the rule at the top; planned from the '
-      'calibrated settings before training; one Bonferroni family, apart '
-      'from the mean-estimation claims):', '',
-      verdict_lib.claims_table(tr['claims']), '', f'![{png}]({png})']
+      'Its claims (family `training` in the table below, texts starting '
+      f"'{TRAINING_PREFIX.strip()}') were planned from the calibrated "
+      'settings before training.', '', f'![{png}]({png})']

@@ -7,7 +7,6 @@ per configuration).
 """
 
 import math
-import sys
 import time
 from typing import Any
 
@@ -17,37 +16,33 @@ import numpy as np
 
 from dpjax import accounting
 from dpjax import distributed
-from experiments import cpsgd_dme
-from experiments.distributed_dp._claims import claims
+from experiments.common import runner
+from experiments.cpsgd_dme import _privacy as dme_privacy
+from experiments.cpsgd_dme import _run as dme_run
+from experiments.cpsgd_dme._config import Config as DmeConfig
+from experiments.distributed_dp._config import Config
 from experiments.distributed_dp._config import MECHANISMS
-from experiments.distributed_dp._config import NAME
-from experiments.distributed_dp._report import TRAINING_PREFIX
 from experiments.distributed_dp._training import run_training
 
 _GAUSSIAN_POINT = 1_000_000
 
 
-def seeds(cfg) -> list[int]:
-  return list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
-
-
-def _dme_cfg(cfg) -> dict[str, Any]:
-  """The cpsgd_dme settings that its public helpers read."""
-  return dict(num_clients=cfg['num_clients'], dimension=cfg['dimension'],
-              delta=cfg['delta'], clip_norm=cfg['clip_norm'], p=cfg['p'],
-              seed=cfg['seed'], inputs=['spread'], spikes=cfg['spikes'])
+def _dme_cfg(cfg) -> DmeConfig:
+  """The cpsgd_dme settings that its helpers read."""
+  return DmeConfig(num_clients=cfg.num_clients, dimension=cfg.dimension,
+                   delta=cfg.delta, clip_norm=cfg.clip_norm, p=cfg.p,
+                   seed=cfg.seed, inputs=('spread',), spikes=1)
 
 
 def _data(cfg):
   dme = _dme_cfg(cfg)
-  xs = np.stack([cpsgd_dme.make_inputs(dme, s)['spread']
-                 for s in seeds(cfg)])
+  xs = np.stack([dme_run.make_inputs(dme, s)['spread'] for s in cfg.seeds])
   return xs, xs.astype(np.float64).mean(1)  # unit vectors: already clipped
 
 
 def _keys(cfg, point: int) -> list[list[jax.Array]]:
   return [[jax.random.fold_in(jax.random.fold_in(jax.random.key(s), point), r)
-           for r in range(cfg['reps'])] for s in seeds(cfg)]
+           for r in range(cfg.reps)] for s in cfg.seeds]
 
 
 def _stats(errs: np.ndarray) -> dict[str, Any]:
@@ -74,15 +69,15 @@ def _measure(cfg, point, xs, means, fn) -> tuple[dict[str, Any], float]:
 
 
 def _ddp_row(cfg, point, xs, means, mech, bits, eps):
-  n, d = cfg['num_clients'], cfg['dimension']
+  n, d = cfg.num_clients, cfg.dimension
   protocol = distributed.calibrate_distributed_dp(
-      mech, epsilon=eps, delta=cfg['delta'], num_clients=n, dimension=d,
-      bits=bits, l2_norm_clip=cfg['clip_norm'], k_stddevs=cfg['k_stddevs'],
+      mech, epsilon=eps, delta=cfg.delta, num_clients=n, dimension=d,
+      bits=bits, l2_norm_clip=cfg.clip_norm, k_stddevs=cfg.k_stddevs,
       replace_one=True)
   event = distributed.distributed_dp_round_event(protocol, d,
                                                  replace_one=True)
   base = dict(mechanism=mech, bits=bits, target_epsilon=eps,
-              epsilon=accounting.epsilon(event, cfg['delta']),
+              epsilon=accounting.epsilon(event, cfg.delta),
               gamma=protocol.gamma, stddev=protocol.stddev)
   if mech == 'skellam' and protocol.local_mu > distributed.MAX_SKELLAM_MU:
     return dict(base, mse=None, note=f'local mu = {protocol.local_mu:.3g} '
@@ -90,12 +85,12 @@ def _ddp_row(cfg, point, xs, means, mech, bits, eps):
 
   def fn(key, x):
     r = distributed.secure_sum_round(
-        protocol, key, x, max_wraparound_rate=cfg['max_wraparound_rate'])
+        protocol, key, x, max_wraparound_rate=cfg.max_wraparound_rate)
     return r.estimate, (float(r.wraparound_rate), int(r.rounding_failures),
                         bool(r.accepted))
   m, seconds = _measure(cfg, point, xs, means, fn)
   extras = m.pop('extras')
-  return dict(m, **base, noise_multiplier=protocol.stddev / (2 * cfg['clip_norm']),
+  return dict(m, **base, noise_multiplier=protocol.stddev / (2 * cfg.clip_norm),
               bits_per_client=distributed.distributed_dp_bits(protocol, d),
               wraparound_max=max(e[0] for e in extras),
               rounding_failures=sum(e[1] for e in extras),
@@ -111,14 +106,14 @@ def _modulus_bits(n: int, protocol) -> int:
 def _cpsgd_choice(cfg, bits, eps):
   """The rotated cpSGD protocol that fits a b-bit secure sum, chosen by its
   analytic MSE bound (no measurement), or None."""
-  dme, n, d = _dme_cfg(cfg), cfg['num_clients'], cfg['dimension']
+  dme, n, d = _dme_cfg(cfg), cfg.num_clients, cfg.dimension
   best = None
-  for k in cfg['levels']:
+  for k in cfg.levels:
     try:
-      m = cpsgd_dme.trials_for_epsilon(dme, 'rotate', k, eps)
+      m = dme_privacy.trials_for_epsilon(dme, 'rotate', k, eps)
     except ValueError:
       continue
-    protocol = cpsgd_dme.make_protocol(dme, 'rotate', k, m)
+    protocol = dme_privacy.make_protocol(dme, 'rotate', k, m)
     if _modulus_bits(n, protocol) > bits:
       continue
     bound = distributed.cpsgd_mse_bound(d, n, k, m, protocol.binomial_p,
@@ -137,19 +132,19 @@ def _cpsgd_row(cfg, point, xs, means, bits, eps):
   m, seconds = _measure(cfg, point, xs, means, lambda k, x: (
       distributed.distributed_mean(protocol, k, x), None))
   m.pop('extras')
-  d = cfg['dimension']
+  d = cfg.dimension
   return dict(m, **base, levels=protocol.levels, trials=protocol.trials,
-              epsilon=cpsgd_dme.round_epsilon(_dme_cfg(cfg), protocol),
+              epsilon=dme_privacy.round_epsilon(_dme_cfg(cfg), protocol),
               message_bits=distributed.bits_per_coordinate(
                   protocol.levels, protocol.trials, fixed_width=True),
-              sum_bits=_modulus_bits(cfg['num_clients'], protocol),
+              sum_bits=_modulus_bits(cfg.num_clients, protocol),
               bits_per_client=bits * protocol.message_length(d),
               seconds=round(seconds, 2))
 
 
 def _gaussian_row(cfg, point, xs, means, eps):
-  n, c = cfg['num_clients'], cfg['clip_norm']
-  stddev = accounting.calibrate_gaussian_stddev(eps, cfg['delta'], 2 * c,
+  n, c = cfg.num_clients, cfg.clip_norm
+  stddev = accounting.calibrate_gaussian_stddev(eps, cfg.delta, 2 * c,
                                                 'pld')
   per_client = stddev / math.sqrt(n)
   m, seconds = _measure(cfg, point, xs, means, lambda k, x: (
@@ -157,46 +152,35 @@ def _gaussian_row(cfg, point, xs, means, eps):
   m.pop('extras')
   return dict(m, mechanism='gaussian', bits=32, target_epsilon=eps,
               epsilon=accounting.epsilon(accounting.gaussian_protocol_event(
-                  stddev, 2 * c), cfg['delta'], 'pld'),
+                  stddev, 2 * c), cfg.delta, 'pld'),
               stddev=stddev, noise_multiplier=stddev / (2 * c),
-              expected=cfg['dimension'] * stddev**2 / n**2,
+              expected=cfg.dimension * stddev**2 / n**2,
               bits_per_client=distributed.gaussian_protocol_bits(
-                  cfg['dimension']), seconds=round(seconds, 2))
+                  cfg.dimension), seconds=round(seconds, 2))
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Every mechanism at every bits and epsilon; training if asked."""
   xs, means = _data(cfg)
   rows, gaussian = [], []
   point = 0
-  for eps in cfg['epsilons']:
+  for eps in cfg.epsilons:
     gaussian.append(_gaussian_row(cfg, _GAUSSIAN_POINT + point, xs, means,
                                   eps))
-    for bits in cfg['bits']:
+    for bits in cfg.bits:
       for mech in MECHANISMS:
         point += 1
         rows.append(_ddp_row(cfg, point, xs, means, mech, bits, eps))
       point += 1
       rows.append(_cpsgd_row(cfg, point, xs, means, bits, eps))
-      if progress:
-        print(f'[{NAME}] eps={eps:g} b={bits} ({time.time() - start:.0f} s)',
-              file=sys.stderr)
+      ctx.say(f'eps={eps:g} b={bits}')
   for row in rows:
     g = next(g for g in gaussian if g['target_epsilon'] ==
              row['target_epsilon'])
     row['mse_vs_gaussian'] = (None if row['mse'] is None
                               else row['mse'] / g['mse'])
-  all_claims = claims(cfg, rows, gaussian)
-  training = None
-  if cfg['training']:
-    training = run_training(cfg, progress=progress)
-    all_claims += [dict(c, claim=TRAINING_PREFIX + c['claim'])
-                   for c in training['claims']]
-  return dict(experiment=NAME, config=cfg, seed=cfg['seed'], seeds=seeds(cfg),
-              data=dict(name='generated unit vectors (random directions)',
-                        num_clients=cfg['num_clients'],
-                        dimension=cfg['dimension']),
-              rows=rows, gaussian=gaussian, claims=all_claims,
-              training=training, wall_seconds=round(time.time() - start, 1))
+  training = run_training(cfg, ctx.say) if cfg.training else None
+  return dict(dataset=dict(name='generated unit vectors (random directions)',
+                           num_clients=cfg.num_clients,
+                           dimension=cfg.dimension),
+              rows=rows, gaussian=gaussian, training=training)

@@ -51,24 +51,24 @@ MAX_CPSGD_BITS = 31  # the int32 sum of the messages
 
 
 def training_seeds(cfg) -> list[int]:
-  return list(range(cfg['seed'], cfg['seed'] + cfg['train_seeds']))
+  return list(range(cfg.seed, cfg.seed + cfg.train_seeds))
 
 
 def delta_round(cfg) -> float:
   """cpSGD's per-round delta: delta / (2 T), the other half PLD slack."""
-  return cfg['delta'] / (2 * cfg['train_rounds'])
+  return cfg.delta / (2 * cfg.train_rounds)
 
 
 def _cpsgd_total(event, cfg) -> float:
   ledger = accounting.PrivacyLedger()
-  ledger.record(event, count=cfg['train_rounds'], planned=True)  # a plan
-  return float(ledger.epsilon(cfg['delta'], 'pld'))
+  ledger.record(event, count=cfg.train_rounds, planned=True)  # a plan
+  return float(ledger.epsilon(cfg.delta, 'pld'))
 
 
 def cpsgd_round_epsilon(cfg) -> float:
   """The largest per-round epsilon (at delta_round) whose T-fold PLD
   composition stays within the total target (bisection, 30 steps)."""
-  target, dr = cfg['train_epsilon'], delta_round(cfg)
+  target, dr = cfg.train_epsilon, delta_round(cfg)
   lo, hi = 0.0, target
 
   def total(e):
@@ -85,15 +85,15 @@ def cpsgd_round_epsilon(cfg) -> float:
 
 def cpsgd_candidates(cfg, d: int, n: int) -> list[dict[str, Any]]:
   """Per k: the smallest m meeting the per-round epsilon, its sum bits."""
-  dr, clip = delta_round(cfg), cfg['train_clip_norm']
+  dr, clip = delta_round(cfg), cfg.train_clip_norm
   eps_r = cpsgd_round_epsilon(cfg)
   linf = dist.rotated_linf_clip(clip, d, n, dr)
   out = []
-  for k in cfg['levels']:
+  for k in cfg.levels:
 
     def make(m, k=k):
       return dist.CpsgdConfig(l2_norm_clip=clip, levels=k, trials=m,
-                              p=cfg['p'], linf_clip=linf, rotate=True)
+                              p=cfg.p, linf_clip=linf, rotate=True)
 
     def eps(m, make=make):
       try:
@@ -176,19 +176,18 @@ class _RoundSink:
 
 def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
   """Every protocol's privacy and bits (no training): the settings."""
-  rounds, clip, delta = cfg['train_rounds'], cfg['train_clip_norm'], cfg[
-      'delta']
-  eps = cfg['train_epsilon']
+  rounds, clip, delta = cfg.train_rounds, cfg.train_clip_norm, cfg.delta
+  eps = cfg.train_epsilon
   settings = []
   ddp_configs = []
-  for bits in cfg['train_bits']:
+  for bits in cfg.train_bits:
     for mech in ('ddg', 'skellam'):
       row = dict(setting=f'{_LABEL[mech]} b={bits}', method=mech, bits=bits)
       try:
         protocol = dist.calibrate_distributed_dp(
             mech, epsilon=eps, delta=delta, num_clients=n, dimension=d,
             bits=bits, l2_norm_clip=clip, rounds=rounds,
-            k_stddevs=cfg['k_stddevs'], replace_one=True)
+            k_stddevs=cfg.k_stddevs, replace_one=True)
       except ValueError as e:
         settings.append(dict(row, note=f'not calibrated: {e}'))
         continue
@@ -204,7 +203,7 @@ def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
           bits_per_client=dist.distributed_dp_bits(protocol, d)))
       ddp_configs.append(protocol)
   candidates = cpsgd_candidates(cfg, d, n)
-  cp_bits = list(cfg['train_bits'])
+  cp_bits = list(cfg.train_bits)
   if candidates and all(cpsgd_choice(candidates, b) is None
                         for b in cp_bits):
     fewest = min(c['sum_bits'] for c in candidates)
@@ -212,7 +211,7 @@ def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
       cp_bits.append(fewest)
   for bits in cp_bits:
     row = dict(setting=f'cpSGD b={bits}', method='cpsgd', bits=bits,
-               extra=bits not in cfg['train_bits'])
+               extra=bits not in cfg.train_bits)
     c = cpsgd_choice(candidates, bits)
     if c is None:
       settings.append(dict(row, note='no k fits a b-bit secure sum at this '
@@ -243,32 +242,32 @@ def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
 _LABEL = {'ddg': 'DDG', 'skellam': 'Skellam'}
 
 
-def run_training(cfg: dict[str, Any], progress: bool = True
-                 ) -> dict[str, Any]:
-  """Trains every setting on every seed; rows per setting and seed."""
+def run_training(cfg, say) -> dict[str, Any]:
+  """Trains every setting on every seed; rows per setting and seed
+  (``say``: a progress line). The claims are ``_claims.claims``'s."""
   start = time.time()
-  ds = data_lib.load(cfg['train_dataset'], seed=cfg['seed'],
-                     fallback=cfg.get('allow_fallback', False))
+  ds = data_lib.load(cfg.train_dataset, seed=cfg.seed,
+                     fallback=cfg.allow_fallback)
   if ds.task != 'classification':
-    raise ValueError(f"train_dataset={cfg['train_dataset']!r} is not a "
+    raise ValueError(f"train_dataset={cfg.train_dataset!r} is not a "
                      'classification dataset')
-  model = models.make_model(cfg['train_model'], ds.num_classes,
+  model = models.make_model(cfg.train_model, ds.num_classes,
                             input_shape=ds.input_shape)
   seeds = training_seeds(cfg)
-  num_clients = cfg['train_num_clients']
-  n = cfg['train_clients_per_round'] or num_clients
+  num_clients = cfg.train_num_clients
+  n = cfg.train_clients_per_round or num_clients
   clients = federated.init_clients(model, ds, seeds, num_clients)
   d = clients.dimension
   the_plan = plan_settings(cfg, d, n)  # privacy only, before training
   loop = federated.FederatedLoop(
       model, ds, num_clients=num_clients, clients_per_round=n,
-      rounds=cfg['train_rounds'], learning_rate=cfg['train_learning_rate'],
-      momentum=cfg['train_momentum'], l2_norm_clip=cfg['train_clip_norm'])
+      rounds=cfg.train_rounds, learning_rate=cfg.train_learning_rate,
+      momentum=cfg.train_momentum, l2_norm_clip=cfg.train_clip_norm)
   sink = _RoundSink()
   ddp_mean = (_ddp_switch_mean(the_plan['ddp_configs'],
-                               float(cfg['max_wraparound_rate']), sink)
+                               float(cfg.max_wraparound_rate), sink)
               if the_plan['ddp_configs'] else None)
-  gaussian = federated.gaussian_mean(cfg['train_clip_norm'])
+  gaussian = federated.gaussian_mean(cfg.train_clip_norm)
   claim_plan = _claims.training_plan(cfg, the_plan['settings'])
   rows = []
   for s in the_plan['settings']:
@@ -291,11 +290,11 @@ def run_training(cfg: dict[str, Any], progress: bool = True
                                     bits_per_client=s['bits_per_client'])
     curves, ledger = loop.run(clients, protocol)
     row['epsilon_total'] = float(ledger.epsilon(
-        cfg['delta'], 'rdp' if s['method'] in _LABEL else 'pld'))
+        cfg.delta, 'rdp' if s['method'] in _LABEL else 'pld'))
     row['bits_per_client_total'] = ledger.bits
     if s['method'] in _LABEL:
       jax.effects_barrier()  # every round's callback has reached the sink
-      row.update(sink.take(len(seeds), cfg['train_rounds']))
+      row.update(sink.take(len(seeds), cfg.train_rounds))
     acc = np.asarray(curves['test_accuracy'])[:, -1]
     row.update(test_accuracy=float(acc.mean()),
                test_accuracy_sem=(float(acc.std(ddof=1) / math.sqrt(acc.size))
@@ -304,14 +303,13 @@ def run_training(cfg: dict[str, Any], progress: bool = True
                clipped_fraction=float(np.mean(curves['clipped_fraction'])),
                seconds=round(time.time() - t0, 1))
     rows.append(row)
-    if progress:
-      print(f"[distributed_dp training] {s['setting']}: test acc "
-            f"{acc.mean():.4f} ({time.time() - t0:.1f} s)", flush=True)
+    say(f"training {s['setting']}: test acc {acc.mean():.4f} "
+        f"({time.time() - t0:.1f} s)")
   return dict(dataset=report_lib.dataset_info(ds), seeds=seeds, dimension=d,
               padded_dimension=transforms.next_power_of_two(d),
               clients_per_round=n, num_clients=num_clients,
               delta_round=delta_round(cfg),
               cpsgd_epsilon_round=the_plan['cpsgd_epsilon_round'],
               cpsgd_candidates=the_plan['cpsgd_candidates'], rows=rows,
-              plan=claim_plan, claims=_claims.training_claims(claim_plan, rows),
+              plan=claim_plan,
               wall_seconds=round(time.time() - start, 1))
