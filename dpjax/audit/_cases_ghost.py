@@ -72,15 +72,18 @@ def dpsgd_ghost_gather_case() -> AuditCase:
         total = _clamped_norm_sum(params, b, mask, clip)
       else:
         total = ghost(params, b, mask).grad_sum
+      # The broken twin's sum carries no bound: it runs as the unclipped
+      # ablation, the same update.
       tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=key,
-                            per_example=False)
+                            per_example=False, clip=not clamped_norms)
       updates, _ = tx.update(total, tx.init(params), params)
       return -updates['e'] * n
     return mechanism
 
   tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=jax.random.key(0),
                         per_example=False)
-  _, state = tx.update(params, tx.init(params), params)
+  _, state = tx.update(clipping.clipped_grad_sum(_embed_loss, clip, 'ghost')(
+      params, batch, jnp.ones(n, bool)).grad_sum, tx.init(params), params)
   event, _ = transforms.dpsgd_step_event(state, _poisson_full(n))
   eps = _epsilon(event, DELTA, 'pld')
   case = AuditCase(
