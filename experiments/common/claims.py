@@ -34,12 +34,13 @@ class ClaimFamily:
     return len(self._pending)
 
   def add(self, text: str, treatment: Sequence[float],
-          control: Union[Sequence[float], None] = None, *,
+          control: Union[Sequence[float], None] = None, /, *,
           threshold: float = 0.0, higher_is_better: bool = True,
           **details: Any) -> None:
     """Adds the claim "treatment - control beats ``threshold``", paired by
     seed (``control`` None: ``treatment`` holds the per-seed differences);
-    ``details`` are stored with its verdict (``verdict.claim``)."""
+    ``details`` are stored with its verdict (``verdict.claim``), and may
+    name the arms (``treatment='SPE'``): the values are positional."""
     self._pending.append((text, treatment, control, threshold,
                           higher_is_better, details))
 
