@@ -250,9 +250,9 @@ def run_scenario(cfg: Config, ds, n: int, batch: float,
                         paper_noise_multiplier=paper_sigma(
                             cfg, sc, algorithm, sizes, eps, delta,
                             len(sc.seeds))))
+    final = np.mean([r['final_loss'] for r in rows if r['setting'] == label])
     ctx.say(f'n={n} B={batch:g} {label}: sigma={sigma:.4g}, final loss '
-            f'{np.mean([r["final_loss"] for r in rows if r["setting"] == label]):.4f}'
-            f' ({time.time() - t0:.1f}s)')
+            f'{final:.4f} ({time.time() - t0:.1f}s)')
   return dict(agents=n, batch=batch, m=sc.m, records=sc.records,
               dimension=sc.dimension, spectral_gap=sc.gap,
               edges=int(sc.adjacency.sum() // 2),
