@@ -41,11 +41,15 @@ def test_list_names_every_experiment(capsys):
     (['run', 'compgd', '--accountant', 'exact'], "accountant='exact' in"),
     (['run', 'dpsgd_baseline', '--accountant', 'pld'],
      'unknown flag --accountant'),
-    (['run', 'qdpsgd', '--accountant', 'pld'], 'qdpsgd has no accountant'),
+    (['run', 'qdpsgd', '--accountant', 'pld'], 'unknown flag --accountant'),
     (['run', 'dpsgd_baseline', '--devices', '0'], 'devices=0'),
     (['run', 'dpsgd_baseline', '--devices', '99'],
      'xla_force_host_platform_device_count'),
-    (['run', 'qdpsgd', '--devices', '2'], 'qdpsgd has no devices setting'),
+    (['run', 'qdpsgd', '--devices', '2'], 'unknown flag --devices'),
+    (['run', 'trees', '--epsilons', '2', '0.5'], 'unknown flag --epsilons'),
+    (['run', 'nonparametric', '--delta', '1e-5'], 'unknown flag --delta'),
+    (['run', 'audit', '--one-run-guesses', '9', '--one-run-canaries', '8'],
+     'one_run_guesses=9 <= one_run_canaries=8'),
     (['run', 'compgd', '--out', __file__], 'is a file, not a directory'),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, match, capsys):
@@ -106,7 +110,8 @@ def test_run_name_help_lists_that_experiments_settings(capsys):
   qdpsgd = capsys.readouterr().out
   assert compgd != qdpsgd
   assert '--accountant' in compgd and '--accountant' not in qdpsgd
-  assert 'quick settings:' in qdpsgd and 'full settings:' in qdpsgd
+  assert '--edge-probability FLOAT' in qdpsgd
+  assert 'default 10, full 10 20 50' in ' '.join(qdpsgd.split())
   # A converted experiment: one flag per Config field, type and presets.
   assert '--solver-iterations INT' in compgd and '--dims INT [INT ...]' in (
       compgd)

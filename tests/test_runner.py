@@ -4,6 +4,7 @@ families, the compatibility path and compare-results."""
 import dataclasses
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -148,7 +149,8 @@ def test_converted_experiments_refuse_bad_settings_before_any_work(
 
 
 def test_every_field_has_a_flag_in_run_name_help(capsys):
-  for name in ('dpsgd_baseline', 'compgd'):
+  for name in ('dpsgd_baseline', 'compgd', 'qdpsgd', 'nonparametric',
+               'trees', 'audit'):
     exp = registry.get(name)
     assert cli.main(['run', name, '--help']) == 0
     text = capsys.readouterr().out
@@ -158,12 +160,19 @@ def test_every_field_has_a_flag_in_run_name_help(capsys):
 
 
 def test_unconverted_experiments_keep_their_dict_configs():
-  exp = registry.get('qdpsgd')
-  assert isinstance(exp, registry.Unconverted) and exp.config is None
+  module = types.ModuleType('demo')
+  module.NAME, module.DESCRIPTION = 'demo', 'a dict-configured experiment'
+  module.MODES = {'quick': dict(steps=2), 'full': dict(steps=20)}
+  module.config = lambda mode, **kw: dict(module.MODES[mode], mode=mode,
+                                          **kw)
+  exp = registry.Unconverted(module)
+  assert exp.config is None and exp.modes == ('quick', 'full')
   cfg = exp.configure('quick', seed=3, dataset=None, accountant=None)
-  assert cfg == exp.module.config('quick', seed=3)
-  with pytest.raises(ValueError, match='qdpsgd has no accountant'):
+  assert cfg == module.config('quick', seed=3, dataset=None)
+  with pytest.raises(ValueError, match='demo has no accountant'):
     exp.configure('quick', accountant='pld')
+  with pytest.raises(ValueError, match='demo has no devices setting'):
+    exp.configure('quick', devices=2)
 
 
 # --- claim families ---------------------------------------------------------
@@ -184,6 +193,17 @@ def test_claim_family_applies_the_correction_the_experiments_counted():
   assert family.verdicts() == by_hand
   assert {c['comparisons'] for c in by_hand} == {5}
   assert len({c['verdict'] for c in by_hand}) > 1  # the check can tell
+
+
+def test_claim_details_may_name_the_arms():
+  # Experiments store which methods a claim compares as treatment= and
+  # control=; those names are the values' parameters, so they must not clash.
+  family = claims_lib.ClaimFamily()
+  family.add('SPE beats RDT', [0.9, 0.8, 0.85], [0.7, 0.75, 0.7],
+             treatment='spe', control='rdt')
+  (claim,) = family.verdicts()
+  assert (claim['treatment'], claim['control']) == ('spe', 'rdt')
+  assert claim['verdict'] in verdict_lib.VERDICTS
 
 
 def test_named_families_are_corrected_separately():

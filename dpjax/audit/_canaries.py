@@ -219,8 +219,10 @@ def _train(loss, params, batch, rows, noise_key, sample_key, *, steps,
   each kept with probability ``sampling_rate`` per step; returns the final
   parameters and the stacked updates."""
   grads_fn = clipping.per_example_grads(loss)
+  # clip=False is the unclipped ablation: its noise takes the bare sum.
   tx = transforms.dpsgd(learning_rate, l2_norm_clip, noise_multiplier,
-                        expected_batch, key=noise_key, per_example=clip)
+                        expected_batch, key=noise_key, per_example=clip,
+                        clip=clip)
 
   def step(carry, t):
     params, state = carry

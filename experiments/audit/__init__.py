@@ -8,13 +8,16 @@ lower / stated, and the same for the case's deliberately broken twin, which
 the audit must catch. The one-run audit of DP-SGD training (Steinke, Nasr &
 Jagielski 2023) adds a row when the library has it. No data: the inputs are
 canaries built for each mechanism.
+
+Presets: ``_config.Config``. Claims: ``_claims``.
 """
 
-from experiments.audit._config import config
+from experiments.audit._claims import claims
+from experiments.audit._config import Config
 from experiments.audit._config import DESCRIPTION
-from experiments.audit._config import MODES
 from experiments.audit._config import NAME
 from experiments.audit._report import report
 from experiments.audit._run import run
+from experiments.common import runner
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

@@ -1,14 +1,12 @@
-"""audit's report: the audit table, the plot of lower / stated, verdicts."""
+"""audit's report body: the audit table and the plot of lower / stated."""
 
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.audit._config import NAME
-from experiments.audit._verdicts import ratios
+from experiments.audit._claims import ratios
 from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
 
 
 def _delta(delta: float) -> str:
@@ -109,8 +107,7 @@ def _coverage(results) -> str:
 def report(results: dict[str, Any], out_dir: str) -> str:
   cfg = results['config']
   trials = cfg['trials']
-  out = [f'## {NAME} ({cfg["mode"]})', '',
-         f'Each mechanism is run {trials:,} times on each of two worst-case '
+  out = [f'Each mechanism is run {trials:,} times on each of two worst-case '
          f'neighbouring inputs per seed ({cfg["num_seeds"]} seeds); half the '
          'runs choose the score threshold, half measure the error rates, '
          f'and their {cfg["confidence"]:.0%} Clopper-Pearson bounds give the '
@@ -126,8 +123,5 @@ def report(results: dict[str, Any], out_dir: str) -> str:
          '|' + '---|' * 10]
   out += [_row(r, trials) for r in results['cases']]
   out += _one_run_table(results)
-  out += ['', f'![lower bound / stated]({_plot(results, out_dir)})', '',
-          '**Claims.** ' + verdict_lib.RULE, '',
-          verdict_lib.claims_table(results['claims']), '',
-          f'Wall time {results["wall_seconds"]:.0f} s.']
+  out += ['', f'![lower bound / stated]({_plot(results, out_dir)})']
   return '\n'.join(out)

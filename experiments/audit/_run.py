@@ -1,7 +1,6 @@
 """audit's run: every case (and its broken twin) on every seed."""
 
 import math
-import sys
 import time
 from typing import Any
 
@@ -10,8 +9,8 @@ import numpy as np
 
 from dpjax import accounting
 from dpjax import audit
-from experiments.audit._config import NAME
-from experiments.audit._verdicts import claims
+from experiments.audit._config import Config
+from experiments.common import runner
 
 
 def point_estimate(fp: int, fn: int, trials: int, delta: float) -> float:
@@ -26,13 +25,12 @@ def point_estimate(fp: int, fn: int, trials: int, delta: float) -> float:
   return best
 
 
-def _audit(key, case, cfg) -> dict[str, Any]:
+def _audit(key, case, cfg: Config) -> dict[str, Any]:
   start = time.time()
   r = audit.distinguishing_audit(key, case.mechanism, case.d, case.d_prime,
-                                 trials=cfg['trials'], delta=case.delta,
-                                 score=case.score,
-                                 confidence=cfg['confidence'],
-                                 chunk=cfg['chunk'])
+                                 trials=cfg.trials, delta=case.delta,
+                                 score=case.score, confidence=cfg.confidence,
+                                 chunk=cfg.chunk)
   return dict(lower_bound=r.epsilon_lower_bound,
               estimate=point_estimate(r.false_positives, r.false_negatives,
                                       r.trials, r.delta),
@@ -51,19 +49,19 @@ def input_canary_data(n=512, m=256, d=32, classes=4, seed=0):
   return x, y, rng.normal(size=(m, d)) * 5, rng.integers(0, classes, m)
 
 
-def one_run(cfg, seeds) -> list[dict[str, Any]]:
+def one_run(cfg: Config, seeds) -> list[dict[str, Any]]:
   """One-run audits of full-batch DP-SGD training, honest and with clipping
   skipped, per stated epsilon and seed: white-box gradient canaries and
   black-box input-space canaries."""
-  steps, delta, rows = cfg['one_run_steps'], cfg['one_run_delta'], []
+  steps, delta, rows = cfg.one_run_steps, cfg.one_run_delta, []
   x, y, cx, cy = input_canary_data()
-  for eps in cfg['one_run_epsilons']:
+  for eps in cfg.one_run_epsilons:
     sigma = accounting.calibrate_noise_multiplier(eps, delta, 1.0, steps)
     stated = float(accounting.epsilon(accounting.dpsgd_event(sigma, 1.0,
                                                              steps), delta))
     for kind in ('gradient', 'input'):
       if kind == 'gradient':
-        m, r = cfg['one_run_canaries'], cfg['one_run_guesses']
+        m, r = cfg.one_run_canaries, cfg.one_run_guesses
         make = lambda clip, m=m: audit.dpsgd_gradient_canaries(  # noqa: E731
             m, steps=steps, noise_multiplier=sigma, clip=clip)
       else:
@@ -79,7 +77,7 @@ def one_run(cfg, seeds) -> list[dict[str, Any]]:
           start = time.time()
           res = audit.one_run_audit(jax.random.key(seed), scores,
                                     num_canaries=m, num_guesses=r,
-                                    delta=delta, confidence=cfg['confidence'])
+                                    delta=delta, confidence=cfg.confidence)
           row[name].append(dict(lower_bound=res.epsilon_lower_bound,
                                 correct=res.num_correct,
                                 seconds=time.time() - start))
@@ -98,13 +96,11 @@ def select(cases, names):
   return tuple(known[n] for n in names)
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
-  seeds = [cfg['seed'] + s for s in range(cfg['num_seeds'])]
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Every selected case and its broken twin on every seed; one-run audits."""
+  seeds = cfg.seeds
   rows, registered = [], audit.audit_cases()
-  for i, case in enumerate(select(registered, cfg['cases'])):
+  for i, case in enumerate(select(registered, cfg.cases)):
     row = dict(name=case.name, epsilon=float(case.epsilon),
                delta=float(case.delta), relation=case.relation,
                attack=case.attack, honest=[], broken=[],
@@ -118,14 +114,9 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
     if case.broken is not None:
       row['broken_epsilon'] = float(case.broken.epsilon)
     rows.append(row)
-    if progress:
-      lbs = [a['lower_bound'] for a in row['honest']]
-      print(f'[{NAME}] {case.name}: stated eps {case.epsilon:.3g}, lower '
-            f'bound median {np.median(lbs):.3g} ({time.time() - start:.1f}s)',
-            file=sys.stderr)
-  results = dict(experiment=NAME, config=cfg, seeds=seeds, cases=rows,
-                 registered=[c.name for c in registered],
-                 one_run=one_run(cfg, seeds), devices=str(jax.devices()))
-  results['claims'] = claims(results)
-  results['wall_seconds'] = time.time() - start
-  return results
+    lbs = [a['lower_bound'] for a in row['honest']]
+    ctx.say(f'{case.name}: stated eps {case.epsilon:.3g}, lower bound median '
+            f'{np.median(lbs):.3g}')
+  return dict(dataset=dict(name='none: canaries built per mechanism'),
+              cases=rows, registered=[c.name for c in registered],
+              one_run=one_run(cfg, seeds), devices=str(jax.devices()))

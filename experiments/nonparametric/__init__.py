@@ -17,13 +17,16 @@ not a private computation; the report says so.
 Histograms run on a JL projection to m = min(d, 4) dimensions with b = 4
 bins per axis (fixed a priori, no validation split: choosing b on held-out
 private data would cost budget the thesis does not account for).
+
+Presets: ``_config.Config``. Claims: ``_claims``.
 """
 
-from experiments.nonparametric._config import config
+from experiments.common import runner
+from experiments.nonparametric._claims import claims
+from experiments.nonparametric._config import Config
 from experiments.nonparametric._config import DESCRIPTION
-from experiments.nonparametric._config import MODES
 from experiments.nonparametric._config import NAME
 from experiments.nonparametric._report import report
 from experiments.nonparametric._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

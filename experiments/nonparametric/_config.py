@@ -1,24 +1,14 @@
-"""nonparametric's configuration: modes, datasets and methods."""
+"""nonparametric's settings (field defaults are the quick preset), datasets
+and methods."""
 
-from typing import Any
+import dataclasses
+from experiments.common import config
 
 NAME = 'nonparametric'
 DESCRIPTION = ('private histograms (NoisyReg), DP-kNN and random decision '
                'trees vs diffprivlib (Huang thesis Table 5.3, Fig. 5.1)')
 DATASETS = ('synthetic10', 'synthetic20', 'breast_cancer', 'digits', 'iris',
             'wine')
-MODES = {
-    'quick': dict(num_seeds=3, datasets=['synthetic10', 'breast_cancer',
-                                         'iris'], max_test=100,
-                  sweep=[0.5, 2.0], sweep_datasets=['synthetic10'],
-                  diffprivlib=True),
-    'full': dict(num_seeds=20, datasets=list(DATASETS), max_test=None,
-                 sweep=[0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0],
-                 sweep_datasets=['synthetic10', 'synthetic20'],
-                 diffprivlib=True),
-}
-DEFAULTS = dict(seed=0, epsilon=2.0, test_fraction=0.1, n_synthetic=3000,
-                projection_dim=4, bins=4, num_trees=10, knn_k=5)
 PRIVATE = ('noisy_reg', 'private_histogram', 'dp_knn', 'rdt', 'dpl_nb',
            'dpl_lr', 'dpl_rf')
 METHODS = PRIVATE + ('histogram', 'knn', 'rf')
@@ -36,34 +26,51 @@ THESIS = {
     'Claves': (79.07, 76.78, 73.02), 'Credit card': (72.00, 69.92, 78.28),
     'Mushroom': (97.88, 72.73, 93.89), 'Occupancy': (98.74, 79.27, 82.87),
 }
+setting = config.setting
 
 
-def config(mode: str, epsilons=None, dataset=None, delta=None, **overrides
-           ) -> dict[str, Any]:
-  """The exact configuration; ``dataset`` may be a name or ``csv:PATH``."""
-  cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
-  if delta is not None:
-    raise ValueError(f'{NAME} releases are pure epsilon-DP; drop --delta')
-  if epsilons is not None:
-    if len(epsilons) != 1:
-      raise ValueError(f'{NAME} runs Table 5.3 at one epsilon; got '
-                       f'--epsilons {list(epsilons)}')
-    cfg['epsilon'] = float(epsilons[0])
-  if dataset is not None:
-    cfg['datasets'] = ['synthetic10' if dataset == 'synthetic' else dataset]
-  cfg.update({k: v for k, v in overrides.items() if v is not None})
-  if not cfg['epsilon'] > 0:
-    raise ValueError(f"Expected epsilon={cfg['epsilon']} > 0.")
-  for name in ('num_seeds', 'projection_dim', 'bins', 'num_trees', 'knn_k'):
-    v = cfg[name]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-      raise ValueError(f'Expected {name}={v} to be an integer >= 1.')
-  for d in cfg['datasets'] + cfg['sweep_datasets']:
-    if d not in DATASETS and not str(d).startswith('csv:'):
-      raise ValueError(f'Unknown dataset {d!r}; known: {DATASETS} or '
-                       'csv:PATH (classification target column "target" '
-                       'or target=...)')
-  for e in cfg['sweep']:
-    if not e > 0:
-      raise ValueError(f'Expected sweep epsilon={e} > 0.')
-  return cfg
+def _known(name: str) -> None:
+  if name not in DATASETS and not name.startswith('csv:'):
+    raise ValueError(f'Unknown dataset {name!r}; known: {DATASETS} or '
+                     'csv:PATH (classification target column "target" '
+                     'or target=...)')
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(config.Config):
+  """Quick: 3 seeds, synthetic10, breast_cancer and iris (at most 100 test
+  points), a two-epsilon sweep on synthetic10; full: 20 seeds, every
+  dataset, an eight-epsilon sweep on synthetic10 and synthetic20. The
+  releases are pure epsilon-DP, so there is no delta setting."""
+  NAME = NAME
+  PRESETS = {'quick': {}, 'full': dict(
+      num_seeds=20, datasets=DATASETS, max_test=None,
+      sweep=(0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0),
+      sweep_datasets=('synthetic10', 'synthetic20'))}
+
+  num_seeds: int = setting(3, 'seeds (the same split for every method)',
+                           ge=1)
+  datasets: tuple[str, ...] = setting(
+      ('synthetic10', 'breast_cancer', 'iris'),
+      f"datasets of Table 5.3 ({', '.join(DATASETS)} or csv:PATH)")
+  max_test: int | None = setting(100, 'test points at most (none: all)',
+                                 ge=1)
+  sweep: tuple[float, ...] = setting((0.5, 2.0), 'epsilons of the Fig. 5.1 '
+                                     'sweep', gt=0, min_len=0)
+  sweep_datasets: tuple[str, ...] = setting(
+      ('synthetic10',), 'datasets of the sweep', min_len=0)
+  diffprivlib: bool = setting(True, 'run diffprivlib\'s models too')
+  epsilon: float = setting(2.0, 'epsilon of Table 5.3', gt=0)
+  test_fraction: float = setting(0.1, 'test split', gt=0, lt=1)
+  n_synthetic: int = setting(3000, 'points of a synthetic set', ge=1)
+  projection_dim: int = setting(4, 'JL dimension of the histograms (at '
+                                'most d)', ge=1)
+  bins: int = setting(4, 'histogram bins per axis', ge=1)
+  num_trees: int = setting(10, 'random decision trees', ge=1)
+  knn_k: int = setting(5, 'neighbours of the non-private kNN', ge=1)
+
+  def validate(self) -> None:
+    for d in self.datasets + self.sweep_datasets:
+      _known(d)
+
+

@@ -1,4 +1,4 @@
-"""nonparametric's report: Table 5.3 beside the thesis, Fig. 5.1, claims."""
+"""nonparametric's report body: Table 5.3 beside the thesis, Fig. 5.1."""
 
 from typing import Any
 
@@ -6,10 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
 from experiments.nonparametric._config import LABELS
 from experiments.nonparametric._config import METHODS
-from experiments.nonparametric._config import NAME
 from experiments.nonparametric._config import THESIS
 
 
@@ -42,8 +40,7 @@ def _plot_sweep(results, out_dir) -> str:
 def report(results: dict[str, Any], out_dir: str) -> str:
   cfg = results['config']
   table = results['table']
-  lines = [f'## {NAME} ({cfg["mode"]})', '',
-           f'Test accuracy in % (mean ± std over {cfg["num_seeds"]} seeds), '
+  lines = [f'Test accuracy in % (mean ± std over {cfg["num_seeds"]} seeds), '
            f'eps = {cfg["epsilon"]:g}. Public bounds: each (standardized) '
            'feature\'s minimum and maximum over the whole dataset, train and '
            'test, treated as public as the thesis does; not a private '
@@ -68,7 +65,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       f'{v["num_classes"]} classes' for n, v in info.items()) + '.', '']
   lines += ['The thesis\'s Table 5.3 (eps = 2, 20 runs) uses UCI sets that '
             'are not available offline, so no dataset matches; its numbers '
-            'for reference (pass --dataset csv:PATH to run one):', '']
+            'for reference (pass --datasets csv:PATH to run one):', '']
   lines += [report_lib.markdown_table(
       [dict(ds=k, nr=f'{v[0]:.2f}', knn=f'{v[1]:.2f}', rdt=f'{v[2]:.2f}')
        for k, v in THESIS.items()],
@@ -77,6 +74,4 @@ def report(results: dict[str, Any], out_dir: str) -> str:
   if results['sweep']:
     path = _plot_sweep(results, out_dir)
     lines += [f'Fig. 5.1 analogue (accuracy vs eps): ![sweep]({path})', '']
-  lines += ['Claims (paired by seed):', '',
-            verdict_lib.claims_table(results['claims']), '']
   return '\n'.join(lines)

@@ -1,8 +1,6 @@
 """nonparametric's runs: every method on every dataset, paired by seed."""
 
 import csv
-import sys
-import time
 import warnings
 from typing import Any
 
@@ -11,7 +9,8 @@ import numpy as np
 
 from dpjax import nonparametric as npm
 from experiments.common import data as data_lib
-from experiments.nonparametric._config import NAME
+from experiments.common import runner
+from experiments.nonparametric._config import Config
 
 
 def load_classification_csv(path: str, seed: int, test_fraction: float,
@@ -43,14 +42,14 @@ def load_classification_csv(path: str, seed: int, test_fraction: float,
   return (x[tr], y[tr], x[te], y[te], int(y.max()) + 1)
 
 
-def load(name: str, seed: int, cfg) -> tuple:
+def load(name: str, seed: int, cfg: Config) -> tuple:
   if name.startswith('csv:'):
-    return load_classification_csv(name[4:], seed, cfg['test_fraction'])
-  opts = dict(test_fraction=cfg['test_fraction'])
-  if cfg['max_test']:
-    opts['max_test'] = cfg['max_test']
+    return load_classification_csv(name[4:], seed, cfg.test_fraction)
+  opts = dict(test_fraction=cfg.test_fraction)
+  if cfg.max_test:
+    opts['max_test'] = cfg.max_test
   if name.startswith('synthetic'):
-    ds = data_lib.load('synthetic', seed=seed, n_samples=cfg['n_synthetic'],
+    ds = data_lib.load('synthetic', seed=seed, n_samples=cfg.n_synthetic,
                        n_features=int(name[len('synthetic'):]), **opts)
   else:
     ds = data_lib.load(name, seed=seed, **opts)
@@ -72,8 +71,8 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
   x, y, xt, yt, k = data
   both = np.vstack([x, xt])
   bounds = (both.min(0), both.max(0) + 1e-9)  # public by convention
-  m = min(cfg['projection_dim'], x.shape[1])
-  hist = dict(bins=cfg['bins'], projection_dim=m)
+  m = min(cfg.projection_dim, x.shape[1])
+  hist = dict(bins=cfg.bins, projection_dim=m)
   keys = jax.random.split(key, 4)
   acc = lambda p: float(np.mean(np.asarray(p) == yt))
   out = {}
@@ -90,7 +89,7 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
     out['dp_knn'] = acc(npm.predict(rel, xt))
   if want('rdt'):
     rel, _ = npm.random_decision_trees(keys[2], x, y, **common,
-                                       num_trees=cfg['num_trees'])
+                                       num_trees=cfg.num_trees)
     out['rdt'] = acc(npm.predict(rel, xt))
   if only is not None:
     return out
@@ -98,7 +97,7 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
   out['histogram'] = acc(npm.predict(rel, xt))
   from sklearn import ensemble, neighbors  # pylint: disable=g-import-not-at-top
   seed = int(jax.random.randint(keys[3], (), 0, 2**30))
-  out['knn'] = acc(neighbors.KNeighborsClassifier(cfg['knn_k']).fit(
+  out['knn'] = acc(neighbors.KNeighborsClassifier(cfg.knn_k).fit(
       x, y).predict(xt))
   out['rf'] = acc(ensemble.RandomForestClassifier(
       50, random_state=seed).fit(x, y).predict(xt))
@@ -113,41 +112,33 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
           epsilon=eps, data_norm=norm, random_state=seed).fit(
               np.clip(x, lo, hi), y).predict(xt))
       out['dpl_rf'] = acc(dpl.RandomForestClassifier(
-          n_estimators=cfg['num_trees'], epsilon=eps, bounds=(lo, hi),
+          n_estimators=cfg.num_trees, epsilon=eps, bounds=(lo, hi),
           classes=list(range(k)), random_state=seed).fit(x, y).predict(xt))
   return out
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
-
-  def say(message):
-    if progress:
-      print(f'[{NAME}] {message} ({time.time() - start:.0f} s)',
-            file=sys.stderr, flush=True)
-
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Table 5.3 (every method on every dataset) and the Fig. 5.1 sweep."""
   dpl, dpl_error = (None, 'diffprivlib disabled by config')
-  if cfg['diffprivlib']:
+  if cfg.diffprivlib:
     dpl, dpl_error = _diffprivlib()
-  seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
+  seeds = cfg.seeds
   table, info = {}, {}
-  for name in cfg['datasets']:
+  for name in cfg.datasets:
     per = {}
     for s in seeds:
       data = load(name, s, cfg)
       info[name] = dict(n_train=len(data[0]), n_test=len(data[2]),
                         d=data[0].shape[1], num_classes=data[4])
-      res = methods_on(jax.random.key(s), data, cfg['epsilon'], cfg, dpl)
+      res = methods_on(jax.random.key(s), data, cfg.epsilon, cfg, dpl)
       for method, a in res.items():
         per.setdefault(method, []).append(a)
     table[name] = per
-    say(f'{name} done')
+    ctx.say(f'{name} done')
   sweep = {}
-  for name in cfg['sweep_datasets']:
+  for name in cfg.sweep_datasets:
     sweep[name] = {}
-    for eps in cfg['sweep']:
+    for eps in cfg.sweep:
       per = {}
       for s in seeds:
         res = methods_on(jax.random.key(s), load(name, s, cfg), eps, cfg,
@@ -155,9 +146,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
         for method, a in res.items():
           per.setdefault(method, []).append(a)
       sweep[name][str(eps)] = per
-    say(f'sweep {name} done')
-  from experiments.nonparametric import _verdicts  # pylint: disable=g-import-not-at-top
-  return dict(experiment=NAME, config=cfg, table=table, datasets=info, sweep=sweep,
-              diffprivlib=dpl_error or 'diffprivlib available',
-              claims=_verdicts.claims(table),
-              wall_time_s=time.time() - start)
+    ctx.say(f'sweep {name} done')
+  return dict(dataset=dict(name=', '.join(info)), table=table,
+              datasets=info, sweep=sweep,
+              diffprivlib=dpl_error or 'diffprivlib available')

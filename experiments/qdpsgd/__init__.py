@@ -9,35 +9,16 @@ deadline minibatches; the baselines wait for a fixed batch. Noise is
 calibrated to each target epsilon with the sound per-agent accounting (the
 paper's Theorems 1 and 5 are reported beside it). Outputs: loss vs rounds and
 vs simulated time (Figs. 1-3), the privacy table and the claim verdicts
-(``_claims``). See ``_run`` for the protocol of a run.
+(``_claims``). See ``_run`` for the protocol of a run; presets:
+``_config.Config``.
 """
 
-import time
-from typing import Any
-
-from experiments.common import report as report_lib
-from experiments.qdpsgd import _claims
-from experiments.qdpsgd import _run
-from experiments.qdpsgd._config import config
+from experiments.common import runner
+from experiments.qdpsgd._claims import claims
+from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import DESCRIPTION
-from experiments.qdpsgd._config import MODES
 from experiments.qdpsgd._config import NAME
 from experiments.qdpsgd._report import report
+from experiments.qdpsgd._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
-
-
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
-  ds = _run.load_data(cfg)
-  the_plan = _claims.plan(cfg)  # fixed before any training
-  scenarios = []
-  for n in cfg['agents']:
-    for batch in cfg['batch_sizes']:
-      scenarios.append(_run.run_scenario(cfg, ds, n, batch, progress))
-  return dict(experiment=NAME, config=cfg,
-              dataset=report_lib.dataset_info(ds), scenarios=scenarios,
-              plan=the_plan, claims=_claims.claims(the_plan, scenarios[0]),
-              wall_seconds=round(time.time() - start, 1))
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

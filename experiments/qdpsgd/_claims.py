@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments.common import verdict as verdict_lib
+from experiments.common import claims as claims_lib
+from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import LABELS
 
 DIVERGED = 100.0
@@ -30,8 +31,8 @@ def label(algorithm: str, eps) -> str:
   return LABELS[algorithm] + ('' if eps is None else f' eps={eps:g}')
 
 
-def plan(cfg) -> list[dict[str, Any]]:
-  eps = sorted(float(e) for e in cfg['epsilons'])
+def plan(cfg: Config) -> list[dict[str, Any]]:
+  eps = sorted(float(e) for e in cfg.epsilons)
   lo, hi = eps[0], eps[-1]
   out = [dict(kind='final', text=f'Q-DPSGD-1 below Q-DPSGD-2 in loss at '
               f'eps={e:g}', treatment=label('qdpsgd1', e),
@@ -64,11 +65,14 @@ def _at_time(curve, budget: float) -> float:
   return float(curve['loss'][done[-1]])
 
 
-def claims(the_plan, scenario) -> list[dict[str, Any]]:
+def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+  """The planned claims, checked on the main scenario."""
+  del cfg
+  scenario = results['scenarios'][0]
   curves = scenario['curves']
   seeds = scenario['seeds']
-  out = []
-  for c in the_plan:
+  family = claims_lib.ClaimFamily()
+  for c in results['plan']:
     treat = {r['seed']: r for r in curves[c['treatment']]}
     ctrl = {r['seed']: r for r in curves[c['control']]}
     if c['kind'] == 'final':
@@ -81,11 +85,8 @@ def claims(the_plan, scenario) -> list[dict[str, Any]]:
       t = [_at_time(treat[s], b) for s, b in zip(seeds, budgets)]
       k = [_at_time(ctrl[s], b) for s, b in zip(seeds, budgets)]
       details = dict(time_budget=float(np.mean(budgets)))
-    v = verdict_lib.paired_verdict(_capped(t), _capped(k),
-                                   higher_is_better=False,
-                                   comparisons=len(the_plan))
-    out.append(verdict_lib.claim(
-        c['text'], v, treatment=c['treatment'], control=c['control'],
-        treatment_loss=float(np.mean(_capped(t))),
-        control_loss=float(np.mean(_capped(k))), **details))
-  return out
+    family.add(c['text'], _capped(t), _capped(k), higher_is_better=False,
+               treatment=c['treatment'], control=c['control'],
+               treatment_loss=float(np.mean(_capped(t))),
+               control_loss=float(np.mean(_capped(k))), **details)
+  return family

@@ -28,7 +28,11 @@ from dpjax import sampling
 from dpjax import transforms
 from experiments.common import data as data_lib
 from experiments.common import models
+from experiments.common import report as report_lib
+from experiments.common import runner
 from experiments.common import train as train_lib
+from experiments.qdpsgd._claims import plan
+from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import LABELS
 from experiments.qdpsgd._config import step_sizes
 
@@ -50,15 +54,15 @@ class Scenario:
     self.n, self.batch = n, batch
     self.model = models.make_model('mlp', ds.num_classes,
                                    input_shape=ds.input_shape,
-                                   hidden=(cfg['hidden'],),
+                                   hidden=(cfg.hidden,),
                                    activation='sigmoid')
     self.loss_fn = train_lib.per_example_loss(self.model, 'classification')
-    records = min(cfg['train_records'], len(ds.x_train))
+    records = min(cfg.train_records, len(ds.x_train))
     self.m = records // n
     if self.m < 1:
       raise ValueError(f'{n} agents need at least {n} training records')
     self.records = records
-    self.adjacency = connected_graph(cfg['seed'], n, cfg['edge_probability'])
+    self.adjacency = connected_graph(cfg.seed, n, cfg.edge_probability)
     lam_max = float(np.linalg.eigvalsh(dd.laplacian(self.adjacency))[-1])
     # kappa = lambda_max(L): every eigenvalue of W in [0, 1). With the
     # fastest-mixing default some are negative, and SDM's 1/c-scaled
@@ -69,7 +73,7 @@ class Scenario:
     self.fixed = int(round(batch))
     if not 1 <= self.fixed <= self.m:
       raise ValueError(f'batch size {batch} must be in [1, m={self.m}]')
-    self.seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
+    self.seeds = cfg.seeds
     x0 = jnp.asarray(ds.x_train[:1])
     params = [self.model.init(jax.random.fold_in(jax.random.key(s), 0), x0)
               for s in self.seeds]
@@ -80,7 +84,7 @@ class Scenario:
             :n * self.m].reshape(n, self.m) for s in self.seeds]), jnp.int32)
     self.keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1)
                            for s in self.seeds])
-    self.rounds = cfg['rounds']
+    self.rounds = cfg.rounds
     self.x_tr, self.y_tr = jnp.asarray(ds.x_train), jnp.asarray(ds.y_train)
     self.x_te, self.y_te = jnp.asarray(ds.x_test), jnp.asarray(ds.y_test)
 
@@ -145,15 +149,15 @@ def privacy_setting(cfg, sc: Scenario, algorithm: str, sigma: float,
   """The run's privacy setting; ``copies`` tiles the agents (seeds stacked)."""
   alpha, rate = step_sizes(cfg)
   return dd.DecentralizedPrivacy(
-      algorithm, sigma, cfg['clip_norm'], sc.m, alpha, rate, cfg['eta'],
+      algorithm, sigma, cfg.clip_norm, sc.m, alpha, rate, cfg.eta,
       sc.dimension, tuple(float(w) for w in np.diag(sc.mixing)) * copies,
-      cfg['amplified'])
+      cfg.amplified)
 
 
 def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float):
   alpha, rate = step_sizes(cfg)
-  clip = cfg['clip_norm']
-  quantizer = transforms.low_precision_quantizer(cfg['eta'], cfg['bits'])
+  clip = cfg.clip_norm
+  quantizer = transforms.low_precision_quantizer(cfg.eta, cfg.bits)
   if algorithm == 'qdpsgd1':
     return dd.qdpsgd1(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                       noise_multiplier=sigma, learning_rate=alpha,
@@ -165,28 +169,28 @@ def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float):
   if algorithm == 'sdm':
     return dd.sdm(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                   noise_multiplier=sigma,
-                  learning_rate=cfg['baseline_learning_rate'],
-                  theta=cfg['theta'], rate=cfg['sdm_rate'])
+                  learning_rate=cfg.baseline_learning_rate,
+                  theta=cfg.theta, rate=cfg.sdm_rate)
   return dd.dsgd(sc.loss_fn, sc.mixing,
-                 learning_rate=cfg['baseline_learning_rate'])
+                 learning_rate=cfg.baseline_learning_rate)
 
 
 def settings(cfg):
   """(algorithm, epsilon or None) pairs, in run order."""
   out = [('dsgd', None)]
-  for eps in cfg['epsilons']:
+  for eps in cfg.epsilons:
     out += [(a, float(eps)) for a in ('qdpsgd1', 'qdpsgd2', 'sdm')]
   return out
 
 
-def run_scenario(cfg, ds, n: int, batch: float, progress: bool = True
-                 ) -> dict[str, Any]:
+def run_scenario(cfg: Config, ds, n: int, batch: float,
+                 ctx: runner.Context) -> dict[str, Any]:
   """Every setting of one scenario: rows per (setting, seed) and curves."""
   sc = Scenario(cfg, ds, n, batch)
   deadline_sizes = sc.deadline_sizes()  # [S, T, n]
   stacked = np.concatenate(list(deadline_sizes), axis=1)  # [T, S n]
   fixed_sizes = np.full_like(stacked, sc.fixed)
-  delta = cfg['delta']
+  delta = cfg.delta
   rows, curves, privacy = [], {}, []
   trainers = {}  # one compilation per algorithm (and per Q-DPSGD-2 sigma)
   for algorithm, eps in settings(cfg):
@@ -209,9 +213,9 @@ def run_scenario(cfg, ds, n: int, batch: float, progress: bool = True
     out = trainers[static](sc.keys, sc.params0, sc.shards, hyper)
     out = {k: np.asarray(v) for k, v in out.items()}
     p_bits = 16.0 * sc.dimension
-    times = np.cumsum(out['compute_time'] + cfg['comm_time']
+    times = np.cumsum(out['compute_time'] + cfg.comm_time
                       * out['bits'].max(axis=-1) / p_bits, axis=1)
-    evals = eval_points(cfg['rounds'], cfg['evals'])
+    evals = eval_points(cfg.rounds, cfg.evals)
     for j, s in enumerate(sc.seeds):
       used = out['batch_size'][j]  # [T, n]
       # The rounds' metrics: the accounting checks the sigma that ran.
@@ -242,14 +246,13 @@ def run_scenario(cfg, ds, n: int, batch: float, progress: bool = True
           epsilon_rounds=evals, epsilon=eps_curve))
     privacy.append(dict(setting=label, algorithm=algorithm,
                         target_epsilon=eps, noise_multiplier=sigma,
-                        noise_stddev=sigma * cfg['clip_norm'],
+                        noise_stddev=sigma * cfg.clip_norm,
                         paper_noise_multiplier=paper_sigma(
                             cfg, sc, algorithm, sizes, eps, delta,
                             len(sc.seeds))))
-    if progress:
-      print(f'  n={n} B={batch:g} {label}: sigma={sigma:.4g}, final loss '
-            f'{np.mean([r["final_loss"] for r in rows if r["setting"] == label]):.4f} '
-            f'({time.time() - t0:.1f}s)', flush=True)
+    final = np.mean([r['final_loss'] for r in rows if r['setting'] == label])
+    ctx.say(f'n={n} B={batch:g} {label}: sigma={sigma:.4g}, final loss '
+            f'{final:.4f} ({time.time() - t0:.1f}s)')
   return dict(agents=n, batch=batch, m=sc.m, records=sc.records,
               dimension=sc.dimension, spectral_gap=sc.gap,
               edges=int(sc.adjacency.sum() // 2),
@@ -279,9 +282,22 @@ def eval_points(rounds: int, evals: int) -> list[int]:
 
 
 def load_data(cfg):
-  options = cfg['data_options'] if cfg['dataset'] == 'synthetic' else {}
-  ds = data_lib.load(cfg['dataset'], seed=cfg['seed'],
-                     fallback=cfg.get('allow_fallback', False), **options)
+  options = cfg.data_options if cfg.dataset == 'synthetic' else {}
+  ds = data_lib.load(cfg.dataset, seed=cfg.seed,
+                     fallback=cfg.allow_fallback, **options)
   if ds.task != 'classification':
     raise ValueError(f"qdpsgd needs a classification dataset, got {ds.name}")
   return ds
+
+
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Every scenario (agents x batch sizes); the claims' plan, fixed from the
+  settings alone before any training."""
+  ds = load_data(cfg)
+  the_plan = plan(cfg)
+  scenarios = []
+  for n in cfg.agents:
+    for batch in cfg.batch_sizes:
+      scenarios.append(run_scenario(cfg, ds, n, batch, ctx))
+  return dict(dataset=report_lib.dataset_info(ds), scenarios=scenarios,
+              plan=the_plan)

@@ -12,13 +12,16 @@ loader; the public bounds are each feature's range over the whole dataset
 (train and test), treated as public as the thesis does. Mean and std over
 seeds, a two-sided Mann-Whitney U test at 95% (SPE against each private
 competitor, as the thesis), and the project's paired verdicts.
+
+Presets: ``_config.Config``. Claims: ``_claims``.
 """
 
-from experiments.trees._config import config
+from experiments.common import runner
+from experiments.trees._claims import claims
+from experiments.trees._config import Config
 from experiments.trees._config import DESCRIPTION
-from experiments.trees._config import MODES
 from experiments.trees._config import NAME
 from experiments.trees._report import report
 from experiments.trees._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

@@ -1,6 +1,8 @@
-"""trees' configuration: modes, datasets, methods and validation."""
+"""trees' settings (field defaults are the quick preset), datasets and
+methods."""
 
-from typing import Any
+import dataclasses
+from experiments.common import config
 
 NAME = 'trees'
 DESCRIPTION = ('private median-split tree ensembles SPE, SSPE-1/2 and PTE vs '
@@ -8,20 +10,7 @@ DESCRIPTION = ('private median-split tree ensembles SPE, SSPE-1/2 and PTE vs '
                'Tables 8.1-8.2, Fig. 8.6)')
 ALL_DATASETS = ('iris', 'wine', 'syn5d', 'syn10d', 'syn15d', 'breast_cancer',
                 'digits')
-MODES = {
-    # quick fits in about 45 s on 2 cores, where compiling each dataset's
-    # shapes costs ~15 s: iris and Syn10d (the thesis's headline rows),
-    # 3 seeds, no Fig. 8.6 grid.
-    'quick': dict(num_seeds=3, datasets=['iris', 'syn10d'],
-                  grid=False, digits_max_train=600),
-    'full': dict(num_seeds=20, datasets=list(ALL_DATASETS), grid=True,
-                 digits_max_train=None),
-}
-DEFAULTS = dict(seed=0, epsilon=2.0, small_epsilon=0.5, num_trees=10,
-                max_depth=10, labelled_fraction=0.2, test_fraction=0.1,
-                synthetic_samples=3000, sklearn_trees=100,
-                grid_datasets=['iris', 'wine', 'breast_cancer'],
-                grid_trees=[1, 5, 10, 20, 50], grid_depths=['d/2', 'd', '2d'])
+DEPTHS = ('d/2', 'd', '2d')
 SUPERVISED = ('rf', 'spe', 'rdt', 'dp_rf', 'dp_dt')
 SEMI = ('sspe1', 'sspe2', 'pte', 'spe_labelled')
 LABELS = {'rf': 'RF (sklearn, 100 trees)', 'spe': 'SPE', 'rdt': 'RDT',
@@ -39,36 +28,40 @@ THESIS = {
     'syn15d': dict(rf=94.08, spe=87.11, rdt=80.24, sspe1=76.40, sspe2=85.94,
                    pte=86.45),
 }
+setting = config.setting
 
 
-def config(mode: str, epsilons=None, dataset=None, delta=None, **overrides
-           ) -> dict[str, Any]:
-  """The exact configuration; ``epsilons`` = [eps] or [eps, small eps]."""
-  cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
-  if delta is not None:
-    raise ValueError(f'{NAME} is pure epsilon-DP; drop --delta {delta}')
-  if dataset is not None:
-    cfg['datasets'] = [dataset]
-  if epsilons is not None:
-    if len(epsilons) not in (1, 2):
-      raise ValueError(f'{NAME} takes --epsilons EPS [SMALL_EPS], got '
-                       f'{list(epsilons)}')
-    cfg['epsilon'] = float(epsilons[0])
-    if len(epsilons) == 2:
-      cfg['small_epsilon'] = float(epsilons[1])
-  cfg.update({k: v for k, v in overrides.items() if v is not None})
-  for name in ('epsilon', 'small_epsilon'):
-    if not cfg[name] > 0:
-      raise ValueError(f'Expected {name}={cfg[name]} > 0.')
-  for name in ('num_seeds', 'num_trees', 'max_depth', 'synthetic_samples',
-               'sklearn_trees'):
-    v = cfg[name]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-      raise ValueError(f'Expected {name}={v} to be an integer >= 1.')
-  for name in ('labelled_fraction', 'test_fraction'):
-    if not 0 < cfg[name] < 1:
-      raise ValueError(f'Expected {name}={cfg[name]} in (0, 1).')
-  for d in cfg['datasets'] + list(cfg['grid_datasets']):
-    if d not in ALL_DATASETS:
-      raise ValueError(f'Expected datasets in {ALL_DATASETS}, got {d!r}.')
-  return cfg
+@dataclasses.dataclass(frozen=True)
+class Config(config.Config):
+  """Quick fits in about 45 s on 2 cores, where compiling each dataset's
+  shapes costs ~15 s: iris and Syn10d (the thesis's headline rows), 3 seeds,
+  no Fig. 8.6 grid; full: every dataset, 20 seeds, the grid. Pure
+  epsilon-DP, so there is no delta setting."""
+  NAME = NAME
+  PRESETS = {'quick': {}, 'full': dict(
+      num_seeds=20, datasets=ALL_DATASETS, grid=True, digits_max_train=None)}
+
+  num_seeds: int = setting(3, 'seeds (the same split for every method)',
+                           ge=1)
+  datasets: tuple[str, ...] = setting(('iris', 'syn10d'), 'datasets of '
+                                      'Tables 8.1-8.2', choices=ALL_DATASETS)
+  grid: bool = setting(False, 'run the Fig. 8.6 grid (trees x depth)')
+  digits_max_train: int | None = setting(600, 'digits training points at '
+                                         'most (none: all)', ge=1)
+  epsilon: float = setting(2.0, 'epsilon of Tables 8.1-8.2', gt=0)
+  small_epsilon: float = setting(0.5, 'the small epsilon of Table 8.2', gt=0)
+  num_trees: int = setting(10, 'trees per ensemble', ge=1)
+  max_depth: int = setting(10, 'tree depth cap (depth = min(d, cap))', ge=1)
+  labelled_fraction: float = setting(0.2, 'labelled share of the training '
+                                     'set (Table 8.2)', gt=0, lt=1)
+  test_fraction: float = setting(0.1, 'test split', gt=0, lt=1)
+  synthetic_samples: int = setting(3000, 'points of a synthetic set', ge=1)
+  sklearn_trees: int = setting(100, 'trees of the non-private forest', ge=1)
+  grid_datasets: tuple[str, ...] = setting(
+      ('iris', 'wine', 'breast_cancer'), 'datasets of the grid',
+      choices=ALL_DATASETS)
+  grid_trees: tuple[int, ...] = setting((1, 5, 10, 20, 50), 'numbers of '
+                                        'trees of the grid', ge=1)
+  grid_depths: tuple[str, ...] = setting(DEPTHS, 'depths of the grid',
+                                         choices=DEPTHS)
+

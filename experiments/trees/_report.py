@@ -1,4 +1,4 @@
-"""trees' report: Tables 8.1-8.2 beside the thesis, verdicts, Fig. 8.6."""
+"""trees' report body: Tables 8.1-8.2 beside the thesis, Fig. 8.6."""
 
 from typing import Any
 
@@ -6,9 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
 from experiments.trees._config import LABELS
-from experiments.trees._config import NAME
 from experiments.trees._config import SEMI
 from experiments.trees._config import SUPERVISED
 from experiments.trees._config import THESIS
@@ -74,14 +72,12 @@ def _plot_grid(results, out_dir) -> str | None:
 
 def report(results: dict[str, Any], out_dir: str) -> str:
   cfg = results['config']
-  out = [f'## {NAME} ({cfg["mode"]})', '',
-         f'Accuracy (%) on the 10% test split, mean ± std over '
+  out = [f'Accuracy (%) on the 10% test split, mean ± std over '
          f'{cfg["num_seeds"]} seeds; the thesis\'s number in parentheses '
          f'where the dataset matches. {cfg["num_trees"]} trees of depth D = '
          f'min(d, {cfg["max_depth"]}) (the thesis uses D = d). Public bounds: '
          f'each feature\'s range over the whole (standardized) dataset, '
-         f'train and test, treated as public as the thesis does. Wall time '
-         f'{results["wall_seconds"]:.1f} s.', '']
+         f'train and test, treated as public as the thesis does.', '']
   if results.get('diffprivlib_error'):
     out += [results['diffprivlib_error'], '']
   out += [f'### Table 8.1: supervised, eps = {cfg["epsilon"]:g}', '',
@@ -94,8 +90,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
           'The thesis\'s Table 8.2 (Syn5d/10d/15d): SSPE-1 86.82/86.30/76.40, '
           'SSPE-2 91.59/90.51/85.94, PTE 91.54/91.11/86.45.', '',
           f'### Table 8.2 at small eps = {cfg["small_epsilon"]:g}', '',
-          _table(results, 'small', SEMI, False), '',
-          '### Claims', '', verdict_lib.claims_table(results['claims']), '']
+          _table(results, 'small', SEMI, False), '']
   fig = _plot_grid(results, '.' if out_dir is None else out_dir)
   if fig:
     out += ['### Fig. 8.6: trees x depth (SPE)', '', f'![grid]({fig})', '']

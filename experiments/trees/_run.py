@@ -1,7 +1,5 @@
 """trees' run: load, build every ensemble per seed, score on the test set."""
 
-import sys
-import time
 import warnings
 from typing import Any
 
@@ -12,26 +10,26 @@ from sklearn import ensemble as sk_ensemble
 
 from dpjax import nonparametric as npm
 from experiments.common import data as data_lib
-from experiments.trees._config import NAME
+from experiments.common import runner
+from experiments.trees._config import Config
 from experiments.trees._config import SEMI
 from experiments.trees._config import SUPERVISED
-from experiments.trees._verdicts import claims
 
 PRIVATE_SUPERVISED = ('rdt', 'dp_rf', 'dp_dt')
 
 
-def load(name: str, seed: int, cfg: dict[str, Any]):
+def load(name: str, seed: int, cfg: Config):
   """(x_train, y_train, x_test, y_test, K, bounds): flat float32 features;
   bounds = each feature's range over train and test (public, as the thesis
   treats it)."""
-  opts = dict(test_fraction=cfg['test_fraction'])
+  opts = dict(test_fraction=cfg.test_fraction)
   if name.startswith('syn'):
     ds = data_lib.load('synthetic', seed=seed,
-                       n_samples=cfg['synthetic_samples'],
+                       n_samples=cfg.synthetic_samples,
                        n_features=int(name[3:-1]), **opts)
   else:
-    if name == 'digits' and cfg['digits_max_train']:
-      opts['max_train'] = cfg['digits_max_train']
+    if name == 'digits' and cfg.digits_max_train:
+      opts['max_train'] = cfg.digits_max_train
     ds = data_lib.load(name, seed=seed, **opts)
   xtr = np.asarray(ds.x_train, np.float32).reshape(len(ds.x_train), -1)
   xte = np.asarray(ds.x_test, np.float32).reshape(len(ds.x_test), -1)
@@ -56,23 +54,23 @@ def _accuracy(pred, y) -> float:
 
 def supervised(key, seed, data, cfg, depth, dp_models) -> dict[str, float]:
   xtr, ytr, xte, yte, k, bounds = data
-  eps, out = cfg['epsilon'], {}
-  rf = sk_ensemble.RandomForestClassifier(cfg['sklearn_trees'],
+  eps, out = cfg.epsilon, {}
+  rf = sk_ensemble.RandomForestClassifier(cfg.sklearn_trees,
                                           random_state=seed).fit(xtr, ytr)
   out['rf'] = _accuracy(rf.predict(xte), yte)
   rel, _ = npm.spe(key, xtr, ytr, epsilon=eps, bounds=bounds, num_classes=k,
-                   num_trees=cfg['num_trees'], depth=depth)
+                   num_trees=cfg.num_trees, depth=depth)
   out['spe'] = _accuracy(npm.predict(rel, xte), yte)
   rel, _ = npm.random_decision_trees(
       jax.random.fold_in(key, 1), xtr, ytr, epsilon=eps, bounds=bounds,
-      num_classes=k, num_trees=cfg['num_trees'], depth=depth)
+      num_classes=k, num_trees=cfg.num_trees, depth=depth)
   out['rdt'] = _accuracy(npm.predict(rel, xte), yte)
   if dp_models is not None:
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
       common = dict(epsilon=eps, bounds=bounds, classes=list(range(k)),
                     random_state=seed)
-      m = dp_models.RandomForestClassifier(cfg['num_trees'], **common)
+      m = dp_models.RandomForestClassifier(cfg.num_trees, **common)
       out['dp_rf'] = _accuracy(m.fit(xtr, ytr).predict(xte), yte)
       m = dp_models.DecisionTreeClassifier(**common)
       out['dp_dt'] = _accuracy(m.fit(xtr, ytr).predict(xte), yte)
@@ -81,11 +79,11 @@ def supervised(key, seed, data, cfg, depth, dp_models) -> dict[str, float]:
 
 def semi(key, seed, data, cfg, depth, eps) -> dict[str, float]:
   xtr, ytr, xte, yte, k, bounds = data
-  nl = max(int(round(cfg['labelled_fraction'] * len(xtr))), cfg['num_trees'])
+  nl = max(int(round(cfg.labelled_fraction * len(xtr))), cfg.num_trees)
   perm = np.random.default_rng(seed).permutation(len(xtr))
   xl, yl, xu = xtr[perm[:nl]], ytr[perm[:nl]], xtr[perm[nl:]]
   kw = dict(epsilon=eps, bounds=bounds, num_classes=k,
-            num_trees=cfg['num_trees'], depth=depth)
+            num_trees=cfg.num_trees, depth=depth)
   out = {}
   for i, (name, fn) in enumerate((('sspe1', lambda kk: npm.sspe(kk, xl, yl, xu, setting=1,
                                                  **kw)),
@@ -110,63 +108,56 @@ def mann_whitney(a, b) -> float:
   return float(stats.mannwhitneyu(a, b, alternative='two-sided').pvalue)
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Tables 8.1-8.2 per dataset and seed, Mann-Whitney tests, the grid."""
   dp_models, dp_error = _diffprivlib()
-  seeds = [cfg['seed'] + s for s in range(cfg['num_seeds'])]
+  seeds = cfg.seeds
   per_seed = {}  # dataset -> method -> [seed] accuracy (Table 8.1 / 8.2)
   small = {}     # dataset -> method -> [seed] at small_epsilon (Table 8.2)
   info = {}
-  for name in cfg['datasets']:
+  for name in cfg.datasets:
     acc, acc_small = {}, {}
     for seed in seeds:
       data = load(name, seed, cfg)
       d = data[0].shape[1]
-      depth = min(d, cfg['max_depth'])
+      depth = min(d, cfg.max_depth)
       info[name] = dict(n_train=len(data[0]), n_test=len(data[2]), d=d,
                         classes=data[4], depth=depth)
       key = jax.random.key(seed)
       rows = supervised(key, seed, data, cfg, depth, dp_models)
       rows.update(semi(jax.random.fold_in(key, 7), seed, data, cfg, depth,
-                       cfg['epsilon']))
+                       cfg.epsilon))
       for m, a in rows.items():
         acc.setdefault(m, []).append(a)
       for m, a in semi(jax.random.fold_in(key, 8), seed, data, cfg, depth,
-                       cfg['small_epsilon']).items():
+                       cfg.small_epsilon).items():
         acc_small.setdefault(m, []).append(a)
     per_seed[name], small[name] = acc, acc_small
-    if progress:
-      print(f'[{NAME}] {name}: ' + ', '.join(
-          f'{m} {np.mean(v):.3f}' for m, v in acc.items()) +
-            f' ({time.time() - start:.1f}s)', file=sys.stderr)
+    ctx.say(f'{name}: ' + ', '.join(f'{m} {np.mean(v):.3f}'
+                                    for m, v in acc.items()))
   tests = {name: {m: mann_whitney(acc['spe'], acc[m])
                   for m in PRIVATE_SUPERVISED if m in acc}
            for name, acc in per_seed.items()}
   grid = []
-  if cfg['grid']:
-    for name in cfg['grid_datasets']:
+  if cfg.grid:
+    for name in cfg.grid_datasets:
       for seed in seeds:
         data = load(name, seed, cfg)
         d = data[0].shape[1]
-        for spec in cfg['grid_depths']:
-          depth = _depth(spec, d, 2 * cfg['max_depth'] if d <= 10 else
-                         cfg['max_depth'])
-          for t in cfg['grid_trees']:
+        for spec in cfg.grid_depths:
+          depth = _depth(spec, d, 2 * cfg.max_depth if d <= 10 else
+                         cfg.max_depth)
+          for t in cfg.grid_trees:
             if t > len(data[0]):
               continue
             rel, _ = npm.spe(jax.random.key(seed), data[0], data[1],
-                             epsilon=cfg['epsilon'], bounds=data[5],
+                             epsilon=cfg.epsilon, bounds=data[5],
                              num_classes=data[4], num_trees=t, depth=depth)
             grid.append(dict(dataset=name, seed=seed, depth=spec,
                              depth_value=depth, trees=t,
                              accuracy=_accuracy(npm.predict(rel, data[2]),
                                                 data[3])))
-  results = dict(experiment=NAME, config=cfg, seeds=seeds, info=info,
-                 per_seed=per_seed, small=small, mann_whitney=tests,
-                 grid=grid, diffprivlib_error=dp_error,
-                 methods=dict(supervised=list(SUPERVISED), semi=list(SEMI)))
-  results['claims'] = claims(results)
-  results['wall_seconds'] = time.time() - start
-  return results
+  return dict(dataset=dict(name=', '.join(info)), info=info,
+              per_seed=per_seed, small=small, mann_whitney=tests, grid=grid,
+              diffprivlib_error=dp_error,
+              methods=dict(supervised=list(SUPERVISED), semi=list(SEMI)))

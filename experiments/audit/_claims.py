@@ -1,4 +1,4 @@
-"""audit's claims, paired by seed (experiments.common.verdict).
+"""audit's claims, paired by seed (experiments.common.claims).
 
 An audit's lower bound is itself a 95% statement about one mechanism: one
 lower bound above the stated epsilon refutes that statement, and the table
@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments.common import verdict as verdict_lib
+from experiments.audit._config import Config
+from experiments.common import claims as claims_lib
 
 
 def ratios(row, which: str) -> np.ndarray:
@@ -24,19 +25,20 @@ def ratios(row, which: str) -> np.ndarray:
   return np.array([a['lower_bound'] / stated for a in row[which]])
 
 
-def claims(results) -> list[dict[str, Any]]:
+def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+  del cfg
   rows = results['cases']
-  pending = []
+  family = claims_lib.ClaimFamily()
   honest = [ratios(r, 'honest') for r in rows]
   if honest:
-    pending.append(('every stated epsilon survives its audit (1 - lower '
-                    'bound / stated > 0, pooled over cases and seeds)',
-                    1 - np.concatenate(honest), dict(kind='honest')))
+    family.add('every stated epsilon survives its audit (1 - lower '
+               'bound / stated > 0, pooled over cases and seeds)',
+               1 - np.concatenate(honest), kind='honest')
   broken = [ratios(r, 'broken') for r in rows if r['broken']]
   if broken:
-    pending.append(('the audit catches the broken twins (lower bound / '
-                    'their stated epsilon - 1 > 0, pooled)',
-                    np.concatenate(broken) - 1, dict(kind='broken')))
+    family.add('the audit catches the broken twins (lower bound / '
+               'their stated epsilon - 1 > 0, pooled)',
+               np.concatenate(broken) - 1, kind='broken')
   for row_kind, sign, text in (
       ('honest', -1, 'one-run gradient-canary audits of DP-SGD training stay '
        'below the stated epsilon (1 - lower / stated > 0, pooled)'),
@@ -45,8 +47,6 @@ def claims(results) -> list[dict[str, Any]]:
     r = [np.array([a['lower_bound'] for a in row[row_kind]]) / row['epsilon']
          for row in results.get('one_run', []) if row['kind'] == 'gradient']
     if r:
-      pending.append((text, sign * (np.concatenate(r) - 1),
-                      dict(kind=f'one_run_{row_kind}')))
-  m = len(pending)
-  return [verdict_lib.claim(text, verdict_lib.paired_verdict(
-      diff, comparisons=m), **details) for text, diff, details in pending]
+      family.add(text, sign * (np.concatenate(r) - 1),
+                 kind=f'one_run_{row_kind}')
+  return family

@@ -1,4 +1,4 @@
-"""trees' claims, paired by seed (experiments.common.verdict).
+"""trees' claims, paired by seed (experiments.common.claims).
 
 Every method of seed s runs on the split of seed s, so per-(dataset, seed)
 accuracy differences are paired; each claim pools them over the datasets run
@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from experiments.common import verdict as verdict_lib
+from experiments.common import claims as claims_lib
+from experiments.trees._config import Config
 
 
 def _pooled(table, a, b):
@@ -24,19 +25,16 @@ def _pooled(table, a, b):
   return np.concatenate(diffs) if diffs else None
 
 
-def claims(results) -> list[dict[str, Any]]:
-  cfg = results['config']
-  pending = []
+def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+  family = claims_lib.ClaimFamily()
   for other, label in (('rdt', 'RDT'), ('dp_rf', 'diffprivlib RF')):
     diff = _pooled(results['per_seed'], 'spe', other)
     if diff is not None:
-      pending.append((f'SPE has higher test accuracy than {label} at eps='
-                      f'{cfg["epsilon"]:g} (pooled over datasets and seeds)',
-                      diff, dict(kind=other)))
+      family.add(f'SPE has higher test accuracy than {label} at eps='
+                 f'{cfg.epsilon:g} (pooled over datasets and seeds)', diff,
+                 kind=other)
   diff = _pooled(results['small'], 'sspe1', 'spe_labelled')
-  pending.append((f'unlabelled data helps at small eps: SSPE-1 beats SPE on '
-                  f'the labelled {cfg["labelled_fraction"]:.0%} alone at eps='
-                  f'{cfg["small_epsilon"]:g}', diff, dict(kind='unlabelled')))
-  m = len(pending)
-  return [verdict_lib.claim(text, verdict_lib.paired_verdict(
-      diff, comparisons=m), **details) for text, diff, details in pending]
+  family.add(f'unlabelled data helps at small eps: SSPE-1 beats SPE on the '
+             f'labelled {cfg.labelled_fraction:.0%} alone at eps='
+             f'{cfg.small_epsilon:g}', diff, kind='unlabelled')
+  return family
