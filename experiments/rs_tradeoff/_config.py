@@ -4,7 +4,7 @@ noise multipliers, not epsilons (so it has no epsilons setting)."""
 import dataclasses
 
 from experiments.common import config
-from experiments.common import data as data_lib
+from experiments.common import sgd_config
 
 NAME = 'rs_tradeoff'
 DESCRIPTION = 'accuracy vs sparsification rate for sigma x C, with ablations'
@@ -12,7 +12,7 @@ setting = config.setting
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(config.Config):
+class Config(sgd_config.SgdConfig):
   """Quick: sigma 4, C 1, three rates, 3 seeds, 10 epochs; full: a 3 x 3
   grid of sigma x C, five rates, 10 seeds, 30 epochs."""
   NAME = NAME
@@ -21,10 +21,7 @@ class Config(config.Config):
       rates=(0.0, 0.3, 0.5, 0.7, 0.9), num_seeds=10, epochs=30)}
 
   num_seeds: int = setting(3, 'seeds, trained as one vmapped program', ge=1)
-  dataset: str = setting('digits', 'a classification dataset (see list)')
-  allow_fallback: bool = setting(
-      False, 'run digits when a tfds set is not prepared (the report says '
-      'so)')
+  epochs: int = setting(10, 'training epochs', ge=1)
   sigmas: tuple[float, ...] = setting((4.0,), 'noise multipliers sigma',
                                       gt=0)
   clips: tuple[float, ...] = setting((1.0,), 'clip norms C', gt=0)
@@ -32,14 +29,9 @@ class Config(config.Config):
       (0.0, 0.5, 0.9), 'final sparsification rates r* (0 is the reference '
       'of every claim)', ge=0, lt=1)
   delta: float = setting(1e-5, 'delta of the reported epsilons', gt=0, lt=1)
-  epochs: int = setting(10, 'training epochs', ge=1)
-  expected_batch_size: int = setting(64, 'expected Poisson batch size', ge=1)
-  learning_rate: float = setting(0.05, 'SGD learning rate', gt=0)
-  momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
-  evals: int = setting(5, 'evaluations per run', ge=1)
 
   def validate(self) -> None:
-    data_lib.require_classification(NAME, self.dataset)
+    super().validate()
     if 0.0 not in self.rates or len(self.rates) < 2:
       raise ValueError(f'Expected rates={list(self.rates)} to hold 0 (the '
                        'reference every claim compares with) and one rate '
