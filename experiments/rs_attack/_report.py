@@ -91,9 +91,9 @@ def report(results: dict[str, Any], out_dir: str) -> str:
           ('mse', 'MSE'), ('sem', 'SEM'), ('images', 'images per seed')]),
       '',
       'The claims below are one Bonferroni family. The bound claim takes, '
-      'per seed, the smallest relative margin over the rates r > 0. At r = 0 the mask keeps every coordinate and the '
-      'bound is attained with equality (E err = sigma^2 / ||k||^2), so it '
-      'is no claim there'
+      'per seed, the smallest relative margin over the rates r > 0. At '
+      'r = 0 the mask keeps every coordinate and the bound is attained '
+      'with equality (E err = sigma^2 / ||k||^2), so it is no claim there'
       + (f" (measured error / bound at r = 0: {report_lib.fmt(zero['ratio'])}"
          f" ± {report_lib.fmt(zero['ratio_sem'], 2)})" if zero else '')
       + f". At the smallest r > 0 (r = {cf['rates'][first]:g}) the margin "
