@@ -265,7 +265,7 @@ def test_every_experiment_runs_and_reports(name, tmp_path):
 
 def test_experiments_refuse_options_they_cannot_honour(capsys):
   assert cli.main(['run', 'rs_tradeoff', '--epsilons', '3']) == 2
-  assert 'fixes noise multipliers' in capsys.readouterr().err
+  assert 'rs_tradeoff: unknown flag --epsilons' in capsys.readouterr().err
   assert cli.main(['run', 'cpsgd_training', '--epsilons', '3']) == 2
   assert 'cpsgd_training: unknown flag --epsilons' in capsys.readouterr().err
 

@@ -6,12 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from experiments import compressive_regression as cr
-from experiments.compressive_regression import _verdicts
+from experiments import registry
+from experiments.compressive_regression import _claims as claims_lib
+
+EXP = registry.get('compressive_regression')
 
 EPS = [1.0, 1000.0]
-CFG = dict(epsilons=EPS, eps_small=1.0, eps_large=1000.0, kappa=5,
-           num_measurements=20)
+CFG = EXP.configure('quick', epsilons=EPS, eps_small=1.0, eps_large=1000.0,
+                    kappa=5, num_measurements=20)
 # Losses that differ by orders of magnitude between seeds: only a paired
 # statistic sees a constant ratio through that spread.
 SCALE = np.array([1e2, 1e4, 1e6])
@@ -41,8 +43,10 @@ def _kappa_rows(values):
 
 def _claims(final=None, test=None, validation=None, ratio=(1.05,) * 3):
   test = test or _kappa_rows({1: 0.5, 3: 0.5})
-  return _verdicts.claims(final or _final(), test, validation or test,
-                          [dict(per_seed_ratio=list(ratio))], CFG)
+  results = dict(final=final or _final(), kappa_sweep=test,
+                 kappa_validation=validation or test,
+                 realized=[dict(per_seed_ratio=list(ratio))])
+  return claims_lib.claims(results, CFG).verdicts()
 
 
 def _by_text(claims, *words):
@@ -60,7 +64,7 @@ def _sweep(claims, sparsified, baseline, eps):
 
 def test_claims_form_one_bonferroni_family():
   claims = _claims()
-  assert len(claims) == len(_verdicts.SWEEP) * len(EPS) + 1 + 4
+  assert len(claims) == len(claims_lib.SWEEP) * len(EPS) + 1 + 4
   assert {c['comparisons'] for c in claims} == {len(claims)}
   assert {c['n'] for c in claims} == {3}
   assert len({c['claim'] for c in claims}) == len(claims)
@@ -107,8 +111,8 @@ def test_kappa_pick_is_per_seed():
   validation = [_row('compressive', eps, SCALE * v, kappa) for eps in EPS
                 for kappa, v in ((1, [1, 3, 1]), (3, [2, 1, 2]))]
   test = _kappa_rows({1: 0.5, 3: 0.25})
-  picked, losses = _verdicts.chosen_kappas(validation, test, 'compressive',
-                                           1.0)
+  picked, losses = claims_lib.chosen_kappas(validation, test,
+                                            'compressive', 1.0)
   assert picked == [1, 3, 1]
   np.testing.assert_allclose(np.exp(losses), SCALE * [0.5, 0.25, 0.5])
 
@@ -125,14 +129,14 @@ def test_realized_epsilon_claim(ratio, verdict):
 
 
 def test_modes_run_enough_seeds():
-  assert cr.config('quick')['num_seeds'] >= 3
-  assert cr.config('full')['num_seeds'] >= 10
+  assert EXP.configure('quick').num_seeds >= 3
+  assert EXP.configure('full').num_seeds >= 10
 
 
 def test_tiny_run_records_per_seed_losses_and_pairs_keys(tmp_path):
-  cfg = cr.config('quick', steps=5, num_seeds=3, n=300, kappas=[1, 5],
-                  epsilons=[1.0, 1000.0])
-  results = cr.run(cfg, str(tmp_path), progress=False)
+  cfg = EXP.configure('quick', steps=5, num_seeds=3, n=300, kappas=[1, 5],
+                      epsilons=[1.0, 1000.0])
+  results = EXP.results(cfg, str(tmp_path), progress=False)
   assert results['seeds'] == [0, 1, 2]
   assert set(results['validation_seeds']).isdisjoint(results['seeds'])
   private = [r for r in results['final'] if r['epsilon'] is not None]
@@ -142,12 +146,12 @@ def test_tiny_run_records_per_seed_losses_and_pairs_keys(tmp_path):
   assert {(r['kappa'], r['epsilon']) for r in results['kappa_validation']} == {
       (k, e) for k in (1, 5) for e in (1.0, 1000.0)}
   # The main kappa's test runs are the main runs (same keys, same numbers).
-  main = _verdicts.row_of(results['final'], 'compressive', 1.0)
-  sweep = _verdicts.row_of(results['kappa_sweep'], 'compressive', 1.0, 5)
+  main = claims_lib.row_of(results['final'], 'compressive', 1.0)
+  sweep = claims_lib.row_of(results['kappa_sweep'], 'compressive', 1.0, 5)
   assert sweep['per_seed'] == main['per_seed']
   # Validation keys differ from the test keys.
-  val = _verdicts.row_of(results['kappa_validation'], 'compressive', 1.0, 5)
+  val = claims_lib.row_of(results['kappa_validation'], 'compressive', 1.0, 5)
   assert val['per_seed'] != main['per_seed']
   assert len(results['claims']) == 3 * 2 + 1 + 4
-  text = cr.report(results, str(tmp_path))
-  assert '| Verdict |' in text and 'Wall time' in text
+  text = EXP.report(results, str(tmp_path))
+  assert '| Verdict |' in text and 'wall time' in text

@@ -3,7 +3,10 @@
 import numpy as np
 import pytest
 
-from experiments import rs_attack
+from experiments import registry
+from experiments.rs_attack import _claims
+
+EXP = registry.get('rs_attack')
 
 RATES = [0.0, 0.5, 0.9]
 
@@ -29,8 +32,13 @@ def _inv(noisy):
 RISING = [[1e-3, 3e-3, 2e-2], [2e-3, 5e-3, 4e-2], [1.5e-3, 4e-3, 3e-2]]
 
 
+def _verdicts(cf, inv):
+  return _claims.claims(dict(closed_form=cf, inversion=inv),
+                        EXP.configure('quick')).verdicts()
+
+
 def test_claims_are_one_bonferroni_family_in_order():
-  claims = rs_attack.claims(_cf([[1.0, 1.1, 1.3]] * 3), _inv(RISING))
+  claims = _verdicts(_cf([[1.0, 1.1, 1.3]] * 3), _inv(RISING))
   assert len(claims) == 1 + (len(RATES) - 1)
   assert all(c['comparisons'] == len(claims) for c in claims)
   assert all(c['n'] == 3 for c in claims)
@@ -43,20 +51,20 @@ def test_bound_claim_takes_the_smallest_margin_over_r_above_zero():
   # r = 0 sits below the bound on every seed (Monte Carlo noise at an
   # equality) and does not count; the margin is min(0.1, 0.3) = 0.1.
   ratio = [[0.98, 1.10, 1.30], [0.97, 1.12, 1.25], [0.99, 1.11, 1.40]]
-  claim = rs_attack.claims(_cf(ratio), _inv(RISING))[0]
+  claim = _verdicts(_cf(ratio), _inv(RISING))[0]
   assert claim['mean'] == pytest.approx(np.mean([0.10, 0.12, 0.11]))
   assert claim['verdict'] == 'held'
   # One rate below the bound on every seed refutes the claim.
   below = [[1.0, 0.90, 1.30], [1.0, 0.91, 1.25], [1.0, 0.89, 1.40]]
-  assert rs_attack.claims(_cf(below), _inv(RISING))[0]['verdict'] == 'refuted'
+  assert _verdicts(_cf(below), _inv(RISING))[0]['verdict'] == 'refuted'
   # A margin that changes sign between seeds is inconclusive.
   mixed = [[1.0, 1.02, 1.30], [1.0, 0.99, 1.25], [1.0, 1.01, 1.40]]
-  assert rs_attack.claims(_cf(mixed), _inv(RISING))[0]['verdict'] == (
+  assert _verdicts(_cf(mixed), _inv(RISING))[0]['verdict'] == (
       'inconclusive')
 
 
 def test_rise_claims_are_paired_log_differences():
-  claims = rs_attack.claims(_cf([[1.0, 1.1, 1.3]] * 3), _inv(RISING))
+  claims = _verdicts(_cf([[1.0, 1.1, 1.3]] * 3), _inv(RISING))
   noisy = np.log(RISING)
   assert claims[1]['mean'] == pytest.approx(np.mean(noisy[:, 1] - noisy[:, 0]))
   assert [c['verdict'] for c in claims[1:]] == ['held', 'held']
@@ -64,32 +72,32 @@ def test_rise_claims_are_paired_log_differences():
   # every seed is held, and a 10% fall on every seed is refuted.
   scale = np.array([[1.0], [2.0], [4.0]])
   steps = scale * np.array([[1.0, 1.1, 1.0]])
-  rise, fall = rs_attack.claims(_cf([[1.0, 1.1, 1.3]] * 3), _inv(steps))[1:]
+  rise, fall = _verdicts(_cf([[1.0, 1.1, 1.3]] * 3), _inv(steps))[1:]
   assert (rise['verdict'], fall['verdict']) == ('held', 'refuted')
   # Identical differences on every seed: the interval is the point itself.
   assert rise['high'] - rise['low'] < 1e-9
 
 
 def test_one_seed_is_inconclusive():
-  claims = rs_attack.claims(_cf([[1.0, 1.5, 2.0]]), _inv(RISING[:1]))
+  claims = _verdicts(_cf([[1.0, 1.5, 2.0]]), _inv(RISING[:1]))
   assert {c['verdict'] for c in claims} == {'inconclusive'}
 
 
 @pytest.mark.parametrize('rates', [[0.5], [0.5, 0.3], [0.0, 1.0]])
 def test_config_needs_increasing_rates_below_one(rates):
   with pytest.raises(ValueError, match='increasing rates'):
-    rs_attack.config('quick', rates=rates)
+    EXP.configure('quick', rates=rates)
 
 
 def test_modes_run_enough_seeds():
-  assert rs_attack.config('quick')['num_seeds'] >= 3
-  assert rs_attack.config('full')['num_seeds'] >= 10
+  assert EXP.configure('quick').num_seeds >= 3
+  assert EXP.configure('full').num_seeds >= 10
 
 
 def test_tiny_run_pairs_rates_within_a_seed(tmp_path):
-  cfg = rs_attack.config('quick', num_images=2, trials=64, trial_chunk=32,
-                         attack_steps=3, rates=[0.0, 0.5, 0.9], dim=10)
-  results = rs_attack.run(cfg, str(tmp_path), progress=False)
+  cfg = EXP.configure('quick', num_images=2, trials=64, trial_chunk=32,
+                      attack_steps=3, rates=[0.0, 0.5, 0.9], dim=10)
+  results = EXP.results(cfg, str(tmp_path), progress=False)
   cf, inv = results['closed_form'], results['inversion']
   assert results['seeds'] == [0, 1, 2] and cf['trials'] == 64
   assert np.asarray(cf['mse']).shape == (3, 3)
@@ -101,5 +109,5 @@ def test_tiny_run_pairs_rates_within_a_seed(tmp_path):
   # The bound grows as 1 / (1 - r) within a seed.
   np.testing.assert_allclose(bound[:, 1] / bound[:, 0], 2.0, rtol=1e-5)
   assert [c['n'] for c in results['claims']] == [3, 3, 3]
-  text = rs_attack.report(results, str(tmp_path))
-  assert '| Verdict |' in text and 'Wall time' in text
+  text = EXP.report(results, str(tmp_path))
+  assert '| Verdict |' in text and 'wall time' in text

@@ -21,6 +21,7 @@ from experiments.common import checkpoint
 from experiments.common import data as data_lib
 from experiments.common import models
 from experiments.common import train
+from experiments.common import train_step
 
 DELTA = 1e-5
 CONFIG = dict(steps=20, expected_batch_size=32, learning_rate=0.1,
@@ -256,15 +257,16 @@ def test_masked_coordinates_do_not_move_within_an_epoch(digits, model,
                                  steps=16))  # 2 epochs of 8 steps
   params = model.init(jax.random.key(0), digits.x_train[0])
   stacked = jax.tree.map(lambda x: x[None], params)  # one seed
-  state, step = train._make_step(model, cfg, digits, stacked, (cfg.seed,))
+  state, step = train_step._make_step(model, cfg, digits, stacked,
+                                      (cfg.seed,))
   history = [params]
   for t in range(16):
     stacked, state, _ = step(stacked, state, jnp.int32(t))
     history.append(jax.tree.map(lambda x: x[0], stacked))
   flat = lambda p: np.concatenate([np.ravel(x) for x in jax.tree.leaves(p)])
   kept = flat(dpjax.transforms.sparsity_mask(
-      train._keys(cfg)['mask'], 8, params,
-      train._mask_schedule(cfg, params, len(digits.x_train)))) == 1
+      train_step._keys(cfg)['mask'], 8, params,
+      train_step._mask_schedule(cfg, params, len(digits.x_train)))) == 1
   assert kept.sum() == kept.size - int(0.6 * kept.size)  # epoch 1 keeps 40 %
   moved = flat(history[16]) != flat(history[8])
   assert not np.any(moved & ~kept)  # no gradient, no noise where masked

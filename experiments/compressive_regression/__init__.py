@@ -33,16 +33,16 @@ the paper's float Laplace noise (``exact=False``): the sweep traces eps, which
 the exact grid samplers (the library default) cannot take, and it keeps the
 published numbers; its epsilons are those of ideal real-valued noise.
 
-Modes: quick (5 seeds, per-step eps in {1, 10, 100, 1000, 10^4}, kappa in
-{1, 3, 5}) and full (20 seeds, eps from 0.1 to 10^5, kappa in {1, 2, 3, 5,
-8, 10, 15, 20}). Seeds and eps of one method run as one vmapped, jitted
-program. The cost is the per-example clipping of n gradients at every step
-(every private method) plus, for the compressive mechanism, CoSaMP: 6 (kappa
-+ 1) iterations per step, each a small Cholesky solve.
+Presets (``_config.Config``): quick (5 seeds, per-step eps in {1, 10, 100, 1000,
+10^4}, kappa in {1, 3, 5}) and full (20 seeds, eps from 0.1 to 10^5, kappa in
+{1, 2, 3, 5, 8, 10, 15, 20}). Seeds and eps of one method run as one vmapped,
+jitted program. The cost is the per-example clipping of n gradients at every
+step (every private method) plus, for the compressive mechanism, CoSaMP: 6
+(kappa + 1) iterations per step, each a small Cholesky solve.
 
-Claims (``_verdicts.py``) are paired by seed: every private method of seed s
-runs with the key of seed s. The kappa of the best-kappa claims is picked per
-seed on validation runs (seeds offset by ``VALIDATION_OFFSET``, independent
+Claims (``_claims.py``, one family) are paired by seed: every private method of
+seed s runs with the key of seed s. The kappa of the best-kappa claims is picked
+per seed on validation runs (seeds offset by ``VALIDATION_OFFSET``, independent
 keys), never on the runs that measure it.
 
 Data: features scaled per column to [-1, 1] by the max-abs of the training
@@ -53,11 +53,12 @@ splits of ``experiments.common.data``) is the training set D: the paper's
 objective is a training loss, and no test set is used.
 """
 
-from experiments.compressive_regression._config import config
+from experiments.common import runner
+from experiments.compressive_regression._claims import claims
+from experiments.compressive_regression._config import Config
 from experiments.compressive_regression._config import DESCRIPTION
-from experiments.compressive_regression._config import MODES
 from experiments.compressive_regression._config import NAME
 from experiments.compressive_regression._report import report
 from experiments.compressive_regression._run import run
 
-__all__ = ['config', 'DESCRIPTION', 'MODES', 'NAME', 'report', 'run']
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)

@@ -1,24 +1,17 @@
-"""compressive_regression's configuration: modes, methods and validation."""
+"""compressive_regression's settings (field defaults are the quick preset)
+and methods."""
 
+import dataclasses
+import numbers
 from typing import Any
 
+from experiments.common import config
 from experiments.common import data as data_lib
 
 
 NAME = 'compressive_regression'
 DESCRIPTION = ('sparsified private GD with the compressive mechanism on '
                'regression (Farokhi, Figs. 1-2)')
-MODES = {
-    'quick': dict(num_seeds=5, kappas=[1, 3, 5],
-                  epsilons=[1.0, 10.0, 100.0, 1000.0, 10000.0]),
-    'full': dict(num_seeds=20, kappas=[1, 2, 3, 5, 8, 10, 15, 20],
-                 epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0,
-                           10000.0, 100000.0]),
-}
-DEFAULTS = dict(dataset='synthetic_regression', seed=0, n=10_000, steps=1000,
-                learning_rate=0.1, kappa=5, num_measurements=20, xi=2.0,
-                eps_small=1.0, eps_large=1000.0, delta=1e-5,
-                measurements_per_kappa=4, pld_max_epsilon=10.0)
 REGRESSION_DATASETS = ('synthetic_regression', 'diabetes')
 METHODS = ('gd', 'top_k', 'compressive', 'compressive_paper', 'laplace',
            'laplace_mean')
@@ -37,46 +30,78 @@ COLORS = {'gd': 'k', 'top_k': 'C7', 'compressive': 'C0',
           'compressive_paper': 'C1', 'laplace': 'C2', 'laplace_mean': 'C3'}
 
 
-def config(mode: str, epsilons=None, dataset=None, **overrides
-           ) -> dict[str, Any]:
-  """The exact configuration.
-
-  ``epsilons`` (per step) replaces the sweep; unless ``eps_small`` /
-  ``eps_large`` are given too, the figures then show its smallest and
-  largest values.
-  """
-  cfg = dict(DEFAULTS, **MODES[mode], mode=mode)
-  if epsilons is not None:
-    cfg['epsilons'] = sorted(set(float(e) for e in epsilons))
-    cfg['eps_small'] = overrides.pop('eps_small', None) or cfg['epsilons'][0]
-    cfg['eps_large'] = overrides.pop('eps_large', None) or cfg['epsilons'][-1]
-  if dataset is not None:
-    cfg['dataset'] = dataset
-  cfg.update({k: v for k, v in overrides.items() if v is not None})
-  if not (cfg['dataset'] in REGRESSION_DATASETS or
-          cfg['dataset'].startswith(data_lib.CSV_PREFIX)):
-    raise ValueError(
-        f"{NAME} needs a regression dataset: {', '.join(REGRESSION_DATASETS)}"
-        f" or {data_lib.CSV_PREFIX}PATH, not {cfg['dataset']!r}")
-  if cfg['eps_small'] not in cfg['epsilons'] or (
-      cfg['eps_large'] not in cfg['epsilons']):
-    raise ValueError(f"{NAME}: eps_small={cfg['eps_small']} and eps_large="
-                     f"{cfg['eps_large']} must be in the epsilon sweep "
-                     f"{cfg['epsilons']}")
-  if not cfg['eps_small'] < cfg['eps_large']:
-    raise ValueError(f"{NAME} compares a small and a large epsilon; got "
-                     f"eps_small={cfg['eps_small']} >= eps_large="
-                     f"{cfg['eps_large']} (give at least two --epsilons)")
-  if not (isinstance(cfg['steps'], int) and cfg['steps'] >= 2):
-    raise ValueError(f"Expected steps={cfg['steps']} to be an integer >= 2.")
-  for key in ('num_seeds', 'n', 'kappa', 'num_measurements'):
-    _check_positive_int(key, cfg[key])
-  for eps in cfg['epsilons']:
-    if not eps > 0:
-      raise ValueError(f'Expected epsilon={eps} > 0.')
-  return cfg
+setting = config.setting
 
 
-def _check_positive_int(name, value):
-  if not isinstance(value, int) or value <= 0:
-    raise ValueError(f'Expected {name}={value} to be an integer > 0.')
+@dataclasses.dataclass(frozen=True)
+class Config(config.Config):
+  """Quick: 5 seeds, per-step eps in {1, 10, 100, 1000, 10^4}, kappa in {1,
+  3, 5}; full: 20 seeds, eps from 0.1 to 10^5, kappa in {1, 2, 3, 5, 8, 10,
+  15, 20}. Epsilons are per step (per release)."""
+  NAME = NAME
+  PRESETS = {'quick': {}, 'full': dict(
+      num_seeds=20, kappas=(1, 2, 3, 5, 8, 10, 15, 20),
+      epsilons=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0, 10000.0,
+                100000.0))}
+
+  num_seeds: int = setting(5, 'seeds, run as one vmapped program', ge=1)
+  dataset: str = setting('synthetic_regression', 'a regression dataset: '
+                         f"{', '.join(REGRESSION_DATASETS)} or "
+                         f'{data_lib.CSV_PREFIX}PATH')
+  n: int = setting(10_000, 'examples generated (synthetic or csv)', ge=1)
+  epsilons: tuple[float, ...] = setting(
+      (1.0, 10.0, 100.0, 1000.0, 10000.0), 'per-step epsilons of the sweep',
+      gt=0)
+  eps_small: float = setting(1.0, 'small per-step eps of the figures and '
+                             'claims (given --epsilons: their smallest)',
+                             gt=0)
+  eps_large: float = setting(1000.0, 'large per-step eps of the figures and '
+                             'claims (given --epsilons: their largest)',
+                             gt=0)
+  delta: float = setting(1e-5, 'delta of the PLD totals', gt=0, lt=1)
+  steps: int = setting(1000, 'T: iterates theta_1..theta_T, T - 1 releases',
+                       ge=2)
+  learning_rate: float = setting(0.1, 'rho_k = learning_rate / sqrt(k)',
+                                 gt=0)
+  kappa: int = setting(5, 'top-k sparsity of the main runs', ge=1)
+  num_measurements: int = setting(20, 'measurements p of the main runs',
+                                  ge=1)
+  kappas: tuple[int, ...] = setting((1, 3, 5), 'kappas of the kappa sweep',
+                                    ge=1)
+  measurements_per_kappa: int = setting(
+      4, 'p = max(3, this x kappa) in the kappa sweep', ge=1)
+  xi: float = setting(2.0, 'per-example coordinatewise clip bound', gt=0)
+  pld_max_epsilon: float = setting(
+      10.0, 'largest per-step eps whose total is also computed by PLD', ge=0)
+
+  @classmethod
+  def preset(cls, mode: str = 'quick', **overrides: Any) -> 'Config':
+    """The preset; ``epsilons`` given without ``eps_small`` / ``eps_large``
+    makes the figures show its smallest and largest values."""
+    eps = overrides.get('epsilons')
+    if eps is not None and not isinstance(eps, (str, dict)):
+      given = [e for e in eps if isinstance(e, numbers.Real)]
+      for key, pick in (('eps_small', min), ('eps_large', max)):
+        if given and overrides.get(key) is None:
+          overrides[key] = pick(given)
+    return super().preset(mode, **overrides)
+
+  def normalize(self) -> dict[str, Any]:
+    return dict(epsilons=tuple(sorted(set(self.epsilons))))
+
+  def validate(self) -> None:
+    if not (self.dataset in REGRESSION_DATASETS or
+            self.dataset.startswith(data_lib.CSV_PREFIX)):
+      raise ValueError(
+          f"{NAME} needs a regression dataset: "
+          f"{', '.join(REGRESSION_DATASETS)} or {data_lib.CSV_PREFIX}PATH, "
+          f'not {self.dataset!r}')
+    if self.eps_small not in self.epsilons or (
+        self.eps_large not in self.epsilons):
+      raise ValueError(f'{NAME}: eps_small={self.eps_small} and eps_large='
+                       f'{self.eps_large} must be in the epsilon sweep '
+                       f'{list(self.epsilons)}')
+    if not self.eps_small < self.eps_large:
+      raise ValueError(f'{NAME} compares a small and a large epsilon; got '
+                       f'eps_small={self.eps_small} >= eps_large='
+                       f'{self.eps_large} (give at least two --epsilons)')

@@ -7,16 +7,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from experiments.common import report as report_lib
-from experiments.common import verdict as verdict_lib
 from experiments.compressive_regression._config import BASELINES
 from experiments.compressive_regression._config import COLORS
 from experiments.compressive_regression._config import COMPRESSIVE
 from experiments.compressive_regression._config import LABELS
 from experiments.compressive_regression._config import METHODS
-from experiments.compressive_regression._config import NAME
 from experiments.compressive_regression._config import PRIVATE
-from experiments.compressive_regression._verdicts import row_of
-from experiments.compressive_regression._verdicts import SWEEP
+from experiments.compressive_regression._claims import row_of
+from experiments.compressive_regression._claims import SWEEP
 
 
 def plot_iterations(results, out_dir) -> str:
@@ -180,7 +178,6 @@ def report(results: dict[str, Any], out_dir: str) -> str:
                     for m in COMPRESSIVE + ('laplace',))
              > results['rel_loss_at_zero']]
   lines = [
-      f'## {NAME} ({cfg["mode"]})', '',
       report_lib.dataset_line(results['dataset']), '',
       f"Linear regression, n = {results['n']} examples (the whole set is the "
       f"training set), n_theta = {results['n_theta']} (intercept included); "
@@ -200,7 +197,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       f"seeds. Epsilon is per step, as in the paper; eps = {eps_small:g} "
       f"(the paper's small value) and {eps_large:g} (chosen before the runs, "
       f"the top of the planned sweep 0.1..1000) are plotted; the sweep table "
-      f"has every eps. Wall time {results['wall_seconds']} s.",
+      f"has every eps.",
       '',
       '**Final relative loss f(theta_T)/f(theta*) - 1** at the plotted eps '
       '(non-private rows do not depend on eps):', '',
@@ -222,8 +219,8 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       f"{rs['realized_total_mean']:.4g} in total (basic composition) where "
       f"it claims {rs['claimed_total']:.4g} (x{rs['ratio']:.3f}); single "
       f"steps reached eps = {rs['realized_max']:.3g}.", '',
-      f'**Claims** (verdicts per the rule at the top; one Bonferroni family '
-      f'of {len(claims)}). The paper\'s claim is "sparsification helps at '
+      f'**Claims** (the table at the end; one Bonferroni family of '
+      f'{len(claims)}). The paper\'s claim is "sparsification helps at '
       f'small eps, not at large": each eps of the sweep is one claim per '
       f'pair, on the per-seed log ratio of final relative losses (exp of the '
       f'mean difference = geometric-mean loss ratio). The best-kappa claims '
@@ -233,7 +230,6 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       f'unsparsified baselines; the realized-epsilon claim is the ratio of the '
       f'paper mechanism\'s realized to claimed total epsilon, per seed '
       f'(it does not depend on eps).', '',
-      verdict_lib.claims_table(claims), '',
       'At a glance (verdict of "the sparsified method ends below the '
       'unsparsified one", geometric-mean loss ratio):', '',
       report_lib.markdown_table(glance_rows, glance_cols), '',
@@ -270,4 +266,4 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       "shrinks (kappa = 1, p = 4).", '',
   ]
   lines += [f'![{p}]({p})' for p in pngs]
-  return '\n'.join(lines) + '\n'
+  return '\n'.join(lines)

@@ -2,8 +2,6 @@
 
 import functools
 import math
-import sys
-import time
 from typing import Any
 
 import jax
@@ -15,11 +13,11 @@ import dpjax
 from dpjax import accounting
 from experiments.common import data as data_lib
 from experiments.common import report as report_lib
+from experiments.common import runner
 from experiments.compressive_regression._config import COMPRESSIVE
+from experiments.compressive_regression._config import Config
 from experiments.compressive_regression._config import METHODS
-from experiments.compressive_regression._config import NAME
 from experiments.compressive_regression._config import PRIVATE
-from experiments.compressive_regression._verdicts import claims
 
 # Validation runs (the kappa choice) use seeds VALIDATION_OFFSET + s: keys
 # independent of every test run's.
@@ -28,11 +26,11 @@ VALIDATION_OFFSET = 1_000_000
 
 def load_problem(cfg) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
   """(X [n, n_theta] float32 with intercept, y [n] float32, dataset info)."""
-  name = cfg['dataset']
+  name = cfg.dataset
   options = {}
   if name == 'synthetic_regression' or name.startswith(data_lib.CSV_PREFIX):
-    options['n_samples'] = cfg['n']
-  ds = data_lib.load(name, seed=cfg['seed'], **options)
+    options['n_samples'] = cfg.n
+  ds = data_lib.load(name, seed=cfg.seed, **options)
   info = report_lib.dataset_info(ds)
   x = np.concatenate([ds.x_train, ds.x_test]).astype(np.float64)
   y = np.concatenate([ds.y_train, ds.y_test]).astype(np.float64)
@@ -115,10 +113,10 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
 
 def train(x, y, method, keys, epsilons, cfg, kappa=None, measurements=None):
   """Losses [E, S, T] and realized per-step eps [E, S, T - 1] as numpy."""
-  fn = _trainer(method, int(kappa or cfg['kappa']),
-                int(measurements or cfg['num_measurements']),
-                int(cfg['steps']), float(cfg['xi']),
-                float(cfg['learning_rate']))
+  fn = _trainer(method, int(kappa or cfg.kappa),
+                int(measurements or cfg.num_measurements),
+                int(cfg.steps), float(cfg.xi),
+                float(cfg.learning_rate))
   losses, realized = fn(jnp.asarray(x), jnp.asarray(y), keys,
                         jnp.asarray(epsilons, jnp.float32))
   return np.asarray(losses, np.float64), np.asarray(realized, np.float64)
@@ -153,35 +151,28 @@ def _privacy(eps: float, releases: int, delta: float,
   return dict(eps_total_basic=basic, eps_total_pld=pld)
 
 
-def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
-        ) -> dict[str, Any]:
-  del out_dir
-  start = time.time()
-
-  def say(message):
-    if progress:
-      print(f'[{NAME}] {message} ({time.time() - start:.0f} s)',
-            file=sys.stderr, flush=True)
-
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  """Every method at every eps, the kappa sweep and its validation runs."""
+  say = ctx.say
   x, y, dataset = load_problem(cfg)
   n, d = x.shape
-  if cfg['kappa'] > d:
-    raise ValueError(f"Expected kappa={cfg['kappa']} <= n_theta={d}.")
+  if cfg.kappa > d:
+    raise ValueError(f"Expected kappa={cfg.kappa} <= n_theta={d}.")
   theta_star, f_star = least_squares(x, y)
   if not f_star > 0:
     raise ValueError(f'f(theta*)={f_star}: the data is fit exactly, so the '
                      'relative loss is undefined')
   per_example = 2 * (x @ theta_star - y)[:, None] * x
-  clipped_at_star = float(np.mean(np.abs(per_example) > cfg['xi']))
-  clipped_at_zero = float(np.mean(np.abs(2 * y[:, None] * x) > cfg['xi']))
-  seeds = list(range(cfg['seed'], cfg['seed'] + cfg['num_seeds']))
+  clipped_at_star = float(np.mean(np.abs(per_example) > cfg.xi))
+  clipped_at_zero = float(np.mean(np.abs(2 * y[:, None] * x) > cfg.xi))
+  seeds = cfg.seeds
   keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.uint32))
   validation_keys = jax.vmap(jax.random.key)(
       jnp.asarray(seeds, jnp.uint32) + VALIDATION_OFFSET)
-  releases = cfg['steps'] - 1
-  epsilons = [float(e) for e in cfg['epsilons']]
-  points = _curve_points(cfg['steps'])
-  shown = (cfg['eps_small'], cfg['eps_large'])
+  releases = cfg.steps - 1
+  epsilons = [float(e) for e in cfg.epsilons]
+  points = _curve_points(cfg.steps)
+  shown = (cfg.eps_small, cfg.eps_large)
   say(f'data {dataset["name"]}: n={n}, n_theta={d}, f(theta*)={f_star:.4g}')
 
   final, curves, realized_rows = [], [], []
@@ -197,8 +188,8 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
     for i, eps in enumerate(eps_list):
       row_eps = eps if private else None
       mean, sem = _stats(rel[i, :, -1])
-      row = dict(method=method, epsilon=row_eps, kappa=cfg['kappa'],
-                 measurements=cfg['num_measurements'],
+      row = dict(method=method, epsilon=row_eps, kappa=cfg.kappa,
+                 measurements=cfg.num_measurements,
                  final_rel_loss_mean=mean, final_rel_loss_sem=sem,
                  seeds=rel.shape[1], per_seed=rel[i, :, -1].tolist())
       final.append(row)
@@ -227,20 +218,20 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
 
   privacy = []
   for eps in epsilons:
-    row = dict(epsilon=eps, releases=releases, delta=cfg['delta'])
-    row.update(_privacy(eps, releases, cfg['delta'], cfg['pld_max_epsilon']))
+    row = dict(epsilon=eps, releases=releases, delta=cfg.delta)
+    row.update(_privacy(eps, releases, cfg.delta, cfg.pld_max_epsilon))
     privacy.append(row)
   for row in realized_rows:  # upper bound: every step at the largest eps seen
     row.update({f'realized_{k}': v for k, v in _privacy(
-        row['realized_max'], releases, cfg['delta'],
-        cfg['pld_max_epsilon']).items()})
+        row['realized_max'], releases, cfg.delta,
+        cfg.pld_max_epsilon).items()})
   say('accounting done')
 
   kappa_rows, validation_rows = [], []
-  for kappa in cfg['kappas']:
+  for kappa in cfg.kappas:
     if kappa > d:
       continue
-    p = max(3, cfg['measurements_per_kappa'] * kappa)
+    p = max(3, cfg.measurements_per_kappa * kappa)
     loss, _ = train(x, y, 'top_k', keys[:1], [1.0], cfg, kappa, p)
     mean, sem = _stats(loss[0, :, -1] / f_star - 1)
     for eps in shown:
@@ -248,7 +239,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
                              measurements=None, final_rel_loss_mean=mean,
                              final_rel_loss_sem=0.0, seeds=1))
     for method in COMPRESSIVE:
-      if kappa == cfg['kappa'] and p == cfg['num_measurements']:
+      if kappa == cfg.kappa and p == cfg.num_measurements:
         rel_final = losses[method][[epsilons.index(e) for e in shown]]
         realized_mean = [realized_by_eps.get((method, e)) for e in shown]
       else:
@@ -273,8 +264,7 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
           per_seed=rel_final.tolist()))
     say(f'kappa={kappa} done')
 
-  return dict(experiment=NAME, config=cfg, dataset=dataset, seeds=seeds,
-              n=n, n_theta=d, f_star=f_star,
+  return dict(dataset=dataset, n=n, n_theta=d, f_star=f_star,
               rel_loss_at_zero=float(np.mean(y.astype(np.float64) ** 2) /
                                      f_star - 1),
               theta_star_norm=float(np.linalg.norm(theta_star)),
@@ -283,7 +273,4 @@ def run(cfg: dict[str, Any], out_dir: str, progress: bool = True
               final=final, curves=curves, privacy=privacy,
               realized=realized_rows, kappa_sweep=kappa_rows,
               kappa_validation=validation_rows,
-              validation_seeds=[s + VALIDATION_OFFSET for s in seeds],
-              claims=claims(final, kappa_rows, validation_rows,
-                            realized_rows, cfg),
-              wall_seconds=round(time.time() - start, 1))
+              validation_seeds=[s + VALIDATION_OFFSET for s in seeds])

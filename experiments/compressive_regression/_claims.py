@@ -1,4 +1,4 @@
-"""compressive_regression's claims, paired by seed (experiments.common.verdict).
+"""compressive_regression's claims, one family, paired by seed.
 
 Every private method of seed i runs with the key of seed i, so method A and
 method B of the same seed form a pair. Final relative losses span orders of
@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from experiments.common import claims as claims_lib
 from experiments.common import verdict as verdict_lib
 from experiments.compressive_regression._config import BASELINES
+from experiments.compressive_regression._config import Config
 from experiments.compressive_regression._config import PRIVATE
 
 FLOOR = 1e-12  # relative losses are >= 0; the log needs a floor
@@ -54,39 +56,35 @@ def chosen_kappas(validation, test, method, eps) -> tuple[list, np.ndarray]:
   return [kappas[i] for i in pick], tst[np.arange(len(tst)), pick]
 
 
-def claims(final, kappa_sweep, kappa_validation, realized, cfg
-           ) -> list[dict[str, Any]]:
-  """All claims of the experiment, one Bonferroni family.
+def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+  """All claims of the experiment, one family.
 
   ``final`` / ``kappa_sweep`` / ``kappa_validation`` rows carry ``per_seed``
   final relative losses; ``realized`` rows carry ``per_seed_ratio``, the
   paper mechanism's realized total epsilon over its claimed total.
   """
-  pending = []  # (text, per-seed difference, higher_is_better, details)
+  final = results['final']
+  family = claims_lib.ClaimFamily()
   for method, baseline in SWEEP:
-    for eps in cfg['epsilons']:
+    for eps in cfg.epsilons:
       a, b = row_of(final, method, eps), row_of(final, baseline, eps)
-      pending.append((
-          f'{LABELS[method]} ends below `{baseline}` at eps={eps:g} '
-          '(log loss ratio)', log_loss(a) - log_loss(b), False,
-          dict(sparsified=method, baseline=baseline, epsilon=eps)))
-  ratio = np.asarray(realized[0]['per_seed_ratio'], np.float64)
-  pending.append((
-      "paper's sqrt(p)/eps calibration spends more than its claimed eps "
-      f"(realized/claimed total - 1, kappa={cfg['kappa']}, "
-      f"p={cfg['num_measurements']})", ratio - 1, True,
-      dict(sparsified='compressive_paper')))
-  for eps in (cfg['eps_small'], cfg['eps_large']):
-    picked, test = chosen_kappas(kappa_validation, kappa_sweep,
-                                 'compressive', eps)
+      family.add(f'{LABELS[method]} ends below `{baseline}` at eps={eps:g} '
+                 '(log loss ratio)', log_loss(a) - log_loss(b),
+                 higher_is_better=False, sparsified=method, baseline=baseline,
+                 epsilon=eps)
+  ratio = np.asarray(results['realized'][0]['per_seed_ratio'], np.float64)
+  family.add("paper's sqrt(p)/eps calibration spends more than its claimed "
+             f'eps (realized/claimed total - 1, kappa={cfg.kappa}, '
+             f'p={cfg.num_measurements})', ratio - 1,
+             sparsified='compressive_paper')
+  for eps in (cfg.eps_small, cfg.eps_large):
+    picked, test = chosen_kappas(results['kappa_validation'],
+                                 results['kappa_sweep'], 'compressive', eps)
     for baseline in BASELINES:
-      pending.append((
+      family.add(
           f'certified compressive, kappa picked per seed on validation runs, '
           f'ends below `{baseline}` at eps={eps:g} (log loss ratio)',
-          test - log_loss(row_of(final, baseline, eps)), False,
-          dict(sparsified='compressive', baseline=baseline, epsilon=eps,
-               chosen_kappas=picked)))
-  m = len(pending)
-  return [verdict_lib.claim(text, verdict_lib.paired_verdict(
-      diff, higher_is_better=better, comparisons=m), **details)
-          for text, diff, better, details in pending]
+          test - log_loss(row_of(final, baseline, eps)),
+          higher_is_better=False, sparsified='compressive', baseline=baseline,
+          epsilon=eps, chosen_kappas=picked)
+  return family

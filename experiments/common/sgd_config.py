@@ -1,0 +1,31 @@
+"""Settings of the experiments that train a classifier with (DP-)SGD.
+
+A ``config.Config`` with the data and the optimizer's settings; an
+experiment's ``Config`` derives from it and adds its own (a field declared
+again takes the experiment's default). ``validate`` refuses a dataset that
+is not a classification task.
+"""
+
+import dataclasses
+
+from experiments.common import config
+from experiments.common import data as data_lib
+
+setting = config.setting
+
+
+@dataclasses.dataclass(frozen=True)
+class SgdConfig(config.Config):
+  """Data, epochs, Poisson batch and momentum SGD."""
+  dataset: str = setting('digits', 'a classification dataset (see list)')
+  allow_fallback: bool = setting(
+      False, 'run digits when a tfds set is not prepared (the report says '
+      'so)')
+  epochs: int = setting(25, 'training epochs', ge=1)
+  expected_batch_size: int = setting(64, 'expected Poisson batch size', ge=1)
+  learning_rate: float = setting(0.05, 'SGD learning rate', gt=0)
+  momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
+  evals: int = setting(5, 'evaluations per run', ge=1)
+
+  def validate(self) -> None:
+    data_lib.require_classification(self.NAME, self.dataset)

@@ -1,0 +1,51 @@
+"""rs_attack's settings: field defaults are the quick preset. It measures
+attacks at fixed noise, so it has no epsilons or delta setting."""
+
+import dataclasses
+
+from experiments.common import config
+from experiments.common import data as data_lib
+
+NAME = 'rs_attack'
+DESCRIPTION = 'reconstruction attacks vs sparsification rate (Thm 5.1, Fig. 5)'
+setting = config.setting
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(config.Config):
+  """Quick: 3 seeds, 8 images, 20k trials, 1000 attack steps; full: 10
+  seeds, 64 images, 200k trials, 3000 attack steps."""
+  NAME = NAME
+  PRESETS = {'quick': {}, 'full': dict(num_seeds=10, num_images=64,
+                                       trials=200_000, attack_steps=3000)}
+
+  num_seeds: int = setting(3, 'seeds, run as one vmapped program', ge=1)
+  dataset: str = setting('digits', 'a classification dataset (see list)')
+  allow_fallback: bool = setting(
+      False, 'run digits when a tfds set is not prepared (the report says '
+      'so)')
+  rates: tuple[float, ...] = setting(
+      (0.0, 0.3, 0.5, 0.7, 0.9, 0.99), 'sparsification rates r, increasing')
+  num_images: int = setting(8, 'test images attacked per seed', ge=1)
+  trials: int = setting(20_000, 'draws of mask and noise per rate and seed '
+                        '(closed form)', ge=1)
+  trial_chunk: int = setting(20_000, 'trials vmapped at once', ge=1)
+  attack_steps: int = setting(1000, 'Adam steps of the inversion attack',
+                              ge=1)
+  attack_lr: float = setting(0.05, 'learning rate of the inversion attack',
+                             gt=0)
+  dim: int = setting(100, 'width d of the closed-form linear layer', ge=1)
+  sigma: float = setting(1.0, 'noise stddev of the closed-form release',
+                         gt=0)
+  gradient_noise: float = setting(0.01, 'noise stddev added to the attacked '
+                                  'gradient', ge=0)
+  hidden: tuple[int, ...] = setting((64,), 'hidden widths of the attacked '
+                                    'sigmoid MLP', ge=1, min_len=0)
+
+  def validate(self) -> None:
+    data_lib.require_classification(NAME, self.dataset)
+    rates = list(self.rates)
+    if len(rates) < 2 or rates != sorted(set(rates)) or not (
+        0 <= rates[0] and rates[-1] < 1):
+      raise ValueError(f'{NAME} needs at least two increasing rates in '
+                       f'[0, 1), got {rates}')
