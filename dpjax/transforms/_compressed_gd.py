@@ -7,9 +7,8 @@ theta_t = Pi_{Phi_t C}(Phi_t w_t - eta_t h_t) and a lift w_{t+1} in C with
 Phi_t w_{t+1} = theta_t (``dpjax.recovery.constrained_lift``). The baselines
 (projected GD, DP-GD, DP-SGD) step in R^d and project onto C. C is an l1 or
 l2 ball of radius r. Every optimizer is an optax transformation whose update
-is ``w_{t+1} - w_t`` (apply with ``optax.apply_updates``) and whose state
-accumulates the step-size-weighted average iterate
-sum_t eta_t w_t / sum_t eta_t (``average_iterate``).
+is ``w_{t+1} - w_t`` (``optax.apply_updates``) and whose state accumulates
+the average iterate sum_t eta_t w_t / sum_t eta_t (``average_iterate``).
 
 Privacy: what is released, and its sensitivity (a deviation from the thesis).
 Alg. 8 releases s_t Phi_t g_t + e, with g_t the mean gradient and s_t =
@@ -35,8 +34,8 @@ over T steps (``dp_compgd_event``) or Poisson-subsampled
 (``dp_compsgd_event``); ``dp_compgd_state_event`` and
 ``dp_compsgd_state_event`` read sigma and T from the state of the run
 (``_compressed_gd_events``). No rescaling s_t is needed: E ||Phi u||^2 =
-||u||^2. A row that is not finite is dropped (counted in the state), as
-``dpjax.clipping.clip_and_sum`` does: zero is inside the clipping ball.
+||u||^2. A non-finite row is dropped (counted in the state), as
+``clip_and_sum`` does: zero is inside the clipping ball.
 """
 
 from typing import Any, NamedTuple
