@@ -61,3 +61,14 @@ def test_two_processes_equal_the_single_process_run_bitwise(tmp_path):
   assert set(got.files) == set(want)
   for name, value in want.items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+def test_importing_dpjax_starts_no_jax_backend():
+  """A multi-process run calls jax.distributed.initialize after importing
+  dpjax, which must therefore not create arrays at import time."""
+  code = ('import jax._src.xla_bridge as xb, dpjax, dpjax.audit, '
+          'multiprocess_programs; assert not xb._backends, xb._backends')
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
+  proc = subprocess.run([sys.executable, '-c', code], env=env, cwd=ROOT,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]

@@ -21,6 +21,7 @@ from typing import Callable
 import dp_accounting
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpjax import accounting
 from dpjax import distributed
@@ -94,7 +95,9 @@ def _secure_sum_case(kind: str) -> AuditCase:
       'without secure aggregation, against the round\'s claim'))
 
 
-_SWAP = jnp.array([[0.0, 1.0], [1.0, 0.0]])
+# numpy, not jnp: importing dpjax must not start a JAX backend (a process
+# calls jax.distributed.initialize first).
+_SWAP = np.array([[0.0, 1.0], [1.0, 0.0]], np.float32)
 _ALPHA, _CLIP = 0.5, 1.0
 
 
