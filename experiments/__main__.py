@@ -41,9 +41,8 @@ from experiments import registry
 DEFAULT_OUT = 'results'
 ACCOUNTANTS = ('rdp', 'pld')  # dpjax.accounting.ACCOUNTANTS (a test checks)
 RESULTS_FILE = 'results.json'  # experiments.common.report.RESULTS_FILE
-# Converted experiments take the flags of their Config fields
-# (experiments.common.flags); the shared parser below serves `run all` and
-# the experiments not yet converted.
+# `run NAME` takes the flags of the experiment's Config fields
+# (experiments.common.flags); the shared parser below serves `run all`.
 
 
 class _Parser(argparse.ArgumentParser):
@@ -224,25 +223,9 @@ def write_report(out: str) -> str:
 def experiment_help(name: str) -> str:
   """One experiment's description, the flags it takes, and its settings."""
   exp = registry.get(name)
-  if exp.config is not None:  # a Config: flags derived from its fields
-    from experiments.common import flags  # pylint: disable=g-import-not-at-top
-    return (f'{name}: {exp.description}\n\n' +
-            flags.parser(exp.config).format_help())
-  exp = exp.module
-  quick = exp.config('quick')
-  takes = ['--quick/--full', '--seed', '--out', '--force', '--no-progress']
-  if 'dataset' in quick:
-    takes.append('--allow-fallback')
-  for flag, key in (('--dataset', 'dataset'), ('--epsilons', 'epsilons'),
-                    ('--delta', 'delta'), ('--accountant', 'accountant')):
-    if key in quick:
-      takes.append(f'{flag} (default {quick[key]!r})')
-  lines = [f'{name}: {exp.DESCRIPTION}', '', 'flags: ' + ', '.join(takes)]
-  for mode in exp.MODES:
-    cfg = exp.config(mode)
-    lines += ['', f'{mode} settings:']
-    lines += [f'  {k} = {v!r}' for k, v in sorted(cfg.items())]
-  return '\n'.join(lines)
+  from experiments.common import flags  # pylint: disable=g-import-not-at-top
+  return (f'{name}: {exp.description}\n\n' +
+          flags.parser(exp.config).format_help())
 
 
 def _wants_run_help(argv) -> bool:
@@ -261,20 +244,19 @@ def _bench(argv) -> int:
   return bench.main(list(argv))
 
 
-def _converted(argv):
-  """The ``runner.Experiment`` that ``run NAME ...`` names, if converted."""
+def _one_experiment(argv):
+  """The ``runner.Experiment`` that ``run NAME ...`` names (not ``all``)."""
   if len(argv) < 2 or argv[0] != 'run' or argv[1].startswith('-') or (
       argv[1] == 'all'):
     return None
-  exp = registry.get(argv[1])  # an unknown name is an error
-  return exp if exp.config is not None else None
+  return registry.get(argv[1])  # an unknown name is an error
 
 
 def parse_run(argv) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
   """``run ...``'s (names, mode, options, settings), checked before any
-  work: a converted experiment takes its Config's flags, ``run all`` and
-  the others the shared parser's. ``options`` are out, progress, force."""
-  exp = _converted(argv)
+  work: one experiment takes its Config's flags, ``run all`` the shared
+  parser's. ``options`` are out, progress, force."""
+  exp = _one_experiment(argv)
   if exp is not None:
     from experiments.common import flags  # pylint: disable=g-import-not-at-top
     mode, given = flags.parse(exp.config, argv[2:])

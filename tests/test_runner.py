@@ -1,10 +1,9 @@
 """The experiment runner: envelope, skip-if-done, report skeleton, claim
-families, the compatibility path and compare-results."""
+families and compare-results."""
 
 import dataclasses
 import json
 import os
-import types
 
 import numpy as np
 import pytest
@@ -157,22 +156,6 @@ def test_every_field_has_a_flag_in_run_name_help(capsys):
     for f in dataclasses.fields(exp.config):
       if f.name != 'mode':
         assert '--' + f.name.replace('_', '-') in text, (name, f.name)
-
-
-def test_unconverted_experiments_keep_their_dict_configs():
-  module = types.ModuleType('demo')
-  module.NAME, module.DESCRIPTION = 'demo', 'a dict-configured experiment'
-  module.MODES = {'quick': dict(steps=2), 'full': dict(steps=20)}
-  module.config = lambda mode, **kw: dict(module.MODES[mode], mode=mode,
-                                          **kw)
-  exp = registry.Unconverted(module)
-  assert exp.config is None and exp.modes == ('quick', 'full')
-  cfg = exp.configure('quick', seed=3, dataset=None, accountant=None)
-  assert cfg == module.config('quick', seed=3, dataset=None)
-  with pytest.raises(ValueError, match='demo has no accountant'):
-    exp.configure('quick', accountant='pld')
-  with pytest.raises(ValueError, match='demo has no devices setting'):
-    exp.configure('quick', devices=2)
 
 
 # --- claim families ---------------------------------------------------------
