@@ -7,6 +7,7 @@ Example:
   True
 """
 
+from dpjax.sampling._cyclic_poisson import CyclicPoissonSampler
 from dpjax.sampling._deadline import DeadlineSampler
 from dpjax.sampling._deadline import Speed
 from dpjax.sampling._deadline import uniform_speed
@@ -18,6 +19,7 @@ from dpjax.sampling._uniform import FixedSizeSampler
 from dpjax.sampling._uniform import ShuffleSampler
 
 __all__ = [
+    'CyclicPoissonSampler',
     'DeadlineSampler',
     'DEFAULT_OVERFLOW_PROBABILITY',
     'FixedSizeSampler',

@@ -27,6 +27,7 @@ from dpjax.transforms._adding_noise import laplace_privatizer_event
 from dpjax.transforms._alias import compressive_dpsgd
 from dpjax.transforms._alias import dpsgd
 from dpjax.transforms._alias import rs_dpsgd
+from dpjax.transforms._bandmf import bandmf
 from dpjax.transforms._clipping import clip_per_example
 from dpjax.transforms._clipping import ClipPerExampleState
 from dpjax.transforms._compressed_gd import average_iterate
@@ -57,6 +58,9 @@ from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise
 from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise_event
 from dpjax.transforms._exact_gaussian import exact_gaussian_grid
 from dpjax.transforms._exact_gaussian import ExactDpsgdNoiseState
+from dpjax.transforms._correlated_noise import add_correlated_noise
+from dpjax.transforms._correlated_noise import bandmf_step_event
+from dpjax.transforms._correlated_noise import CorrelatedNoiseState
 from dpjax.transforms._dpsgd_noise import add_dpsgd_noise
 from dpjax.transforms._dpsgd_noise import dpsgd_step_event
 from dpjax.transforms._dpsgd_noise import DpsgdNoiseState
@@ -124,6 +128,7 @@ __all__ = [
     'l2_ball_gaussian_width',
     'project_gaussian',
     'projection_dim_schedule',
+    'add_correlated_noise',
     'add_discrete_gaussian_noise',
     'add_dpsgd_noise',
     'add_exact_dpsgd_noise',
@@ -134,6 +139,8 @@ __all__ = [
     'add_gaussian_noise_event',
     'add_laplace_noise',
     'add_laplace_noise_event',
+    'bandmf',
+    'bandmf_step_event',
     'clip_per_example',
     'ClipPerExampleState',
     'compressive_dpsgd',
@@ -144,6 +151,7 @@ __all__ = [
     'compressive_privatizer_event',
     'compressive_sensitivity_margin',
     'CompressivePrivatizerState',
+    'CorrelatedNoiseState',
     'CompressiveRelease',
     'decode_sparse',
     'dpsgd',
