@@ -46,6 +46,7 @@ TEETH = {
     'skellam': 0.35,  # 0.45
     'qdpsgd1': 0.45,  # 0.57
     'exact_gaussian': 0.35,  # 0.46
+    'bandmf': 0.48,  # 0.58
 }
 
 

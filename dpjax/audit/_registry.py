@@ -9,6 +9,7 @@ Example:
 import functools
 from typing import Callable
 
+from dpjax.audit import _cases_bandmf
 from dpjax.audit import _cases_distributed
 from dpjax.audit import _cases_exact_gaussian
 from dpjax.audit import _cases_ghost
@@ -41,6 +42,7 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'laplace_privatizer': laplace_privatizer_case,
           'compressive': compressive_case,
           'exact_gaussian': _cases_exact_gaussian.exact_gaussian_case,
+          'bandmf': _cases_bandmf.bandmf_case,
           **_cases_distributed.distributed_builders()}
 
 
