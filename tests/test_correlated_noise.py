@@ -421,6 +421,8 @@ def test_cyclic_sampler_keeps_each_example_in_its_partition():
     (lambda: cn.lower_triangular(np.ones((2, 3))), 'square'),
     (lambda: cn.lower_triangular(np.full((2, 2), np.nan)), 'finite'),
     (lambda: cn.banded_toeplitz([0.0, 1.0], 4), r'coefs\[0\]'),
+    (lambda: cn.banded_toeplitz([1e-300], 4), 'coefs'),
+    (lambda: cn.lower_triangular([[1e-300]]), 'magnitudes'),
     (lambda: cn.banded_toeplitz([1.0], 0), 'n=0'),
     (lambda: cn.sensitivity(cn.prefix_sum(8), min_separation=2,
                             max_participations=2), 'bands=8'),

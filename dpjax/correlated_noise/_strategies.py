@@ -29,6 +29,7 @@ from scipy import signal
 
 _MAX_STEPS = 1 << 14  # a dense strategy is n^2 floats
 _MAX_CONDITION = 1e12
+_MIN_ENTRY = 1e-30
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -96,6 +97,17 @@ def _check_steps(n: Any, name: str = 'n') -> int:
   return int(n)
 
 
+def _check_magnitudes(values: np.ndarray, name: str) -> None:
+  """Non-zero entries within float32's comfortable range (the noise runs in
+  float32: a 1e-300 diagonal would underflow, its inverse overflow)."""
+  mags = np.abs(values[values != 0])
+  if mags.size and not (mags.min() >= _MIN_ENTRY
+                        and mags.max() <= 1 / _MIN_ENTRY):
+    raise ValueError(f'Expected the non-zero entries of {name} to have '
+                     f'magnitudes in [{_MIN_ENTRY:g}, {1 / _MIN_ENTRY:g}] (the '
+                     'noise is computed in float32).')
+
+
 def lower_triangular(matrix: Any, *, name: str = 'strategy') -> Strategy:
   """The ``Strategy`` of a square, lower-triangular, invertible matrix.
 
@@ -128,6 +140,7 @@ def lower_triangular(matrix: Any, *, name: str = 'strategy') -> Strategy:
     raise ValueError(f'Expected {name} to be lower-triangular: it has '
                      'non-zero entries above the diagonal (its noise would '
                      'depend on future steps).')
+  _check_magnitudes(c, name)
   diag = np.diag(c)
   if np.any(diag == 0):
     raise ValueError(f'Expected {name} to be invertible: its diagonal has a '
@@ -168,6 +181,7 @@ def banded_toeplitz(coefs: Any, n: int) -> Strategy:
                      'numbers.')
   if c[0] == 0:
     raise ValueError(f'Expected coefs[0]={c[0]} != 0 (C would be singular).')
+  _check_magnitudes(c, 'coefs')
   c = c[:n]
   band = np.zeros((n, c.size))
   for j in range(c.size):
