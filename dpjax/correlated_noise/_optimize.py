@@ -90,11 +90,16 @@ def optimize_banded_toeplitz(n: int, bands: int, *, objective: str = 'mean',
     def fun(rest):
       loss, grad = toeplitz_loss(np.concatenate([[1.0], rest]), n, objective)
       return loss, grad[1:]
-    result = scipy_optimize.minimize(
-        fun, x0[1:], jac=True, method='L-BFGS-B',
-        options={'maxiter': max_steps, 'ftol': 1e-12, 'gtol': 1e-10})
+    # A trial point whose C^{-1} diverges evaluates to inf or NaN; the line
+    # search then steps back, and the result is kept only if it improves.
+    with np.errstate(over='ignore', invalid='ignore'):
+      result = scipy_optimize.minimize(
+          fun, x0[1:], jac=True, method='L-BFGS-B',
+          options={'maxiter': max_steps, 'ftol': 1e-12, 'gtol': 1e-10})
     x = np.concatenate([[1.0], result.x])
-    if toeplitz_loss(x, n, objective)[0] <= toeplitz_loss(x0, n,
-                                                          objective)[0]:
+    with np.errstate(over='ignore', invalid='ignore'):
+      better = (toeplitz_loss(x, n, objective)[0]
+                <= toeplitz_loss(x0, n, objective)[0])
+    if better:
       x0 = x
   return x0 / np.linalg.norm(x0)
