@@ -378,6 +378,24 @@ def test_amplified_event_is_dpsgd_for_the_cycles_and_the_ledger_agrees():
     dpjax.bandmf_step_event(state, dpjax.sampling.PoissonSampler(400, q))
 
 
+def test_step_event_refuses_steps_past_n_and_unclipped_chains():
+  s = cn.tree_aggregation(2)  # not Toeplitz: it has no row past n = 2
+  sampler = dpjax.sampling.CyclicPoissonSampler(40, 0.5, 2)
+  tx = dpjax.bandmf(0.1, 1.0, 1.0, sampler.expected_batch_size, s,
+                    key=jax.random.key(0))
+  step = jax.jit(lambda state: tx.update(
+      jnp.ones((2, 3)), state, jnp.zeros(3), mask=jnp.ones(2, bool))[1])
+  state = step(step(tx.init(jnp.zeros(3))))
+  event, (_, t) = dpjax.bandmf_step_event(state, sampler)
+  assert t == 1 and isinstance(event, dp_accounting.NoOpDpEvent)
+  with pytest.raises(ValueError, match='n=2'):
+    dpjax.bandmf_step_event(step(state), sampler)
+  bare = dpjax.add_correlated_noise(s, stddev=1.0, key=jax.random.key(0))
+  _, bare_state = bare.update(jnp.ones(3), bare.init(jnp.zeros(3)))
+  with pytest.raises(ValueError, match='l2_norm_clip'):
+    dpjax.bandmf_step_event(bare_state, sampler)
+
+
 def test_unamplified_event_is_the_gaussian_of_the_multi_participation_sens():
   steps, b, sigma = 16, 4, 2.0
   s = cn.banded_toeplitz(cn.optimize_banded_toeplitz(steps, b), steps)
