@@ -180,3 +180,51 @@ def test_make_docs_builds_every_public_name_offline(tmp_path):
     assert names <= documented, sorted(names - documented)
     assert (tmp_path / 'html' / 'api' / f'{package}.html').exists()
   assert (tmp_path / 'html' / 'quickstart.html').exists()
+
+
+LINKED_DOCS = sorted([README, ROOT / 'BUILD_NOTES.md',
+                      *(ROOT / 'docs').rglob('*.md')])
+
+
+def _anchors(path):
+  """GitHub's heading anchors of a Markdown file (duplicates get -1, -2)."""
+  seen, anchors = {}, set()
+  text = re.sub(r'```.*?```', '', path.read_text(), flags=re.S)
+  for heading in re.findall(r'^#{1,6} +(.+?) *#*$', text, re.M):
+    slug = re.sub(r'[^\w\- ]', '', heading.strip().lower()).replace(' ', '-')
+    count = seen.get(slug, 0)
+    seen[slug] = count + 1
+    anchors.add(f'{slug}-{count}' if count else slug)
+  return anchors
+
+
+def _broken_links(doc):
+  """Relative links of a Markdown file whose file or heading anchor is missing."""
+  text = re.sub(r'```.*?```', '', doc.read_text(), flags=re.S)
+  broken = []
+  for target in re.findall(r'\]\(([^)\s]+)(?: "[^"]*")?\)', text):
+    if re.match(r'[a-z]+:', target):  # https:, mailto:
+      continue
+    path, _, anchor = target.partition('#')
+    file = (doc.parent / path).resolve() if path else doc
+    if not file.exists():
+      broken.append(target)
+    elif anchor and file.suffix == '.md' and anchor not in _anchors(file):
+      broken.append(target)
+  return broken
+
+
+@pytest.mark.parametrize('doc', LINKED_DOCS,
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(doc):
+  assert not _broken_links(doc)
+
+
+def test_a_broken_link_is_found(tmp_path):
+  (tmp_path / 'other.md').write_text('# Other page\n\n## A `code`, part\n')
+  doc = tmp_path / 'doc.md'
+  doc.write_text('# Top\n[ok](other.md) [ok](other.md#a-code-part) [ok](#top)'
+                 ' [web](https://example.org/x.md)\n[no](missing.md) '
+                 '[no](other.md#nowhere) [no](#bottom)\n'
+                 '```\n[in code](ignored.md)\n```\n')
+  assert _broken_links(doc) == ['missing.md', 'other.md#nowhere', '#bottom']
