@@ -97,7 +97,7 @@ def test_shell_blocks_name_real_targets_and_valid_arguments(doc, block):
 
 
 def test_experiments_import_public_dpjax_names_only():
-  """Experiments use dpjax's public API (BUILD_NOTES.md, Layout and conventions)."""
+  """Experiments use dpjax's public API only (docs/decisions.md)."""
   root = README.parent / 'experiments'
   private = re.compile(r'^\s*(from dpjax(\.\w+)* import _|import dpjax(\.\w+)*\._'
                        r'|from dpjax(\.\w+)*\._)|dpjax(\.[a-z]\w*)*\._\w', re.M)
