@@ -54,6 +54,13 @@ def _blocks(language):
                                   re.S)]
 
 
+def test_readme_is_short_and_starts_with_the_quickstart():
+  """A newcomer reads the quickstart first; details live in docs/."""
+  text = README.read_text()
+  assert len(text.encode()) <= 15_000
+  assert re.findall(r'^## (.+)$', text, re.M)[0].startswith('Quickstart')
+
+
 def test_readme_quickstart_is_short():
   (_, first), *_ = _blocks('python')
   assert len(first.strip().splitlines()) <= 25
