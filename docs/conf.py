@@ -22,6 +22,7 @@ copyright = 'dpjax authors'  # pylint: disable=redefined-builtin
 extensions = ['sphinx.ext.autodoc', 'sphinx.ext.napoleon', 'myst_parser']
 source_suffix = {'.rst': 'restructuredtext', '.md': 'markdown'}
 root_doc = 'index'
+# bench.md is the benchmark's own output, shown inside bench/index.md.
 exclude_patterns = ['_build', 'bench/bench.md']
 html_theme = 'alabaster'
 html_title = 'dpjax'
@@ -36,25 +37,41 @@ autodoc_typehints = 'signature'
 autodoc_preserve_defaults = True
 myst_heading_anchors = 3
 # Links out of the site (to ../README.md, ../BUILD_NOTES.md, source files)
-# are checked by tests/test_docs.py instead.
-# A bare word in a Returns type (``epsilon``) may name attributes of several
-# classes; it stays plain text.
+# are checked by tests/test_links.py instead. A bare word in a Returns type
+# (``epsilon``) may name attributes of several classes; it stays plain text.
 suppress_warnings = ['myst.xref_missing', 'ref.python']
 
-_INLINE_LITERAL = re.compile(r'(``.*?``)')
-
-
-def _escape_bars(app, what, name, obj, options, lines):
-  """Docstrings write |x| for a norm: not a reST substitution."""
-  del app, what, name, obj, options
-  for i, line in enumerate(lines):
-    if '|' in line and not line.lstrip().startswith(('>>>', '...')):
-      parts = _INLINE_LITERAL.split(line)
-      lines[i] = ''.join(p if p.startswith('``') else p.replace('|', r'\|')
-                         for p in parts)
-
-
+_INLINE_LITERAL = re.compile(r'``.+?``', re.S)
+# A doctest: its >>> line and the lines after it up to a blank one.
+_DOCTEST = re.compile(r'^[ \t]*>>>[^\n]*(\n[ \t]*\S[^\n]*)*', re.M)
 _SECTION = re.compile(r'^(\s*)(Args|Arguments|Attributes):\s*$')
+
+
+def _fix_inline_markup(app, what, name, obj, options, lines):
+  """Plain-text habits of the docstrings that reST reads otherwise.
+
+  ``|x|`` (a norm) is not a substitution reference, and ``Event``s (an inline
+  literal followed by a letter) needs an escape. Literals may span lines, so
+  the docstring is scanned whole; doctests are left as they are.
+  """
+  del app, what, name, obj, options
+  text = '\n'.join(lines)
+  doctest = [m.span() for m in _DOCTEST.finditer(text)]
+  out, pos = [], 0
+
+  def plain(start, end):
+    for i in range(start, end):
+      bar = text[i] == '|' and not any(a <= i < b for a, b in doctest)
+      out.append('\\|' if bar else text[i])
+
+  for literal in _INLINE_LITERAL.finditer(text):  # left to right, paired
+    plain(pos, literal.start())
+    out.append(literal.group())
+    pos = literal.end()
+    if text[pos:pos + 1].isalpha():
+      out.append('\\ ')
+  plain(pos, len(text))
+  lines[:] = ''.join(out).split('\n')
 
 
 def _join_shared_args(app, what, name, obj, options, lines):
@@ -78,17 +95,10 @@ def _join_shared_args(app, what, name, obj, options, lines):
     i += 1
 
 
-def _plural_literals(app, what, name, obj, options, lines):
-  """``Event``s: an inline literal followed by a letter needs an escape."""
-  del app, what, name, obj, options
-  for i, line in enumerate(lines):
-    lines[i] = re.sub(r'(``[^`]+``)(?=[A-Za-z])', r'\1\\ ', line)
-
-
 def setup(app):
   # Before napoleon (priority 500) turns the sections into fields.
   app.connect('autodoc-process-docstring', _join_shared_args, priority=400)
-  app.connect('autodoc-process-docstring', _plural_literals, priority=400)
-  app.connect('autodoc-process-docstring', _escape_bars)
+  app.connect('autodoc-process-docstring', _fix_inline_markup, priority=400)
+
 
 apipages.write_pages(HERE / apipages.API_DIR)
