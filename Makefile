@@ -1,16 +1,17 @@
-# Two entry points: `make reproduce` (main job) and `make test` (test suite).
+# Two entry points: `make reproduce` (main job) and `make test` (test suite);
+# `make docs` builds the API reference into build/docs/html.
 # Both create .venv with the project's own dependencies on first use.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: reproduce test test-slow bench bench-quick clean
+.PHONY: reproduce test test-slow docs bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,experiments,compare]"
+	$(PY) -m pip install --quiet -e ".[test,experiments,compare,docs]"
 	touch $(STAMP)
 
 reproduce: $(STAMP)
@@ -29,6 +30,11 @@ test: $(STAMP)
 # Second stage: slow statistical and property-based tests (CI runs both).
 test-slow: $(STAMP)
 	$(PYTEST) -m slow
+
+# The documentation site (Sphinx, docs/conf.py), offline: warnings fail it.
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -q -b html docs build/docs/html
+	@echo "open build/docs/html/index.html"
 
 # The benchmark's optional baselines (jax_privacy, PyTorch + Opacus) come from
 # the `bench` extra; when it cannot be installed their columns are skipped.

@@ -13,7 +13,7 @@ from types import ModuleType
 NAMES = ('dpsgd_baseline', 'rs_tradeoff', 'rs_privacy', 'rs_attack',
          'compressive_regression', 'cpsgd_mechanisms', 'cpsgd_dme',
          'cpsgd_training', 'distributed_dp', 'qdpsgd', 'compgd',
-         'nonparametric', 'trees', 'audit')
+         'nonparametric', 'trees', 'correlated_noise', 'audit')
 
 
 def module(name: str) -> ModuleType:

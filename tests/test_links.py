@@ -22,15 +22,49 @@ def _rel(path):
   return str(path.relative_to(ROOT))
 
 
+def _anchors(path):
+  """GitHub's heading anchors of a Markdown file (duplicates get -1, -2)."""
+  seen, anchors = {}, set()
+  text = re.sub(r'```.*?```', '', path.read_text(), flags=re.S)
+  for heading in re.findall(r'^#{1,6} +(.+?) *#*$', text, re.M):
+    slug = re.sub(r'[^\w\- ]', '', heading.strip().lower()).replace(' ', '-')
+    count = seen.get(slug, 0)
+    seen[slug] = count + 1
+    anchors.add(f'{slug}-{count}' if count else slug)
+  return anchors
+
+
+def _broken_links(doc):
+  """Relative links whose file, or heading anchor in a Markdown file, is
+  missing (links inside code blocks are examples, not links)."""
+  text = re.sub(r'```.*?```', '', doc.read_text(), flags=re.S)
+  broken = []
+  for target in LINK.findall(text):
+    if re.match(r'[a-z]+:', target):  # https:, mailto:
+      continue
+    path, _, anchor = target.partition('#')
+    file = (doc.parent / path) if path else doc
+    if not file.exists():
+      broken.append(target)
+    elif anchor and file.suffix == '.md' and anchor not in _anchors(file):
+      broken.append(target)
+  return broken
+
+
 @pytest.mark.parametrize('doc', DOCS, ids=_rel)
 def test_relative_links_resolve(doc):
-  broken = []
-  for match in LINK.finditer(doc.read_text()):
-    target = match.group(1).split('#')[0]
-    if target and not re.match(r'[a-z]+:', target):
-      if not (doc.parent / target).exists():
-        broken.append(target)
-  assert not broken, f'{_rel(doc)} links to missing files: {broken}'
+  broken = _broken_links(doc)
+  assert not broken, f'{_rel(doc)} links to missing files or headings: {broken}'
+
+
+def test_a_broken_link_or_anchor_is_found(tmp_path):
+  (tmp_path / 'other.md').write_text('# Other page\n\n## A `code`, part\n')
+  doc = tmp_path / 'doc.md'
+  doc.write_text('# Top\n[ok](other.md) [ok](other.md#a-code-part) [ok](#top)'
+                 ' [web](https://example.org/x.md)\n[no](missing.md) '
+                 '[no](other.md#nowhere) [no](#bottom)\n'
+                 '```\n[in code](ignored.md)\n```\n')
+  assert _broken_links(doc) == ['missing.md', 'other.md#nowhere', '#bottom']
 
 
 @pytest.mark.parametrize('path', DOCS + SOURCES, ids=_rel)

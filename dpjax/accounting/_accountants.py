@@ -23,6 +23,7 @@ from dpjax.accounting import _distributed
 from dpjax.accounting import _events
 
 NeighboringRelation = dp_accounting.NeighboringRelation
+# Accountants that ``epsilon`` and ``calibrate`` accept (``accountant=``).
 ACCOUNTANTS = ('rdp', 'pld')
 _Errors = dp_accounting.PrivacyAccountant.CompositionErrorDetails
 

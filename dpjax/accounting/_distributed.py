@@ -147,8 +147,8 @@ def ddg_event(sigma: float, num_clients: int, l2_sensitivity: float,
   RDP of order a (``ddg_rdp``), with s = sqrt(n) sigma and tau =
   ``ddg_tau(sigma, n)``:
   min(a D2^2 / (2 s^2) + tau d,
-      (a/2) (D2^2 / s^2 + 2 tau D1 / s + tau^2 d),
-      (a/2) (D2 / s + tau sqrt(d))^2).
+  (a/2) (D2^2 / s^2 + 2 tau D1 / s + tau^2 d),
+  (a/2) (D2 / s + tau sqrt(d))^2).
 
   Args:
     sigma: each client's discrete Gaussian parameter (integer units).

@@ -43,6 +43,7 @@ from dpjax import _validate
 PyTree = Any
 LossFn = Callable[[PyTree, PyTree], jax.Array]
 
+# Ways ``clipped_grad_sum`` computes the clipped sum (``method=``).
 METHODS = ('vmap', 'ghost')
 
 

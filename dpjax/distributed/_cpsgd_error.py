@@ -30,7 +30,7 @@ def cpsgd_mse_bound(dimension: int, num_clients: int, levels: int,
   its Binomial noise adds s^2 m p (1 - p), s = 2 X_max / (k - 1); averaging n
   independent clients divides by n, so
   E||X_hat - X_bar||^2 <= d s^2 (1/4 + m p (1 - p)) / n
-                        = d X_max^2 (1 + 4 m p (1 - p)) / (n (k - 1)^2).
+  = d X_max^2 (1 + 4 m p (1 - p)) / (n (k - 1)^2).
 
   Args:
     dimension: d >= 1.

@@ -55,6 +55,7 @@ from dpjax.transforms import _quantizing
 
 PyTree = Any
 LossFn = Callable[[PyTree, PyTree], jax.Array]
+# Decentralized algorithms a privacy setting may name (``algorithm=``).
 ALGORITHMS = ('qdpsgd1', 'qdpsgd2', 'dsgd', 'sdm')
 _STREAM = _keys.register('decentralized_round', __name__)
 FLOAT_BITS = 16  # bits of one unquantized coordinate (the paper's T_c unit)

@@ -26,6 +26,7 @@ from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
 
+# Default probability that a Poisson batch exceeds its padded size.
 DEFAULT_OVERFLOW_PROBABILITY = 1e-12
 _STREAM = _keys.register('poisson_sampler', __name__)
 

@@ -165,7 +165,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       f"epsilon (L2 sensitivity 2 D) equals the cpSGD epsilon of the same "
       f"row; its total is the exact {cfg['rounds']}-fold Gaussian "
       f"composition. Theorem 1 uses dpjax's derived worst-case "
-      f"sensitivities (BUILD_NOTES.md, cpSGD; the paper's eq. (10) was not "
+      f"sensitivities (docs/deviations/cpsgd.md; the paper's eq. (10) was not "
       f"recovered): Delta_2 = min(2 X_max sqrt(d'), 2 D + 2 s sqrt(d')) "
       f"for the quantized sum, against 2 D for the Gaussian, so at the same "
       f"epsilon a small k needs much more noise (column Delta_2 / 2D below). "

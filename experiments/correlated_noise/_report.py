@@ -1,0 +1,68 @@
+"""correlated_noise's report body: the settings and two tables."""
+
+from typing import Any
+
+import numpy as np
+
+from experiments.common import report as report_lib
+
+
+def _fmt(setting) -> str:
+  if isinstance(setting, (list, tuple)):
+    return f'C {setting[0]:g}, lr {setting[1]:g}'
+  return f'lr {setting:g}'
+
+
+def _rows(name: str, part: dict[str, Any], **extra) -> list[dict[str, Any]]:
+  """One row per setting (mean over seeds) and one for the validation
+  choice."""
+  test = np.asarray(part['test'])
+  rows = [dict(run=f'{name}, {_fmt(s)}', test_mean=float(test[:, i].mean()),
+               test_std=float(test[:, i].std(ddof=1)))
+          for i, s in enumerate(part['settings'])]
+  chosen = np.asarray(part['selected_test'])
+  rows.append(dict(
+      run=f'**{name}, chosen on validation**',
+      test_mean=float(chosen.mean()), test_std=float(chosen.std(ddof=1)),
+      epsilon=part['epsilon'], sigma=part['noise_multiplier'],
+      note='per seed: ' + '; '.join(_fmt(s) for s in part['chosen']),
+      **extra))
+  return rows
+
+
+COLUMNS = [('run', 'run'), ('test_mean', 'test acc'), ('test_std', 'std'),
+           ('epsilon', 'eps (RDP, read from the run)'),
+           ('sigma', 'noise multiplier'), ('note', 'note')]
+
+
+def report(results: dict[str, Any], out_dir: str) -> str:
+  del out_dir
+  cfg = results['config']
+  adaptive, user = results['adaptive'], results['user_level']
+  rows = _rows('fixed', results['fixed']) + _rows(
+      f"adaptive (gamma {cfg['target_quantile']:g}, eta "
+      f"{cfg['clip_learning_rate']:g}, from C = {min(cfg['clips']):g})",
+      adaptive)
+  rows[-1]['note'] += '; final C: ' + ', '.join(
+      f'{c:.2f}' for c in adaptive['chosen_final_clip'])
+  unit_rows = (_rows('user-level (unit: user)', user) +
+               _rows('example-level (unit: example)',
+                     results['example_level']))
+  return '\n'.join([
+      report_lib.dataset_line(results['dataset']) + ' (validation: the '
+      'fixed 500-image split)', '',
+      f"784-{cfg['hidden']}-10 tanh MLP, momentum SGD (momentum "
+      f"{cfg['momentum']}), Poisson sampling q = "
+      f"{results['sampling_rate']:.4f} (expected batch "
+      f"{cfg['expected_batch_size']}), {results['steps']} steps, every run "
+      f"at eps = {cfg['epsilon']:g}, delta = {cfg['delta']:g}. Adaptive "
+      'clipping (Andrew et al. 2021) spends the same budget on the gradient '
+      'and the count (count noise m / 20). Each method picks its learning '
+      'rate (fixed: and C) per seed on the validation split.', '',
+      report_lib.markdown_table(rows, COLUMNS), '',
+      f"User level: the train split in {user['num_users']} users of "
+      f"{cfg['examples_per_user']} examples; {cfg['expected_users']} users "
+      f"expected per step, {user['steps']} steps; the example-level run "
+      'samples the same expected number of examples per step. C = '
+      f"{cfg['user_clip']:g} per user or per example.", '',
+      report_lib.markdown_table(unit_rows, COLUMNS), ''])

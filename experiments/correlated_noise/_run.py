@@ -1,0 +1,108 @@
+"""correlated_noise's run: each part's private runs at one target epsilon.
+
+sigma is calibrated under RDP for the exact event each sampler runs; the
+epsilon reported is read back from the last step's optimizer state of the
+run (``dpjax.dpsgd_step_event``: for adaptive clipping the combined noise of
+the gradient and the count) composed over the steps.
+"""
+
+from typing import Any
+
+import jax
+import numpy as np
+
+import dpjax
+from dpjax import accounting
+from experiments.common import data as data_lib
+from experiments.common import report as report_lib
+from experiments.common import runner
+from experiments.correlated_noise import _training
+from experiments.correlated_noise._config import Config
+
+
+def _epsilon(state, sampler, steps, delta, axes):
+  one = jax.tree.map(lambda a: a[(0,) * axes], state)
+  event, _ = dpjax.dpsgd_step_event(one, sampler)
+  return dict(noise_multiplier=float(event.noise_multiplier) if hasattr(
+      event, 'noise_multiplier') else None,
+              epsilon=float(accounting.epsilon(event, delta, steps=steps)))
+
+
+def _selected(params, ds, settings: list) -> dict[str, Any]:
+  """Validation and test accuracy [seeds, settings]; per seed, the setting
+  with the best validation accuracy (ties: the first) and its test
+  accuracy."""
+  val = np.asarray(_training.evaluate(params, ds.x_val, ds.y_val))
+  test = np.asarray(_training.evaluate(params, ds.x_test, ds.y_test))
+  val, test = val.reshape(len(val), -1), test.reshape(len(test), -1)
+  chosen = np.argmax(val, axis=1)
+  return dict(settings=settings, val=val.tolist(), test=test.tolist(),
+              chosen=[settings[i] for i in chosen],
+              selected_test=test[np.arange(len(chosen)), chosen].tolist())
+
+
+def _user_ids(n: int, per_user: int, seed: int) -> np.ndarray:
+  """A fixed random partition of the train split into users of equal size."""
+  order = np.random.default_rng(seed).permutation(n)
+  ids = np.empty(n, np.int64)
+  ids[order] = np.arange(n) // per_user
+  return ids
+
+
+def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+  ds = data_lib.load(cfg.dataset, seed=cfg.seed)
+  n = len(ds.x_train)
+  keys = jax.vmap(jax.random.key)(np.asarray(cfg.seeds))
+  sampler = dpjax.PoissonSampler(n, cfg.expected_batch_size / n)
+  steps = int(round(cfg.epochs / sampler.sampling_rate))
+  sigma = accounting.calibrate(sampler.dp_event, cfg.epsilon, cfg.delta,
+                               steps=steps)
+  lrs = np.asarray(cfg.learning_rates, np.float32)
+  pairs = [(c, lr) for c in cfg.clips for lr in cfg.learning_rates]
+  ctx.say(f'{len(pairs)} fixed (C, lr), sigma {sigma:.3f}, {steps} steps')
+  params, state = _training.fixed_clip(cfg, sampler, sigma, steps)(
+      keys, np.asarray([c for c, _ in pairs], np.float32),
+      np.asarray([lr for _, lr in pairs], np.float32), ds.x_train,
+      ds.y_train)
+  fixed = dict(**_selected(params, ds, pairs),
+               **_epsilon(state, sampler, steps, cfg.delta, 2))
+  ctx.say('adaptive clipping')
+  params, state = _training.adaptive_clip(cfg, sampler, sigma, steps)(
+      keys, lrs, ds.x_train, ds.y_train)
+  adaptive = dict(**_selected(params, ds, list(cfg.learning_rates)),
+                  **_epsilon(state, sampler, steps, cfg.delta, 2),
+                  final_clip=np.asarray(state[0].l2_norm_clip).tolist())
+  adaptive['chosen_final_clip'] = [
+      adaptive['final_clip'][s][list(cfg.learning_rates).index(lr)]
+      for s, lr in enumerate(adaptive['chosen'])]
+
+  ids = _user_ids(n, cfg.examples_per_user, cfg.seed)
+  users = dpjax.sampling.UserPoissonSampler(
+      ids, cfg.expected_users / (n // cfg.examples_per_user),
+      max_examples_per_user=cfg.examples_per_user)
+  user_steps = int(round(cfg.epochs / users.sampling_rate))
+  user_sigma = accounting.calibrate(users.dp_event, cfg.epsilon, cfg.delta,
+                                    steps=user_steps)
+  examples = dpjax.PoissonSampler(
+      n, cfg.expected_users * cfg.examples_per_user / n)
+  example_sigma = accounting.calibrate(examples.dp_event, cfg.epsilon,
+                                       cfg.delta, steps=user_steps)
+  ctx.say(f'user level: sigma {user_sigma:.3f} (users) vs '
+          f'{example_sigma:.3f} (examples), {user_steps} steps')
+  params, state = _training.user_level(cfg, users, user_sigma, user_steps)(
+      keys, lrs, ds.x_train, ds.y_train)
+  user = dict(**_selected(params, ds, list(cfg.learning_rates)),
+              **_epsilon(state, users, user_steps, cfg.delta, 2),
+              steps=user_steps, num_users=users.num_users,
+              rate=users.sampling_rate, unit='user')
+  params, state = _training.example_level(cfg, examples, example_sigma,
+                                          user_steps)(
+                                              keys, lrs, ds.x_train,
+                                              ds.y_train)
+  example = dict(**_selected(params, ds, list(cfg.learning_rates)),
+                 **_epsilon(state, examples, user_steps, cfg.delta, 2),
+                 steps=user_steps, rate=examples.sampling_rate,
+                 unit='example')
+  return dict(dataset=report_lib.dataset_info(ds), steps=steps,
+              sampling_rate=sampler.sampling_rate, fixed=fixed,
+              adaptive=adaptive, user_level=user, example_level=example)
