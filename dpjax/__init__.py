@@ -35,6 +35,7 @@ Example:
 from dpjax import accounting
 from dpjax import audit
 from dpjax import clipping
+from dpjax import correlated_noise
 from dpjax import distributed
 from dpjax import noise
 from dpjax import nonparametric
@@ -46,10 +47,13 @@ from dpjax.clipping import clipped_grad_sum
 from dpjax.clipping import per_example_grads
 from dpjax.sampling import PoissonSampler
 from dpjax.transforms import adaptive_dpsgd
+from dpjax.transforms import add_correlated_noise
 from dpjax.transforms import add_discrete_gaussian_noise
 from dpjax.transforms import add_exact_gaussian_noise
 from dpjax.transforms import add_gaussian_noise
 from dpjax.transforms import add_laplace_noise
+from dpjax.transforms import bandmf
+from dpjax.transforms import bandmf_step_event
 from dpjax.transforms import clip_per_example
 from dpjax.transforms import compressive_privatizer
 from dpjax.transforms import dpsgd
@@ -70,14 +74,18 @@ __version__ = '0.1.0'
 __all__ = [
     'accounting',
     'adaptive_dpsgd',
+    'add_correlated_noise',
     'add_discrete_gaussian_noise',
     'add_exact_gaussian_noise',
     'add_gaussian_noise',
     'add_laplace_noise',
     'audit',
+    'bandmf',
+    'bandmf_step_event',
     'clip_per_example',
     'clipped_grad_sum',
     'clipping',
+    'correlated_noise',
     'compressive_dpsgd',
     'compressive_privatizer',
     'distributed',

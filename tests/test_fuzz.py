@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import dpjax
@@ -649,3 +650,87 @@ def test_user_clipping_is_finite_and_within_user_sensitivity(
   assert bool(jnp.all(jnp.isfinite(a))) and bool(jnp.all(jnp.isfinite(b)))
   assert _norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)) <= (
       2 * clip * (1 + 1e-4) + 1e-6)
+
+
+@st.composite
+def strategy_case(draw):
+  """A random square matrix: banded or dense, with zeros, specials or an
+  entry above the diagonal."""
+  n = draw(st.integers(1, 7))
+  rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+  c = np.tril(rng.normal(size=(n, n)) * 10.0 ** rng.integers(-3, 4))
+  bands = draw(st.integers(1, n))
+  c = c - np.tril(c, -bands)
+  flaw = draw(st.sampled_from(('none', 'none', 'zero_diag', 'upper',
+                               'special', 'tiny_diag')))
+  i = rng.integers(n)
+  if flaw == 'zero_diag':
+    c[i, i] = 0.0
+  elif flaw == 'upper' and n > 1:
+    c[0, n - 1] = 1.0
+  elif flaw == 'special':
+    c[i, rng.integers(i + 1)] = draw(st.sampled_from(SPECIALS))
+  elif flaw == 'tiny_diag':
+    c[i, i] = 1e-300
+  return c
+
+
+@SETTINGS
+@hypothesis.given(c=strategy_case(), b=st.integers(1, 8),
+                  k=st.one_of(st.none(), st.integers(1, 8)))
+def test_strategies_are_refused_or_have_consistent_sensitivities(c, b, k):
+  try:
+    s = dpjax.correlated_noise.lower_triangular(c)
+  except ValueError as e:
+    assert 'strategy' in str(e)
+    return
+  np.testing.assert_array_equal(s.matrix(), c)
+  upper = dpjax.correlated_noise.sensitivity(
+      s, min_separation=b, max_participations=k, bound='upper')
+  assert np.isfinite(upper) and upper > 0
+  try:
+    exact = dpjax.correlated_noise.sensitivity(
+        s, min_separation=b, max_participations=k)
+  except ValueError as e:
+    assert 'bands' in str(e) and s.bands > b
+    return
+  assert exact <= upper * (1 + 1e-12)
+  # One participation: the largest column norm.
+  single = dpjax.correlated_noise.sensitivity(s)
+  assert single == pytest.approx(np.max(np.linalg.norm(c, axis=0)),
+                                 rel=1e-12)
+  assert single <= exact * (1 + 1e-12)
+
+
+@NEW_PATH_SETTINGS
+@hypothesis.given(case=per_example_case(), sigma=st.floats(0, 5),
+                  bands=st.integers(1, 4))
+def test_bandmf_noise_is_data_independent_and_within_sensitivity(
+    case, sigma, bands):
+  """Same key: a neighbour at step 0 moves step 0 by at most 2 C and leaves
+  step 1 bit-identical (the state carries noise only, never data)."""
+  params, grads, neighbour, mask, clip, dtype = case
+  strategy = dpjax.correlated_noise.banded_toeplitz(
+      dpjax.correlated_noise.inverse_square_root_coefs(bands), 4)
+  tx = optax.chain(
+      dpjax.clip_per_example(clip),
+      dpjax.add_correlated_noise(strategy, stddev=sigma * clip,
+                                 key=jax.random.key(0), l2_norm_clip=clip))
+  try:
+    a0, sa = tx.update(grads, tx.init(params), params, mask=mask)
+  except ValueError as e:
+    assert dtype == jnp.int32 and 'floating' in str(e)
+    return
+  b0, sb = tx.update(neighbour, tx.init(params), params, mask=mask)
+  a1, _ = tx.update(grads, sa, params, mask=mask)
+  b1, _ = tx.update(grads, sb, params, mask=mask)
+  for out in (a0, b0, a1, b1):
+    assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(out))
+  tol = {jnp.float32: 1e-4, jnp.bfloat16: 2e-2, jnp.float16: 5e-3}[dtype]
+  diff = jax.tree.map(lambda x, y: np.asarray(x, np.float64) -
+                      np.asarray(y, np.float64), a0, b0)
+  size = sum(x.size for x in jax.tree.leaves(a0))
+  # float32 rounding of (sum + noise) on both sides: ulps of the noise.
+  slack = 1e-5 * sigma * clip * (1 + np.sqrt(size)) * 4
+  assert _norm(diff) <= 2 * clip * (1 + tol) + 1e-6 + slack
+  jax.tree.map(np.testing.assert_array_equal, a1, b1)

@@ -10,6 +10,7 @@ import functools
 from typing import Callable
 
 from dpjax.audit import _cases_adaptive
+from dpjax.audit import _cases_bandmf
 from dpjax.audit import _cases_distributed
 from dpjax.audit import _cases_exact_gaussian
 from dpjax.audit import _cases_ghost
@@ -44,6 +45,7 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'exact_gaussian': _cases_exact_gaussian.exact_gaussian_case,
           'adaptive_dpsgd': _cases_adaptive.adaptive_dpsgd_case,
           'user_dpsgd': _cases_adaptive.user_dpsgd_case,
+          'bandmf': _cases_bandmf.bandmf_case,
           **_cases_distributed.distributed_builders()}
 
 

@@ -7,6 +7,7 @@ Example:
   True
 """
 
+from dpjax.sampling._cyclic_poisson import CyclicPoissonSampler
 from dpjax.sampling._deadline import DeadlineSampler
 from dpjax.sampling._deadline import Speed
 from dpjax.sampling._deadline import uniform_speed
@@ -20,6 +21,7 @@ from dpjax.sampling._user_level import UserBatch
 from dpjax.sampling._user_level import UserPoissonSampler
 
 __all__ = [
+    'CyclicPoissonSampler',
     'DeadlineSampler',
     'DEFAULT_OVERFLOW_PROBABILITY',
     'FixedSizeSampler',

@@ -31,6 +31,7 @@ from dpjax.transforms._adaptive_clipping import adaptive_effective_noise_multipl
 from dpjax.transforms._alias import compressive_dpsgd
 from dpjax.transforms._alias import dpsgd
 from dpjax.transforms._alias import rs_dpsgd
+from dpjax.transforms._bandmf import bandmf
 from dpjax.transforms._clipping import clip_per_example
 from dpjax.transforms._clipping import ClipPerExampleState
 from dpjax.transforms._compressed_gd import average_iterate
@@ -61,6 +62,9 @@ from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise
 from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise_event
 from dpjax.transforms._exact_gaussian import exact_gaussian_grid
 from dpjax.transforms._exact_gaussian import ExactDpsgdNoiseState
+from dpjax.transforms._correlated_noise import add_correlated_noise
+from dpjax.transforms._correlated_noise import bandmf_step_event
+from dpjax.transforms._correlated_noise import CorrelatedNoiseState
 from dpjax.transforms._dpsgd_noise import add_dpsgd_noise
 from dpjax.transforms._dpsgd_noise import dpsgd_step_event
 from dpjax.transforms._dpsgd_noise import DpsgdNoiseState
@@ -134,6 +138,7 @@ __all__ = [
     'adaptive_dpsgd',
     'adaptive_effective_noise_multiplier',
     'AdaptiveClipState',
+    'add_correlated_noise',
     'add_discrete_gaussian_noise',
     'add_dpsgd_noise',
     'add_exact_dpsgd_noise',
@@ -144,6 +149,8 @@ __all__ = [
     'add_gaussian_noise_event',
     'add_laplace_noise',
     'add_laplace_noise_event',
+    'bandmf',
+    'bandmf_step_event',
     'clip_per_example',
     'ClipPerExampleState',
     'compressive_dpsgd',
@@ -154,6 +161,7 @@ __all__ = [
     'compressive_privatizer_event',
     'compressive_sensitivity_margin',
     'CompressivePrivatizerState',
+    'CorrelatedNoiseState',
     'CompressiveRelease',
     'decode_sparse',
     'dpsgd',

@@ -57,6 +57,9 @@ BENCHMARKS = {
     'trees': (
         'trees', 'DP random trees vs sklearn',
         ['--n', '2000', '--trees', '5', '--depth', '4', '--n-test', '500']),
+    'bandmf': (
+        'bandmf', 'BandMF step time and memory vs DP-SGD (ghost, sharded)',
+        ['--batch', '8', '--bands', '1', '4', '--repeats', '1']),
 }
 PROG = 'python -m experiments bench'
 

@@ -1,0 +1,81 @@
+"""BandMF / DP-FTRL: DP-SGD's chain with correlated instead of fresh noise.
+
+``chain(clip_per_example, add_correlated_noise, normalize, sgd)``: the
+clipped sum of step t gets the t-th row of C^{-1} Z (Choquette-Choo et al.
+2023, "(Amplified) banded matrix factorization", Alg. 1; Kairouz et al.
+2021 with the tree strategy). With C = I it is DP-SGD.
+"""
+
+from typing import Any
+
+import jax
+import optax
+
+from dpjax import _validate
+from dpjax.clipping import _per_example as _clipping
+from dpjax.transforms import _alias
+from dpjax.transforms import _clipping as _clip_tx
+from dpjax.transforms import _correlated_noise
+from dpjax.transforms import _normalizing
+
+
+def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
+           noise_multiplier: Any, expected_batch_size: Any, strategy: Any, *,
+           key: jax.Array, momentum: float | None = None,
+           per_example: bool = True) -> optax.GradientTransformation:
+  """BandMF: clip per example, add C^{-1} Z, normalize, (momentum) SGD.
+
+  Args:
+    learning_rate: step size or schedule; may be traced.
+    l2_norm_clip: C (scalar, may be traced, or per-layer bounds).
+    noise_multiplier: sigma (may be traced): Z has stddev sigma x
+      ``clipped_norm_bound(l2_norm_clip)`` x the strategy's largest column
+      norm (its one-participation sensitivity).
+    expected_batch_size: the sampler's, e.g. ``CyclicPoissonSampler``'s
+      q N / b; may be traced.
+    strategy: a ``dpjax.correlated_noise.Strategy`` (e.g.
+      ``banded_toeplitz(optimize_banded_toeplitz(n, bands), n)``) or a
+      lower-triangular matrix.
+    key: PRNG key of the noise (required).
+    momentum: heavy-ball momentum or None.
+    per_example: True: the updates are per-example gradients (``mask=``
+      marks real rows). False: the updates are a ``ClippedSum``, e.g. the
+      ``grad_sum`` of ``dpjax.clipped_grad_sum(..., method='ghost')`` or of
+      ``dpjax.clipping.sharded_clipped_grad_sum``.
+
+  Returns:
+    An optax transformation.
+
+  Privacy:
+    Under ``dpjax.sampling.CyclicPoissonSampler`` with at least ``bands``
+    partitions, ``bandmf_step_event(state, sampler)`` records each step;
+    a run of T steps is ``dpjax.correlated_noise.bandmf_event(sigma,
+    bands=..., steps=T, sampling_rate=q)`` (add/remove-one). Without
+    sampling, on a b-min-separation schedule, ``bandmf_event`` with
+    ``strategy=`` gives the run's Gaussian mechanism.
+
+  Example:
+    >>> s = dpjax.correlated_noise.banded_toeplitz([1.0, 0.5], 8)
+    >>> tx = bandmf(0.1, 1.0, 1.0, 4.0, s, key=jax.random.key(0))
+    >>> out, _ = tx.update(jnp.ones((2, 3)), tx.init(jnp.zeros(3)),
+    ...                    jnp.zeros(3), mask=jnp.ones(2, bool))
+    >>> out.shape
+    (3,)
+  """
+  _validate.positive(expected_batch_size=expected_batch_size)
+  _validate.non_negative(noise_multiplier=noise_multiplier)
+  _validate.finite(noise_multiplier=noise_multiplier)
+  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  strategy = _correlated_noise.as_strategy(strategy)
+  column_norm = float(strategy.column_norms().max())
+  stddev = (noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
+            * column_norm)
+  parts = [_correlated_noise.add_correlated_noise(
+      strategy, stddev=stddev, key=key, l2_norm_clip=l2_norm_clip)]
+  if per_example:
+    parts.insert(0, _clip_tx.clip_per_example(l2_norm_clip))
+  return optax.chain(
+      *parts,
+      _normalizing.normalize(expected_batch_size),
+      _alias._sgd(learning_rate, momentum),  # pylint: disable=protected-access
+  )

@@ -1,0 +1,470 @@
+"""Correlated noise: strategies, sensitivity, optimizer, streaming noise, events.
+
+Sensitivities, per-query errors and optimized objectives are cross-checked
+against jax_privacy's ``matrix_factorization`` (the ``compare`` extra; the
+tests that need it skip with the reason if it is absent).
+"""
+
+import math
+
+import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dpjax
+from dpjax import _keys
+from dpjax import correlated_noise as cn
+from dpjax import noise as noise_lib
+
+
+def _jax_privacy():
+  mf = pytest.importorskip(
+      'jax_privacy.matrix_factorization',
+      reason='jax_privacy (the compare extra) is not installed')
+  return mf
+
+
+def _random_lower(n, seed):
+  rng = np.random.default_rng(seed)
+  c = np.tril(rng.normal(size=(n, n)))
+  np.fill_diagonal(c, 1.0 + rng.random(n))
+  return c
+
+
+N = 24
+STRATEGIES = {
+    'optimized_4': lambda: cn.banded_toeplitz(
+        cn.optimize_banded_toeplitz(N, 4), N),
+    'bisr_6': lambda: cn.banded_toeplitz(cn.inverse_square_root_coefs(6), N),
+    'identity': lambda: cn.identity(N),
+    'prefix': lambda: cn.prefix_sum(N),
+    'tree': lambda: cn.tree_aggregation(N),
+    'random_dense': lambda: cn.lower_triangular(_random_lower(N, 0)),
+}
+# (min_separation, max_participations): single epoch, capped, uncapped.
+SETTINGS = ((1, 1), (4, None), (4, 3), (6, 2), (8, None), (1, None), (3, 5))
+
+
+@pytest.mark.parametrize('name', sorted(STRATEGIES))
+def test_sensitivity_equals_jax_privacy(name):
+  mf = _jax_privacy()
+  s = STRATEGIES[name]()
+  with jax.enable_x64():
+    c = jnp.asarray(s.matrix())
+    for b, k in SETTINGS:
+      upper = cn.sensitivity(s, min_separation=b, max_participations=k,
+                             bound='upper')
+      want_upper = mf.sensitivity.get_min_sep_sensitivity_upper_bound(c, b, k)
+      np.testing.assert_allclose(upper, want_upper, rtol=1e-10)
+      if s.bands <= b or k == 1:
+        exact = cn.sensitivity(s, min_separation=b, max_participations=k)
+        want = (mf.sensitivity.single_participation_sensitivity(c) if k == 1
+                else mf.sensitivity.get_sensitivity_banded(c, b, k))
+        np.testing.assert_allclose(exact, want, rtol=1e-10)
+        np.testing.assert_allclose(exact, upper, rtol=1e-10)
+      else:
+        with pytest.raises(ValueError, match='bands'):
+          cn.sensitivity(s, min_separation=b, max_participations=k)
+      if s.toeplitz and np.all(np.diff(s.band[-1]) <= 0) and np.all(
+          s.band[-1] >= 0):
+        coef = jnp.asarray(s.band[-1])
+        want_sq = mf.toeplitz.minsep_sensitivity_squared(coef, b, k, n=N)
+        if s.bands <= b or k == 1:
+          np.testing.assert_allclose(exact**2, want_sq, rtol=1e-10)
+    for epochs in (1, 2, 3, 4, 6):
+      np.testing.assert_allclose(
+          cn.fixed_epoch_sensitivity(s, epochs=epochs),
+          mf.sensitivity.fixed_epoch_sensitivity(c, epochs), rtol=1e-10)
+
+
+def test_sensitivity_of_tree_and_banded_by_hand():
+  # The tree on 2^h leaves: one node per level covers a leaf.
+  for h in (0, 1, 3, 5):
+    s = cn.tree_aggregation(2**h)
+    assert cn.sensitivity(s) == pytest.approx(math.sqrt(h + 1), rel=1e-12)
+  # A b-banded C with unit columns: k participations cost sqrt(k).
+  s = cn.banded_toeplitz(np.ones(3) / np.sqrt(3), 30)
+  for k in (1, 2, 5):
+    got = cn.sensitivity(s, min_separation=3, max_participations=k)
+    assert got == pytest.approx(math.sqrt(k), rel=1e-12)
+  # The cap: at most ceil(n / b) participations in n steps.
+  assert cn.sensitivity(s, min_separation=3, max_participations=100) == (
+      cn.sensitivity(s, min_separation=3, max_participations=None))
+
+
+@pytest.mark.parametrize('name', sorted(STRATEGIES))
+def test_per_query_error_equals_jax_privacy(name):
+  mf = _jax_privacy()
+  s = STRATEGIES[name]()
+  with jax.enable_x64():
+    c = jnp.asarray(s.matrix())
+    want = mf.dense.per_query_error(strategy_matrix=c,
+                                    workload_matrix=jnp.tri(N, dtype=c.dtype))
+    np.testing.assert_allclose(cn.per_query_error(s), want, rtol=1e-9)
+    if s.toeplitz:
+      coef = jnp.asarray(s.band[-1])
+      np.testing.assert_allclose(
+          cn.per_query_error(s),
+          mf.toeplitz.per_query_error(strategy_coef=coef, n=N), rtol=1e-9)
+
+
+def test_toeplitz_loss_matches_dense_objective_and_its_gradient():
+  rng = np.random.default_rng(1)
+  coefs = np.concatenate([[1.0], 0.3 * rng.random(4)])
+  s = cn.banded_toeplitz(coefs, 20)
+  sens_sq = cn.sensitivity(s) ** 2
+  for objective, reduce in (('mean', np.mean), ('max', np.max)):
+    loss, grad = cn.toeplitz_loss(coefs, 20, objective)
+    assert loss == pytest.approx(sens_sq * reduce(cn.per_query_error(s)),
+                                 rel=1e-12)
+    eps = 1e-6
+    numeric = [(cn.toeplitz_loss(coefs + eps * e, 20, objective)[0]
+                - cn.toeplitz_loss(coefs - eps * e, 20, objective)[0])
+               / (2 * eps) for e in np.eye(5)]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5)
+
+
+@pytest.mark.parametrize('objective', ['mean', 'max'])
+def test_optimizer_beats_identity_prefix_and_bisr_and_matches_jax_privacy(
+    objective):
+  n = 48
+  identity = cn.toeplitz_loss(np.ones(1), n, objective)[0]
+  prefix = cn.toeplitz_loss(np.ones(n), n, objective)[0]
+  last = None
+  for bands in (2, 4, 8, 16):
+    coefs = cn.optimize_banded_toeplitz(n, bands, objective=objective)
+    assert coefs.shape == (bands,)
+    assert np.linalg.norm(coefs) == pytest.approx(1.0)
+    loss = cn.toeplitz_loss(coefs, n, objective)[0]
+    bisr = cn.toeplitz_loss(cn.inverse_square_root_coefs(bands), n,
+                            objective)[0]
+    assert loss < 0.9 * min(identity, prefix) and loss <= bisr * (1 + 1e-12)
+    if last is not None:  # more bands never hurt
+      assert loss <= last * (1 + 1e-9)
+    last = loss
+  mf = _jax_privacy()
+  reduce = {'mean': jnp.mean, 'max': jnp.max}[objective]
+  with jax.enable_x64(), jax.numpy_dtype_promotion('standard'):
+    theirs = np.asarray(mf.toeplitz.optimize_banded_toeplitz(
+        n, 4, reduction_fn=reduce))
+  ours = cn.optimize_banded_toeplitz(n, 4, objective=objective)
+  assert cn.toeplitz_loss(ours, n, objective)[0] <= cn.toeplitz_loss(
+      theirs, n, objective)[0] * (1 + 1e-6)
+
+
+def test_tree_strategy_has_the_tree_gram_and_beats_identity_on_max_error():
+  n = 64
+  s = cn.tree_aggregation(n)
+  t = cn.tree_matrix(n)
+  np.testing.assert_allclose(s.matrix().T @ s.matrix(), t.T @ t, atol=1e-10)
+  assert np.all(np.triu(s.matrix(), 1) == 0)
+  tree = cn.sensitivity(s) ** 2 * np.max(cn.per_query_error(s))
+  ident = cn.sensitivity(cn.identity(n)) ** 2 * np.max(
+      cn.per_query_error(cn.identity(n)))
+  assert tree < 0.5 * ident  # log^2 n against n
+
+
+# --- The streaming transform --------------------------------------------------
+
+
+@jax.jit
+def _run(key, stddev, updates):
+  """The noise of ``updates.shape[0]`` steps of a fixed 3-band strategy."""
+  tx = dpjax.add_correlated_noise(_STRATEGY, stddev=stddev, key=key)
+  state = tx.init(updates[0])
+
+  def step(state, u):
+    out, state = tx.update(u, state)
+    return state, out
+
+  state, outs = jax.lax.scan(step, state, updates)
+  return outs, state
+
+
+_STRATEGY = cn.banded_toeplitz([1.0, -0.6, 0.3], 6)
+
+
+def test_noise_covariance_is_stddev_squared_c_inverse_c_inverse_transpose():
+  n, dim, stddev = _STRATEGY.n, 40_000, 1.5
+  outs, _ = _run(jax.random.key(0), stddev, jnp.zeros((n, dim)))
+  x = np.asarray(outs, np.float64)
+  emp = x @ x.T / dim
+  cinv = _STRATEGY.inverse()
+  want = stddev**2 * cinv @ cinv.T
+  # Standard error of a Gaussian sample covariance entry over dim samples.
+  se = np.sqrt((np.outer(np.diag(want), np.diag(want)) + want**2) / dim)
+  assert np.max(np.abs(emp - want) / se) < 5.0
+  np.testing.assert_allclose(x.mean(axis=1), 0, atol=5 * stddev * 2 / 100)
+  # The test rejects the covariance of independent noise (C = I) and of the
+  # transposed factorization: the statistic is far above 5 for them.
+  for wrong in (stddev**2 * np.eye(n), stddev**2 * cinv.T @ cinv):
+    assert np.max(np.abs(emp - wrong) / se) > 20.0
+
+
+def test_noise_is_c_inverse_of_the_streams_gaussians():
+  key = jax.random.key(7)
+  outs, _ = _run(key, 2.0, jnp.zeros((6, 3)))
+  stream = _keys.stream(key, 'correlated_noise')
+  z = np.stack([np.asarray(noise_lib.tree_noise(
+      noise_lib.gaussian, jax.random.fold_in(stream, t), jnp.zeros(3),
+      stddev=2.0)) for t in range(6)])
+  np.testing.assert_allclose(outs, _STRATEGY.inverse() @ z, rtol=1e-5,
+                             atol=1e-5)
+  # Another consumer's stream of the same key draws other noise.
+  other = noise_lib.tree_noise(noise_lib.gaussian, jax.random.fold_in(
+      _keys.stream(key, 'dpsgd_noise'), 0), jnp.zeros(3), stddev=2.0)
+  assert not np.allclose(other, z[0])
+
+
+def test_jittable_reproducible_and_no_recompilation():
+  updates = jnp.arange(18.0).reshape(6, 3)
+  a, _ = _run(jax.random.key(1), 0.5, updates)
+  size = _run._cache_size()
+  b, _ = _run(jax.random.key(1), 0.5, updates)
+  c, _ = _run(jax.random.key(2), 0.7, updates)  # new key and stddev: no compile
+  assert _run._cache_size() == size
+  np.testing.assert_array_equal(a, b)
+  assert not np.allclose(a, c)
+  # Eager equals jit (the noise is fenced; the recursion may differ in ulps).
+  tx = dpjax.add_correlated_noise(_STRATEGY, stddev=0.5,
+                                  key=jax.random.key(1))
+  state = tx.init(updates[0])
+  for t in range(6):
+    out, state = tx.update(updates[t], state)
+    np.testing.assert_allclose(out, a[t], rtol=1e-6, atol=1e-6)
+  # Zero noise is the identity.
+  d, _ = _run(jax.random.key(1), 0.0, updates)
+  np.testing.assert_array_equal(d, updates)
+
+
+@pytest.mark.parametrize('bands', [1, 2, 5])
+def test_state_is_bands_minus_one_copies_of_the_parameters(bands):
+  params = {'w': jnp.zeros((7, 3)), 'b': jnp.zeros(5, jnp.bfloat16)}
+  s = cn.banded_toeplitz(np.ones(bands), 16)
+  tx = dpjax.add_correlated_noise(s, stddev=1.0, key=jax.random.key(0))
+  state = jax.eval_shape(lambda p: tx.update(p, tx.init(p))[1], params)
+  sizes = [x.size for x in jax.tree.leaves(state.history)]
+  assert sum(sizes) == (bands - 1) * (21 + 5)
+  assert state.history['w'].shape == (bands - 1, 7, 3)
+  other = sum(x.size for x in jax.tree.leaves(state._replace(history=None)))
+  assert other <= 12  # counters, key and scalars: O(1)
+
+
+def test_neighbouring_runs_differ_by_at_most_the_sensitivity():
+  """Same key on both: C (y - y') = C (G - G'), within clip x sensitivity."""
+  steps, b, clip, dim = 12, 3, 0.5, 4
+  s = cn.banded_toeplitz(cn.optimize_banded_toeplitz(steps, b), steps)
+  rng = np.random.default_rng(0)
+  grads = jnp.asarray(rng.normal(size=(5, dim)) * 3, jnp.float32)
+  canary = jnp.asarray(rng.normal(size=dim) * 50, jnp.float32)
+
+  tx = dpjax.bandmf(1.0, clip, 1.0, 5.0, s, key=jax.random.key(3))
+  g = jnp.concatenate([grads, canary[None]])
+
+  @jax.jit
+  def run(masks):
+    params = jnp.zeros(dim)
+
+    def step(state, mask):
+      u, state = tx.update(g, state, params, mask=mask)
+      return state, -u * 5
+
+    return jax.lax.scan(step, tx.init(params), masks)[1]
+
+  masks = np.ones((steps, 6), bool)
+  masks[:, 5] = np.arange(steps) % b == 0
+  absent = masks.copy()
+  absent[:, 5] = False
+  diff = s.matrix() @ (np.asarray(run(masks), np.float64)
+                       - np.asarray(run(absent), np.float64))
+  bound = clip * cn.sensitivity(s, min_separation=b, max_participations=None)
+  assert np.linalg.norm(diff) <= bound * (1 + 1e-4)
+  assert np.linalg.norm(diff) >= 0.99 * bound  # the canary attains it
+
+
+def test_bandmf_takes_vmap_ghost_and_sharded_clipped_sums():
+  def loss(params, example):
+    x, y = example
+    return (jnp.dot(params['w'], x) + params['b'] - y) ** 2
+
+  rng = np.random.default_rng(2)
+  x = jnp.asarray(rng.normal(size=(8, 3)), jnp.float32)
+  y = jnp.asarray(rng.normal(size=8), jnp.float32)
+  params = {'w': jnp.ones(3), 'b': jnp.zeros(())}
+  mask = jnp.arange(8) != 5
+  s = cn.banded_toeplitz([1.0, 0.5], 4)
+  outs = {}
+  mesh = jax.make_mesh((4,), ('data',))
+  sums = {
+      'per_example': None,
+      'vmap': dpjax.clipped_grad_sum(loss, 1.0),
+      'ghost': dpjax.clipped_grad_sum(loss, 1.0, method='ghost'),
+      'sharded': dpjax.clipping.sharded_clipped_grad_sum(loss, 1.0,
+                                                         mesh=mesh),
+  }
+  for name, fn in sums.items():
+    tx = dpjax.bandmf(0.1, 1.0, 1.3, 8.0, s, key=jax.random.key(5),
+                      per_example=fn is None)
+
+    @jax.jit
+    def three_steps(params, fn=fn, tx=tx):
+      state, got = tx.init(params), []
+      for _ in range(3):
+        if fn is None:
+          g = jax.vmap(jax.grad(loss), in_axes=(None, 0))(params, (x, y))
+          u, state = tx.update(g, state, params, mask=mask)
+        else:
+          u, state = tx.update(fn(params, (x, y), mask).grad_sum, state,
+                               params)
+        got.append(u)
+      return got
+
+    outs[name] = three_steps(params)
+  for name in ('vmap', 'ghost', 'sharded'):
+    for a, b in zip(outs['per_example'], outs[name]):
+      jax.tree.map(lambda p, q: np.testing.assert_allclose(p, q, atol=1e-5),
+                   a, b)
+  # A bare sum is refused: the noise is calibrated to a clip bound.
+  tx = dpjax.bandmf(0.1, 1.0, 1.3, 8.0, s, key=jax.random.key(5),
+                    per_example=False)
+  with pytest.raises(ValueError, match='updates'):
+    tx.update(params, tx.init(params), params)
+  # A sum clipped to more than the noise's bound is refused.
+  big = dpjax.clipped_grad_sum(loss, 2.0)(params, (x, y), mask).grad_sum
+  with pytest.raises(ValueError, match='updates'):
+    tx.update(big, tx.init(params), params)
+
+
+# --- Events -------------------------------------------------------------------
+
+
+def test_amplified_event_is_dpsgd_for_the_cycles_and_the_ledger_agrees():
+  steps, b, q, sigma = 20, 4, 0.25, 1.1
+  s = cn.banded_toeplitz(cn.optimize_banded_toeplitz(steps, b), steps)
+  event = cn.bandmf_event(sigma, s, steps=steps, min_separation=b,
+                          sampling_rate=q)
+  want = dpjax.accounting.dpsgd_event(sigma, q, math.ceil(steps / b))
+  assert event == want
+  # The step events read from the running state compose to the same.
+  sampler = dpjax.sampling.CyclicPoissonSampler(400, q, b, max_batch_size=400)
+  assert sampler.expected_batch_size == pytest.approx(25.0)
+  tx = dpjax.bandmf(0.1, 1.0, sigma, sampler.expected_batch_size, s,
+                    key=jax.random.key(0))
+  params = jnp.zeros(2)
+  state = tx.init(params)
+  ledger = dpjax.PrivacyLedger()
+
+  @jax.jit
+  def step(state, t):
+    batch = sampler.sample(jax.random.key(1), t)
+    g = jnp.ones((batch.indices.size, 2))
+    return tx.update(g, state, params, mask=batch.mask)[1], batch
+
+  for t in range(steps):
+    state, batch = step(state, t)
+    step_event, noise = dpjax.bandmf_step_event(state, sampler)
+    ledger.record(step_event, noise=noise, batch=batch)
+  got = dpjax.accounting.epsilon(ledger.event(), 1e-5)
+  assert got == pytest.approx(
+      dpjax.accounting.epsilon(event, 1e-5), rel=1e-6)
+  # A sampler with fewer partitions than the bands cannot produce the
+  # schedule the event assumes.
+  with pytest.raises(ValueError, match='num_partitions'):
+    dpjax.bandmf_step_event(
+        state, dpjax.sampling.CyclicPoissonSampler(400, q, b - 1))
+  with pytest.raises(ValueError, match='sampler'):
+    dpjax.bandmf_step_event(state, dpjax.sampling.PoissonSampler(400, q))
+
+
+def test_step_event_refuses_steps_past_n_and_unclipped_chains():
+  s = cn.tree_aggregation(2)  # not Toeplitz: it has no row past n = 2
+  sampler = dpjax.sampling.CyclicPoissonSampler(40, 0.5, 2)
+  tx = dpjax.bandmf(0.1, 1.0, 1.0, sampler.expected_batch_size, s,
+                    key=jax.random.key(0))
+  step = jax.jit(lambda state: tx.update(
+      jnp.ones((2, 3)), state, jnp.zeros(3), mask=jnp.ones(2, bool))[1])
+  state = step(step(tx.init(jnp.zeros(3))))
+  event, (_, t) = dpjax.bandmf_step_event(state, sampler)
+  assert t == 1 and isinstance(event, dp_accounting.NoOpDpEvent)
+  with pytest.raises(ValueError, match='n=2'):
+    dpjax.bandmf_step_event(step(state), sampler)
+  bare = dpjax.add_correlated_noise(s, stddev=1.0, key=jax.random.key(0))
+  _, bare_state = bare.update(jnp.ones(3), bare.init(jnp.zeros(3)))
+  with pytest.raises(ValueError, match='l2_norm_clip'):
+    dpjax.bandmf_step_event(bare_state, sampler)
+
+
+def test_unamplified_event_is_the_gaussian_of_the_multi_participation_sens():
+  steps, b, sigma = 16, 4, 2.0
+  s = cn.banded_toeplitz(cn.optimize_banded_toeplitz(steps, b), steps)
+  for k in (1, 2, None):
+    event = cn.bandmf_event(sigma, s, steps=steps, min_separation=b,
+                            max_participations=k)
+    sens = cn.sensitivity(s, min_separation=b, max_participations=k)
+    col = np.max(s.column_norms())
+    assert isinstance(event, dp_accounting.GaussianDpEvent)
+    assert event.noise_multiplier == pytest.approx(sigma * col / sens)
+  # A dense strategy gets the (valid) upper bound, never a smaller value.
+  tree = cn.tree_aggregation(steps)
+  e = cn.bandmf_event(sigma, tree, steps=steps, min_separation=b)
+  up = cn.sensitivity(tree, min_separation=b, max_participations=None,
+                      bound='upper')
+  assert e.noise_multiplier == pytest.approx(
+      sigma * np.max(tree.column_norms()) / up)
+
+
+def test_cyclic_sampler_keeps_each_example_in_its_partition():
+  sampler = dpjax.sampling.CyclicPoissonSampler(103, 0.5, 5)
+  seen = {}
+  sample = jax.jit(sampler.sample)
+  for t in range(20):
+    batch = sample(jax.random.key(0), t)
+    idx = np.asarray(batch.indices)[np.asarray(batch.mask)]
+    assert np.all(idx % 5 == t % 5) and np.all(idx < 103)
+    for i in idx:
+      assert t - seen.get(int(i), -5) >= 5  # b-min-separation
+      seen[int(i)] = t
+  assert len(seen) > 50
+
+
+# --- Bad input ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: cn.lower_triangular(np.triu(np.ones((3, 3)))), 'lower-triang'),
+    (lambda: cn.lower_triangular(np.diag([1.0, 0.0, 1.0])), 'invertible'),
+    (lambda: cn.lower_triangular(np.diag([1.0, 1e-14, 1.0])), 'condition'),
+    (lambda: cn.lower_triangular(np.ones((2, 3))), 'square'),
+    (lambda: cn.lower_triangular(np.full((2, 2), np.nan)), 'finite'),
+    (lambda: cn.banded_toeplitz([0.0, 1.0], 4), r'coefs\[0\]'),
+    (lambda: cn.banded_toeplitz([1e-300], 4), 'coefs'),
+    (lambda: cn.lower_triangular([[1e-300]]), 'magnitudes'),
+    (lambda: cn.banded_toeplitz([1.0], 0), 'n=0'),
+    (lambda: cn.sensitivity(cn.prefix_sum(8), min_separation=2,
+                            max_participations=2), 'bands=8'),
+    (lambda: cn.sensitivity(cn.identity(8), min_separation=0), 'min_sep'),
+    (lambda: cn.sensitivity(cn.identity(8), max_participations=0),
+     'max_participations'),
+    (lambda: cn.sensitivity(cn.identity(8), bound='tight'), 'bound'),
+    (lambda: cn.fixed_epoch_sensitivity(cn.identity(8), epochs=3), 'epochs'),
+    (lambda: cn.optimize_banded_toeplitz(4, 5), 'bands=5'),
+    (lambda: cn.optimize_banded_toeplitz(4, 2, objective='median'),
+     'objective'),
+    (lambda: cn.bandmf_event(1.0, cn.prefix_sum(8), steps=8,
+                             min_separation=2, sampling_rate=0.1), 'bands=8'),
+    (lambda: cn.bandmf_event(1.0, cn.lower_triangular(_random_lower(8, 1)),
+                             steps=9, min_separation=8), 'steps=9'),
+    (lambda: cn.bandmf_event(-1.0, cn.identity(8), steps=8,
+                             min_separation=1), 'noise_multiplier'),
+    (lambda: dpjax.add_correlated_noise(np.triu(np.ones((2, 2))), stddev=1.0,
+                                        key=jax.random.key(0)), 'strategy'),
+    (lambda: dpjax.add_correlated_noise(cn.identity(2), stddev=-1.0,
+                                        key=jax.random.key(0)), 'stddev'),
+    (lambda: dpjax.sampling.CyclicPoissonSampler(10, 0.5, 0),
+     'num_partitions'),
+])
+def test_bad_input_is_refused_naming_the_value(call, match):
+  with pytest.raises(ValueError, match=match):
+    call()
