@@ -86,12 +86,16 @@ def test_shallow_depth_leaves_labels_per_leaf():
 def test_median_distance_and_budgets():
   np.testing.assert_allclose(_median.budgets('geometric', 2.0, 5).sum(), 2.0)
   np.testing.assert_allclose(_median.budgets('uniform', 2.0, 5), 0.4)
-  z = np.array([[0.1, 0.0], [0.2, 0.0], [0.3, 1.0], [0.9, 1.0]])
-  # root splits attribute 0 at 0.5 (median 0.25); children split attribute 1
-  # at 0.5: left node holds rows 0-2 (median 0), right holds row 3 (1)
-  d = _median.node_median_distance(z, np.array([0, 1, 1]),
-                                   np.array([0.5, 0.5, 0.5]), 2)
-  assert d == pytest.approx((0.25 + 0.5 + 0.5) / 3)
+  with pytest.raises(ValueError, match='kind'):
+    _median.budgets('linear', 2.0, 5)
+  z = np.random.default_rng(0).uniform(size=(2000, 3))
+  exact = _median.tree_median_distance(4, z, [1e4] * 3)
+  noisy = _median.tree_median_distance(4, z, [1e-3] * 3)
+  # 32 candidates per node: a near-exact mechanism lands within about one
+  # candidate spacing of the true median; a budget of 1e-3 picks uniformly
+  assert exact < 0.03 < noisy
+  assert _median.tree_median_distance(4, z, [1.0] * 3) == (
+      _median.tree_median_distance(4, z, [1.0] * 3))
 
 
 def test_trees_claims_include_allocation_and_sspe2():

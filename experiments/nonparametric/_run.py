@@ -149,7 +149,9 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
   fit = lambda model: acc(model.fit(x, y).predict(xt))
   out['knn_2n'] = fit(neighbors.KNeighborsClassifier(min(2 * len(xt), n)))
   out['nb'] = fit(naive_bayes.GaussianNB())
-  out['lr'] = fit(linear_model.LogisticRegression(max_iter=1000))
+  with warnings.catch_warnings():  # lbfgs at its default 100 iterations
+    warnings.simplefilter('ignore')
+    out['lr'] = fit(linear_model.LogisticRegression())
   out['rf10'] = fit(ensemble.RandomForestClassifier(
       cfg.num_trees, random_state=seed))
   out['knn'] = fit(neighbors.KNeighborsClassifier(cfg.knn_k))

@@ -52,6 +52,7 @@ class Config(config.Config):
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       num_seeds=20, datasets=ALL_DATASETS, grid=True, digits_max_train=None,
+      min_test=150,
       median_epsilons=(0.1, 0.2, 0.5, 1.0, 2.0, 5.0))}
 
   num_seeds: int = setting(10, 'seeds (the same split for every method)',
@@ -68,6 +69,9 @@ class Config(config.Config):
   labelled_fraction: float = setting(0.2, 'labelled share of the training '
                                      'set (Table 8.2)', gt=0, lt=1)
   test_fraction: float = setting(0.1, 'test split', gt=0, lt=1)
+  min_test: int = setting(60, 'test points per seed at least: a seed '
+                          'averages ceil(min_test / split test size) '
+                          'independent splits', ge=1)
   synthetic_samples: int = setting(3000, 'points of a synthetic set', ge=1)
   synthetic_informative: int = setting(
       2, 'informative features of SynKd (make_classification; the thesis '

@@ -7,18 +7,23 @@ each), and compares the mean distance between each node's private median
 and the true median of the points in that node. Here: one tree on
 ``median_samples`` standard normal points in ``median_features``
 dimensions, public bounds +-4 per feature (points beyond are clipped), the
-same key (attributes and candidates) for both allocations, distances in the
-unit-cube coordinates of the bounds, averaged over the non-empty nodes.
+same randomness (attributes, candidates, mechanism keys) for both
+allocations, distances in the unit-cube coordinates of the bounds, averaged
+over the non-empty nodes. The tree is grown here with dpjax's public
+``exponential_mechanism`` and SPE's utility and candidates, since SPE
+itself fixes the geometric allocation.
 """
 
+import functools
+
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dpjax import nonparametric as npm
-from dpjax.nonparametric import _trees
 
 BOUND = 4.0
+CANDIDATES = 32  # SPE's default number of median candidates per node
+SENSITIVITY = 0.5  # of the median utility -|rank(r) - |V|/2| (SPE's)
 
 
 def budgets(kind: str, epsilon: float, depth: int) -> np.ndarray:
@@ -34,34 +39,60 @@ def budgets(kind: str, epsilon: float, depth: int) -> np.ndarray:
   raise ValueError(f'Expected kind in (geometric, uniform), got {kind!r}.')
 
 
-def node_median_distance(z: np.ndarray, attributes: np.ndarray,
-                         thresholds: np.ndarray, depth: int) -> float:
-  """Mean over non-empty nodes of |threshold - median of the node's points
-  on the node's attribute|, for one heap-ordered tree.
+@functools.partial(jax.jit, static_argnums=3)
+def _pick(key, utilities, epsilon, width):
+  """One exponential-mechanism draw per node row (public dpjax primitive)."""
+  keys = jax.random.split(key, width)
+  return jax.vmap(lambda k, u: npm.exponential_mechanism(
+      k, u, epsilon=epsilon, sensitivity=SENSITIVITY))(keys, utilities)
 
-  >>> z = np.array([[0.1], [0.2], [0.3], [0.9]])
-  >>> float(node_median_distance(z, np.array([0]), np.array([0.5]), 1))
-  0.25
+
+def tree_median_distance(seed: int, z: np.ndarray, level_budgets) -> float:
+  """Grows one Alg. 10 tree (random attribute, private median over
+  ``CANDIDATES`` points uniform in the node's box, budget
+  ``level_budgets[i]`` at depth i) and returns the mean over its non-empty
+  nodes of |private median - true median of the node's points|. The same
+  ``seed`` draws the same attributes, candidates and mechanism keys for any
+  budgets, so two allocations are compared on identical randomness.
   """
-  node = np.zeros(len(z), np.int64)
+  rng = np.random.default_rng(seed)
+  key = jax.random.key(seed)
+  n, d = z.shape
+  depth = len(level_budgets)
+  pad = 2 ** (depth - 1)
+  node = np.zeros(n, np.int64)
+  low, high = np.zeros((1, d)), np.ones((1, d))
   total, count = 0.0, 0
   for lv in range(depth):
     width = 2 ** lv
-    heap = width - 1 + node
-    attr = attributes[heap]
-    v = z[np.arange(len(z)), attr]
+    attr = rng.integers(0, d, width)
+    lo, hi = low[np.arange(width), attr], high[np.arange(width), attr]
+    cand = lo[:, None] + rng.uniform(size=(width, CANDIDATES)) * (
+        hi - lo)[:, None]
+    v = z[np.arange(n), attr[node]]
     order = np.lexsort((v, node))
-    vs = v[order]
+    vs, ns = v[order], node[order]
     size = np.bincount(node, minlength=width)
     start = np.cumsum(size) - size
+    rank = np.zeros((width, CANDIDATES))
     live = size > 0
-    lo = (start + (size - 1) // 2)[live]
-    hi = (start + size // 2)[live]
-    median = (vs[lo] + vs[hi]) / 2
-    thr = thresholds[width - 1 + np.arange(width)[live]]
-    total += float(np.sum(np.abs(thr - median)))
+    below = (vs[:, None] <= cand[ns]).astype(np.float64)
+    rank[live] = np.add.reduceat(below, start[live], axis=0)
+    util = np.zeros((pad, CANDIDATES), np.float32)
+    util[:width] = -np.abs(rank - size[:, None] / 2)
+    pick = np.asarray(_pick(jax.random.fold_in(key, lv), util,
+                            np.float32(level_budgets[lv]), pad))[:width]
+    thr = cand[np.arange(width), pick]
+    lo_i = (start + (size - 1) // 2)[live]
+    hi_i = (start + size // 2)[live]
+    total += float(np.sum(np.abs(thr[live] - (vs[lo_i] + vs[hi_i]) / 2)))
     count += int(live.sum())
-    node = 2 * node + (v > thresholds[heap]).astype(np.int64)
+    right = v > thr[node]
+    cut = np.eye(d, dtype=bool)[attr]
+    low = np.stack([low, np.where(cut, thr[:, None], low)], 1).reshape(-1, d)
+    high = np.stack([np.where(cut, thr[:, None], high), high],
+                    1).reshape(-1, d)
+    node = 2 * node + right
   return total / max(count, 1)
 
 
@@ -69,19 +100,13 @@ def median_distances(seed: int, cfg) -> dict[str, dict[str, dict[str, float]]]:
   """{depth: {eps: {allocation: mean distance}}} for one seed."""
   rng = np.random.default_rng(seed)
   x = rng.standard_normal((cfg.median_samples, cfg.median_features))
-  z = jnp.asarray(np.clip((x + BOUND) / (2 * BOUND), 0.0, 1.0), jnp.float32)
-  zn = np.asarray(z)
-  tree_of = jnp.zeros((z.shape[0],), jnp.int32)
-  keys = jax.random.split(jax.random.key(seed), 1)
+  z = np.clip((x + BOUND) / (2 * BOUND), 0.0, 1.0)
   out = {}
   for depth in cfg.median_depths:
     per = out.setdefault(str(depth), {})
-    for eps in cfg.median_epsilons:
-      row = per.setdefault(str(eps), {})
-      for kind in ('geometric', 'uniform'):
-        attrs, thrs = _trees.grow(
-            keys, z, tree_of, jnp.asarray(budgets(kind, eps, depth),
-                                          jnp.float32), depth=depth)
-        row[kind] = node_median_distance(zn, np.asarray(attrs[0]),
-                                         np.asarray(thrs[0]), depth)
+    for i, eps in enumerate(cfg.median_epsilons):
+      per[str(eps)] = {
+          kind: tree_median_distance(1000 * seed + i, z,
+                                     budgets(kind, eps, depth))
+          for kind in ('geometric', 'uniform')}
   return out

@@ -106,6 +106,8 @@ def _plot_median(results, out_dir) -> str:
 
 def report(results: dict[str, Any], out_dir: str) -> str:
   cfg = results['config']
+  splits = ', '.join(f'{DATASET_NAMES[n]} {v["n_test"]} x {v["repeats"]}'
+                     for n, v in results['info'].items())
   out = [f'Data: SynKd is scikit-learn\'s make_classification, '
          f'{cfg["synthetic_samples"]} points, 2 classes, '
          f'{cfg["synthetic_informative"]} informative features, 2 redundant, '
@@ -115,9 +117,10 @@ def report(results: dict[str, Any], out_dir: str) -> str:
          'points, 2 classes, 5/10/15 attributes, so its defaults are the '
          'reading chosen here.', '',
          f'Accuracy (%) on the 10% test split, mean ± std over '
-         f'{cfg["num_seeds"]} seeds; the thesis\'s number in parentheses '
-         f'where the dataset matches. {cfg["num_trees"]} trees of depth D = '
-         f'min(d, {cfg["max_depth"]}) (the thesis uses D = d). Public bounds: '
+         f'{cfg["num_seeds"]} seeds (each seed averages independent splits '
+         f'until it has scored at least {cfg["min_test"]} test points: '
+         f'{splits}); the thesis\'s number in parentheses where the '
+         f'dataset matches. {cfg["num_trees"]} trees of depth D = min(d, {cfg["max_depth"]}) (the thesis uses D = d). Public bounds: '
          f'each feature\'s range over the whole (standardized) dataset, '
          f'train and test, treated as public as the thesis does.', '']
   if results.get('diffprivlib_error'):
