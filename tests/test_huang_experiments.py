@@ -129,3 +129,15 @@ def test_power_mde_matches_the_interval_rule():
       0.05, 0.05, comparisons=1)
   with pytest.raises(ValueError, match='effect'):
     power.seeds_for(0.05, 0.0)
+
+
+def test_synthetic_sets_are_one_set_resplit_by_seed():
+  cfg = np_config.Config.preset('quick', n_synthetic=200)
+  a, b = np_run.load('synthetic10', 0, cfg), np_run.load('synthetic10', 1, cfg)
+  rows = lambda d: np.sort(np.concatenate([d[0], d[2]]), axis=0)
+  np.testing.assert_array_equal(rows(a), rows(b))  # the same data set
+  assert not np.array_equal(a[2], b[2])  # split differently
+  tcfg = tr_config.Config.preset('quick', synthetic_samples=200)
+  ta, tb = tr_run.load('syn5d', 0, tcfg), tr_run.load('syn5d', 1, tcfg)
+  np.testing.assert_array_equal(rows(ta), rows(tb))
+  assert not np.array_equal(ta[2], tb[2])

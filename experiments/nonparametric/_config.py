@@ -80,6 +80,10 @@ class Config(config.Config):
   epsilon: float = setting(2.0, 'epsilon of Table 5.3', gt=0)
   test_fraction: float = setting(0.1, 'test split', gt=0, lt=1)
   n_synthetic: int = setting(3000, 'points of a synthetic set', ge=1)
+  synthetic_data_seed: int = setting(0, 'generator seed of the synthetic '
+                                     'sets: one fixed set, resplit by seed, '
+                                     'as the thesis repeats runs on one set',
+                                     ge=0)
   projection_dim: int = setting(4, 'JL dimension of the private (dense) '
                                 'histogram (at most d); NoisyReg and its '
                                 'ceiling run unprojected', ge=1)

@@ -50,13 +50,28 @@ def load(name: str, seed: int, cfg: Config) -> tuple:
   if cfg.max_test:
     opts['max_test'] = cfg.max_test
   if name.startswith('synthetic'):
-    ds = data_lib.load('synthetic', seed=seed, n_samples=cfg.n_synthetic,
+    ds = data_lib.load('synthetic', seed=cfg.synthetic_data_seed,
+                       n_samples=cfg.n_synthetic,
                        n_features=int(name[len('synthetic'):]), **opts)
+    return resplit(ds, seed, cfg.test_fraction)
   else:
     ds = data_lib.load(name, seed=seed, **opts)
   flat = lambda a: np.asarray(a, np.float64).reshape(len(a), -1)
   return (flat(ds.x_train), np.asarray(ds.y_train), flat(ds.x_test),
           np.asarray(ds.y_test), ds.num_classes)
+
+
+def resplit(ds, seed: int, test_fraction: float) -> tuple:
+  """A seeded train/test split of the whole of ``ds`` (train and test
+  together): the thesis repeats its runs on one synthetic data set, so the
+  seeds resplit a fixed set rather than drawing a new one."""
+  x = np.concatenate([ds.x_train, ds.x_test]).astype(np.float64)
+  x = x.reshape(len(x), -1)
+  y = np.concatenate([ds.y_train, ds.y_test])
+  perm = np.random.default_rng(seed).permutation(len(y))
+  n_test = max(1, int(round(test_fraction * len(y))))
+  te, tr = perm[:n_test], perm[n_test:]
+  return x[tr], y[tr], x[te], y[te], ds.num_classes
 
 
 def split_seeds(seed: int, repeats: int) -> list[int]:

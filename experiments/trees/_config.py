@@ -73,6 +73,9 @@ class Config(config.Config):
                           'averages ceil(min_test / split test size) '
                           'independent splits', ge=1)
   synthetic_samples: int = setting(3000, 'points of a synthetic set', ge=1)
+  synthetic_data_seed: int = setting(0, 'generator seed of SynKd: one '
+                                     'fixed set, resplit by seed, as the '
+                                     'thesis repeats runs on one set', ge=0)
   synthetic_informative: int = setting(
       2, 'informative features of SynKd (make_classification; the thesis '
       'names the generator and no arguments, so its defaults: 2 informative, '

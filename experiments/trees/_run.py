@@ -1,5 +1,6 @@
 """trees' run: load, build every ensemble per seed, score on the test set."""
 
+import dataclasses
 import math
 import warnings
 from typing import Any
@@ -28,11 +29,18 @@ def load(name: str, seed: int, cfg: Config):
   opts = dict(test_fraction=cfg.test_fraction)
   if name.startswith('syn'):
     d = int(name[3:-1])
-    ds = data_lib.load('synthetic', seed=seed,
+    informative = min(d, cfg.synthetic_informative)
+    ds = data_lib.load('synthetic', seed=cfg.synthetic_data_seed,
                        n_samples=cfg.synthetic_samples, n_features=d,
-                       n_informative=min(d, cfg.synthetic_informative),
-                       n_redundant=min(2, d - min(d, cfg.synthetic_informative)),
-                       **opts)
+                       n_informative=informative,
+                       n_redundant=min(2, d - informative), **opts)
+    # one fixed set, resplit by seed (the thesis repeats runs on one set)
+    x = np.concatenate([ds.x_train, ds.x_test])
+    y = np.concatenate([ds.y_train, ds.y_test])
+    perm = np.random.default_rng(seed).permutation(len(y))
+    te, tr = np.split(perm, [max(1, int(round(cfg.test_fraction * len(y))))])
+    ds = dataclasses.replace(ds, x_train=x[tr], y_train=y[tr], x_test=x[te],
+                             y_test=y[te])
   else:
     if name == 'digits' and cfg.digits_max_train:
       opts['max_train'] = cfg.digits_max_train
