@@ -11,14 +11,26 @@ DATASETS = ('synthetic10', 'synthetic20', 'breast_cancer', 'digits', 'iris',
             'wine')
 PRIVATE = ('noisy_reg', 'private_histogram', 'dp_knn', 'rdt', 'dpl_nb',
            'dpl_lr', 'dpl_rf')
-METHODS = PRIVATE + ('histogram', 'knn', 'rf')
+# The non-private ceiling of each private method: the same estimator with
+# the same settings and no noise.
+CEILING = {'noisy_reg': 'histogram', 'private_histogram': 'histogram_proj',
+           'dp_knn': 'knn_2n', 'rdt': 'rdt_exact', 'dpl_nb': 'nb',
+           'dpl_lr': 'lr', 'dpl_rf': 'rf10'}
+METHODS = PRIVATE + tuple(CEILING.values()) + ('knn',)
 LABELS = {'noisy_reg': 'NoisyReg (label-DP)',
           'private_histogram': 'Private histogram (full DP)',
           'dp_knn': 'DP-kNN', 'rdt': 'RDT', 'dpl_nb': 'diffprivlib GaussianNB',
           'dpl_lr': 'diffprivlib LogisticRegression',
           'dpl_rf': 'diffprivlib RandomForest',
-          'histogram': 'Histogram (non-private)', 'knn': 'kNN (sklearn)',
-          'rf': 'Random forest (sklearn)'}
+          'histogram': 'ceiling: histogram (NoisyReg without noise)',
+          'histogram_proj': 'ceiling: projected histogram (private '
+                            'histogram without noise)',
+          'knn_2n': 'ceiling: kNN, k = 2N (DP-kNN without noise)',
+          'rdt_exact': 'ceiling: RDT with exact counts',
+          'nb': 'ceiling: GaussianNB (sklearn)',
+          'lr': 'ceiling: LogisticRegression (sklearn)',
+          'rf10': 'ceiling: random forest, 10 trees (sklearn)',
+          'knn': 'reference: kNN, k = 5 (sklearn)'}
 # Huang thesis Table 5.3 (eps = 2, 20 runs): NoisyReg, DP-kNN, RDT, in %.
 THESIS = {
     'Adults': (79.37, 69.10, 76.16), 'Bank': (86.31, 79.55, 88.21),
@@ -38,23 +50,28 @@ def _known(name: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Config(config.Config):
-  """Quick: 3 seeds, synthetic10, breast_cancer and iris (at most 100 test
-  points), a two-epsilon sweep on synthetic10; full: 20 seeds, every
+  """Quick: 10 seeds, synthetic10, breast_cancer and iris, every split's
+  test points, at least ``min_test`` test points per seed (repeated
+  splits), a two-epsilon sweep on synthetic10; full: 20 seeds, every
   dataset, an eight-epsilon sweep on synthetic10 and synthetic20. The
-  releases are pure epsilon-DP, so there is no delta setting."""
+  releases are pure epsilon-DP, so there is no delta setting. Seeds by
+  power: docs/huang.md."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      num_seeds=20, datasets=DATASETS, max_test=None,
+      num_seeds=20, datasets=DATASETS, min_test=300,
       sweep=(0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0),
       sweep_datasets=('synthetic10', 'synthetic20'))}
 
-  num_seeds: int = setting(3, 'seeds (the same split for every method)',
+  num_seeds: int = setting(10, 'seeds (the same splits for every method)',
                            ge=1)
   datasets: tuple[str, ...] = setting(
       ('synthetic10', 'breast_cancer', 'iris'),
       f"datasets of Table 5.3 ({', '.join(DATASETS)} or csv:PATH)")
-  max_test: int | None = setting(100, 'test points at most (none: all)',
-                                 ge=1)
+  max_test: int | None = setting(None, 'test points of a split at most '
+                                 '(none: all)', ge=1)
+  min_test: int = setting(150, 'test points per seed at least: a seed '
+                          'averages ceil(min_test / split test size) '
+                          'independent splits', ge=1)
   sweep: tuple[float, ...] = setting((0.5, 2.0), 'epsilons of the Fig. 5.1 '
                                      'sweep', gt=0, min_len=0)
   sweep_datasets: tuple[str, ...] = setting(
@@ -63,9 +80,19 @@ class Config(config.Config):
   epsilon: float = setting(2.0, 'epsilon of Table 5.3', gt=0)
   test_fraction: float = setting(0.1, 'test split', gt=0, lt=1)
   n_synthetic: int = setting(3000, 'points of a synthetic set', ge=1)
-  projection_dim: int = setting(4, 'JL dimension of the histograms (at '
-                                'most d)', ge=1)
-  bins: int = setting(4, 'histogram bins per axis', ge=1)
+  synthetic_data_seed: int = setting(0, 'generator seed of the synthetic '
+                                     'sets: one fixed set, resplit by seed, '
+                                     'as the thesis repeats runs on one set',
+                                     ge=0)
+  projection_dim: int = setting(4, 'JL dimension of the private (dense) '
+                                'histogram (at most d); NoisyReg and its '
+                                'ceiling run unprojected', ge=1)
+  bins: int | None = setting(None, 'histogram bins per axis (none: the '
+                             'thesis\'s rule b = ceil(n^(1/(m+2))), m the '
+                             'histogram\'s dimension)', ge=1)
+  projected_clip: float = setting(3.0, 'public bound of a projected '
+                                  'coordinate, in units of its JL row norm '
+                                  '(standardized features)', gt=0)
   num_trees: int = setting(10, 'random decision trees', ge=1)
   knn_k: int = setting(5, 'neighbours of the non-private kNN', ge=1)
 

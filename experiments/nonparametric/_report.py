@@ -5,6 +5,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from experiments.common import power
 from experiments.common import report as report_lib
 from experiments.nonparametric._config import LABELS
 from experiments.nonparametric._config import METHODS
@@ -40,16 +41,27 @@ def _plot_sweep(results, out_dir) -> str:
 def report(results: dict[str, Any], out_dir: str) -> str:
   cfg = results['config']
   table = results['table']
-  lines = [f'Test accuracy in % (mean ± std over {cfg["num_seeds"]} seeds), '
+  lines = [f'Test accuracy in % (mean ± std over {cfg["num_seeds"]} seeds; '
+           'each seed averages independent train/test splits until it has '
+           f'scored at least {cfg["min_test"]} test points), '
            f'eps = {cfg["epsilon"]:g}. Public bounds: each (standardized) '
            'feature\'s minimum and maximum over the whole dataset, train and '
            'test, treated as public as the thesis does; not a private '
            'computation. NoisyReg is label-DP only (features public); the '
            'private histogram, DP-kNN, RDT and diffprivlib are DP in '
-           'features and labels (add/remove one record). Histograms: JL '
-           f'projection to m = min(d, {cfg["projection_dim"]}), '
-           f'b = {cfg["bins"]}. DP-kNN: k = 2N, Laplace(2N/eps) (the '
-           f'thesis\'s N/eps is 2 eps-DP). {results["diffprivlib"]}.', '']
+           'features and labels (add/remove one record). Bins: '
+           + ('the thesis\'s rule b = ceil(n^(1/(m+2))) (Thm. 4.12/5.7 with '
+              'constant 1; m the histogram\'s dimension), fixed from the '
+              'public n, never tuned on held-out data'
+              if cfg['bins'] is None else f'b = {cfg["bins"]}')
+           + '. NoisyReg and its ceiling run unprojected (occupied cells only, '
+           'any d); the dense private histogram runs on a public JL '
+           f'projection to m = min(d, {cfg["projection_dim"]}) with public '
+           f'bounds ±{cfg["projected_clip"]:g} ||phi_i|| per projected '
+           'coordinate (points beyond are clipped). DP-kNN: k = 2N, '
+           'Laplace(2N/eps) (the thesis\'s N/eps is 2 eps-DP). Rows marked '
+           '"ceiling" are the method above them without noise, same '
+           f'settings. {results["diffprivlib"]}.', '']
   names = list(table)
   rows = []
   for method in METHODS:
@@ -61,8 +73,9 @@ def report(results: dict[str, Any], out_dir: str) -> str:
   lines += [report_lib.markdown_table(rows, cols), '']
   info = results['datasets']
   lines += ['Data: ' + '; '.join(
-      f'{n}: {v["n_train"]} train, {v["n_test"]} test, d = {v["d"]}, '
-      f'{v["num_classes"]} classes' for n, v in info.items()) + '.', '']
+      f'{n}: {v["n_train"]} train, {v["n_test"]} test x {v["repeats"]} '
+      f'splits per seed, d = {v["d"]}, {v["num_classes"]} classes, '
+      f'NoisyReg b = {v["bins"]}' for n, v in info.items()) + '.', '']
   lines += ['The thesis\'s Table 5.3 (eps = 2, 20 runs) uses UCI sets that '
             'are not available offline, so no dataset matches; its numbers '
             'for reference (pass --datasets csv:PATH to run one):', '']
@@ -71,6 +84,11 @@ def report(results: dict[str, Any], out_dir: str) -> str:
        for k, v in THESIS.items()],
       (('ds', 'Dataset'), ('nr', 'NoisyReg'), ('knn', 'DP-kNN'),
        ('rdt', 'RDT'))), '']
+  if results.get('claims'):
+    lines += ['Power: each claim\'s interval beside its minimal detectable '
+              'effect (80% power at the claim\'s Bonferroni level, '
+              '`experiments.common.power`), in accuracy points:', '',
+              power.mde_table(results['claims'], 100), '']
   if results['sweep']:
     path = _plot_sweep(results, out_dir)
     lines += [f'Fig. 5.1 analogue (accuracy vs eps): ![sweep]({path})', '']

@@ -1,6 +1,7 @@
 """nonparametric's runs: every method on every dataset, paired by seed."""
 
 import csv
+import math
 import warnings
 from typing import Any
 
@@ -49,13 +50,62 @@ def load(name: str, seed: int, cfg: Config) -> tuple:
   if cfg.max_test:
     opts['max_test'] = cfg.max_test
   if name.startswith('synthetic'):
-    ds = data_lib.load('synthetic', seed=seed, n_samples=cfg.n_synthetic,
+    ds = data_lib.load('synthetic', seed=cfg.synthetic_data_seed,
+                       n_samples=cfg.n_synthetic,
                        n_features=int(name[len('synthetic'):]), **opts)
+    return resplit(ds, seed, cfg.test_fraction)
   else:
     ds = data_lib.load(name, seed=seed, **opts)
   flat = lambda a: np.asarray(a, np.float64).reshape(len(a), -1)
   return (flat(ds.x_train), np.asarray(ds.y_train), flat(ds.x_test),
           np.asarray(ds.y_test), ds.num_classes)
+
+
+def resplit(ds, seed: int, test_fraction: float) -> tuple:
+  """A seeded train/test split of the whole of ``ds`` (train and test
+  together): the thesis repeats its runs on one synthetic data set, so the
+  seeds resplit a fixed set rather than drawing a new one."""
+  x = np.concatenate([ds.x_train, ds.x_test]).astype(np.float64)
+  x = x.reshape(len(x), -1)
+  y = np.concatenate([ds.y_train, ds.y_test])
+  perm = np.random.default_rng(seed).permutation(len(y))
+  n_test = max(1, int(round(test_fraction * len(y))))
+  te, tr = perm[:n_test], perm[n_test:]
+  return x[tr], y[tr], x[te], y[te], ds.num_classes
+
+
+def split_seeds(seed: int, repeats: int) -> list[int]:
+  """The independent splits (data seeds) that seed ``seed`` averages over;
+  disjoint across seeds for up to 1000 repeats."""
+  return [1000 * seed + r for r in range(repeats)]
+
+
+def num_repeats(n_test: int, min_test: int) -> int:
+  """Splits per seed so that a seed scores at least ``min_test`` points."""
+  return max(1, math.ceil(min_test / max(n_test, 1)))
+
+
+def bin_rule(n: int, m: int) -> int:
+  """The thesis's b = O(n^(1/(m+2))) (Thm. 4.12, 5.7) with constant 1,
+  rounded up (b >= 2): fixed a priori from the public n and dimension m,
+  not tuned on held-out private data."""
+  return max(2, math.ceil(n ** (1.0 / (m + 2))))
+
+
+def project(key, x, xt, m: int, clip: float):
+  """Public JL projection of standardized features and public bounds.
+
+  Phi is ``jl_projection(key, d, m)`` (data-independent); a projected
+  coordinate phi_i . x of standardized features (unit variance by the
+  convention above) has variance ||phi_i||^2 when the features are
+  uncorrelated, so its public bound is +-clip ||phi_i||; points beyond it
+  are clipped into the edge bins. A choice from Phi alone, so sound; it is
+  tighter than the box image (sum_j |phi_ij| (high_j - low_j) / 2), which
+  is about sqrt(d) times wider than the data.
+  """
+  phi = np.asarray(npm.jl_projection(key, x.shape[1], m), np.float64)
+  c = clip * np.linalg.norm(phi, axis=1)
+  return x @ phi.T, xt @ phi.T, (-c, c + 1e-9)
 
 
 def _diffprivlib():
@@ -69,21 +119,28 @@ def _diffprivlib():
 def methods_on(key, data, eps, cfg, dpl, only=None):
   """Test accuracy of each method on one split; dict method -> float."""
   x, y, xt, yt, k = data
+  n, d = x.shape
   both = np.vstack([x, xt])
   bounds = (both.min(0), both.max(0) + 1e-9)  # public by convention
-  m = min(cfg.projection_dim, x.shape[1])
-  hist = dict(bins=cfg.bins, projection_dim=m)
-  keys = jax.random.split(key, 4)
+  keys = jax.random.split(key, 5)
   acc = lambda p: float(np.mean(np.asarray(p) == yt))
   out = {}
   want = lambda name: only is None or name in only
   common = dict(epsilon=eps, bounds=bounds, num_classes=k)
+  hist = dict(bins=cfg.bins or bin_rule(n, d))  # unprojected: sparse cells
   if want('noisy_reg'):
     rel, _ = npm.noisy_reg(keys[0], x, y, **common, **hist)
     out['noisy_reg'] = acc(npm.predict(rel, xt))
+  m = min(cfg.projection_dim, d)
+  if m < d:
+    px, pxt, pbounds = project(keys[4], x, xt, m, cfg.projected_clip)
+  else:
+    px, pxt, pbounds = x, xt, bounds
+  phist = dict(bins=cfg.bins or bin_rule(n, m), bounds=pbounds,
+               num_classes=k)
   if want('private_histogram'):
-    rel, _ = npm.private_histogram(keys[0], x, y, **common, **hist)
-    out['private_histogram'] = acc(npm.predict(rel, xt))
+    rel, _ = npm.private_histogram(keys[0], px, y, epsilon=eps, **phist)
+    out['private_histogram'] = acc(npm.predict(rel, pxt))
   if want('dp_knn'):
     rel, _ = npm.dp_knn(keys[1], x, y, xt, **common)
     out['dp_knn'] = acc(npm.predict(rel, xt))
@@ -93,14 +150,26 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
     out['rdt'] = acc(npm.predict(rel, xt))
   if only is not None:
     return out
-  rel = npm.histogram(x, y, bounds=bounds, num_classes=k, key=keys[0], **hist)
+  # Non-private ceilings: each private method's estimator without noise.
+  rel = npm.histogram(x, y, bounds=bounds, num_classes=k, **hist)
   out['histogram'] = acc(npm.predict(rel, xt))
-  from sklearn import ensemble, neighbors  # pylint: disable=g-import-not-at-top
+  rel = npm.histogram(px, y, **phist)
+  out['histogram_proj'] = acc(npm.predict(rel, pxt))
+  rel, _ = npm.random_decision_trees(keys[2], x, y, **dict(
+      common, epsilon=float('inf')), num_trees=cfg.num_trees)
+  out['rdt_exact'] = acc(npm.predict(rel, xt))
+  # pylint: disable-next=g-import-not-at-top
+  from sklearn import ensemble, linear_model, naive_bayes, neighbors
   seed = int(jax.random.randint(keys[3], (), 0, 2**30))
-  out['knn'] = acc(neighbors.KNeighborsClassifier(cfg.knn_k).fit(
-      x, y).predict(xt))
-  out['rf'] = acc(ensemble.RandomForestClassifier(
-      50, random_state=seed).fit(x, y).predict(xt))
+  fit = lambda model: acc(model.fit(x, y).predict(xt))
+  out['knn_2n'] = fit(neighbors.KNeighborsClassifier(min(2 * len(xt), n)))
+  out['nb'] = fit(naive_bayes.GaussianNB())
+  with warnings.catch_warnings():  # lbfgs at its default 100 iterations
+    warnings.simplefilter('ignore')
+    out['lr'] = fit(linear_model.LogisticRegression())
+  out['rf10'] = fit(ensemble.RandomForestClassifier(
+      cfg.num_trees, random_state=seed))
+  out['knn'] = fit(neighbors.KNeighborsClassifier(cfg.knn_k))
   if dpl is not None:
     lo, hi = bounds
     norm = float(np.max(np.linalg.norm(np.clip(both, lo, hi), axis=1)))
@@ -117,6 +186,25 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
   return out
 
 
+def seed_accuracy(name, seed, eps, cfg, dpl, only=None, info=None):
+  """Every method's accuracy for one seed: the mean over its repeated
+  splits (``split_seeds``), each with its own key."""
+  first = load(name, split_seeds(seed, 1)[0], cfg)
+  repeats = num_repeats(len(first[2]), cfg.min_test)
+  per = {}
+  for r, s in enumerate(split_seeds(seed, repeats)):
+    data = first if r == 0 else load(name, s, cfg)
+    if info is not None:
+      info[name] = dict(n_train=len(data[0]), n_test=len(data[2]),
+                        d=data[0].shape[1], num_classes=data[4],
+                        repeats=repeats,
+                        bins=cfg.bins or bin_rule(*data[0].shape))
+    res = methods_on(jax.random.key(s), data, eps, cfg, dpl, only)
+    for method, a in res.items():
+      per.setdefault(method, []).append(a)
+  return {m: float(np.mean(v)) for m, v in per.items()}
+
+
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   """Table 5.3 (every method on every dataset) and the Fig. 5.1 sweep."""
   dpl, dpl_error = (None, 'diffprivlib disabled by config')
@@ -127,10 +215,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   for name in cfg.datasets:
     per = {}
     for s in seeds:
-      data = load(name, s, cfg)
-      info[name] = dict(n_train=len(data[0]), n_test=len(data[2]),
-                        d=data[0].shape[1], num_classes=data[4])
-      res = methods_on(jax.random.key(s), data, cfg.epsilon, cfg, dpl)
+      res = seed_accuracy(name, s, cfg.epsilon, cfg, dpl, info=info)
       for method, a in res.items():
         per.setdefault(method, []).append(a)
     table[name] = per
@@ -141,8 +226,8 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
     for eps in cfg.sweep:
       per = {}
       for s in seeds:
-        res = methods_on(jax.random.key(s), load(name, s, cfg), eps, cfg,
-                         None, only=('noisy_reg', 'dp_knn'))
+        res = seed_accuracy(name, s, eps, cfg, None,
+                            only=('noisy_reg', 'dp_knn'))
         for method, a in res.items():
           per.setdefault(method, []).append(a)
       sweep[name][str(eps)] = per

@@ -1,5 +1,7 @@
 """trees' run: load, build every ensemble per seed, score on the test set."""
 
+import dataclasses
+import math
 import warnings
 from typing import Any
 
@@ -11,8 +13,10 @@ from sklearn import ensemble as sk_ensemble
 from dpjax import nonparametric as npm
 from experiments.common import data as data_lib
 from experiments.common import runner
+from experiments.trees import _median
 from experiments.trees._config import Config
 from experiments.trees._config import SEMI
+from experiments.trees._config import SEMI_EXCLUDED
 from experiments.trees._config import SUPERVISED
 
 PRIVATE_SUPERVISED = ('rdt', 'dp_rf', 'dp_dt')
@@ -24,9 +28,19 @@ def load(name: str, seed: int, cfg: Config):
   treats it)."""
   opts = dict(test_fraction=cfg.test_fraction)
   if name.startswith('syn'):
-    ds = data_lib.load('synthetic', seed=seed,
-                       n_samples=cfg.synthetic_samples,
-                       n_features=int(name[3:-1]), **opts)
+    d = int(name[3:-1])
+    informative = min(d, cfg.synthetic_informative)
+    ds = data_lib.load('synthetic', seed=cfg.synthetic_data_seed,
+                       n_samples=cfg.synthetic_samples, n_features=d,
+                       n_informative=informative,
+                       n_redundant=min(2, d - informative), **opts)
+    # one fixed set, resplit by seed (the thesis repeats runs on one set)
+    x = np.concatenate([ds.x_train, ds.x_test])
+    y = np.concatenate([ds.y_train, ds.y_test])
+    perm = np.random.default_rng(seed).permutation(len(y))
+    te, tr = np.split(perm, [max(1, int(round(cfg.test_fraction * len(y))))])
+    ds = dataclasses.replace(ds, x_train=x[tr], y_train=y[tr], x_test=x[te],
+                             y_test=y[te])
   else:
     if name == 'digits' and cfg.digits_max_train:
       opts['max_train'] = cfg.digits_max_train
@@ -65,6 +79,14 @@ def supervised(key, seed, data, cfg, depth, dp_models) -> dict[str, float]:
       jax.random.fold_in(key, 1), xtr, ytr, epsilon=eps, bounds=bounds,
       num_classes=k, num_trees=cfg.num_trees, depth=depth)
   out['rdt'] = _accuracy(npm.predict(rel, xte), yte)
+  # Non-private ceilings: the same ensembles without (meaningful) noise.
+  rel, _ = npm.spe(key, xtr, ytr, epsilon=cfg.ceiling_epsilon, bounds=bounds,
+                   num_classes=k, num_trees=cfg.num_trees, depth=depth)
+  out['spe_ceiling'] = _accuracy(npm.predict(rel, xte), yte)
+  rel, _ = npm.random_decision_trees(
+      jax.random.fold_in(key, 1), xtr, ytr, epsilon=float('inf'),
+      bounds=bounds, num_classes=k, num_trees=cfg.num_trees, depth=depth)
+  out['rdt_exact'] = _accuracy(npm.predict(rel, xte), yte)
   if dp_models is not None:
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
@@ -77,22 +99,58 @@ def supervised(key, seed, data, cfg, depth, dp_models) -> dict[str, float]:
   return out
 
 
-def semi(key, seed, data, cfg, depth, eps) -> dict[str, float]:
+def shallow_depth(num_labelled: int, num_trees: int, leaf_labels: int,
+                  depth: int) -> int:
+  """SSPE-2's sound shallow depth: about ``leaf_labels`` labelled points per
+  leaf when each of ``num_trees`` trees counts its 1/N share. Under label-DP
+  the features of S are public, so its size is too: no budget is spent.
+
+  >>> shallow_depth(540, 10, 8, 10)
+  2
+  """
+  per_tree = num_labelled / max(num_trees, 1)
+  return int(max(1, min(depth, np.floor(np.log2(max(per_tree / leaf_labels,
+                                                    1.0))))))
+
+
+def sspe2_every_tree(key, xl, yl, xu, kw):
+  """UNSOUND at the stated eps: N single-tree SSPE-2 releases, each counting
+  every labelled point at eps, so a label is counted N times and the
+  ensemble is (N eps)-label-DP, not eps. The row shows what SSPE-2 reaches
+  only at N times the stated budget."""
+  parts = [npm.sspe(jax.random.fold_in(key, t), xl, yl, xu, setting=2,
+                    **dict(kw, num_trees=1))[0]
+           for t in range(kw['num_trees'])]
+  return parts[0]._replace(**{
+      f: jax.numpy.concatenate([getattr(p, f) for p in parts])
+      for f in ('attributes', 'thresholds', 'counts')})
+
+
+def semi(key, seed, data, cfg, depth, eps, only=None) -> dict[str, float]:
   xtr, ytr, xte, yte, k, bounds = data
   nl = max(int(round(cfg.labelled_fraction * len(xtr))), cfg.num_trees)
   perm = np.random.default_rng(seed).permutation(len(xtr))
   xl, yl, xu = xtr[perm[:nl]], ytr[perm[:nl]], xtr[perm[nl:]]
   kw = dict(epsilon=eps, bounds=bounds, num_classes=k,
             num_trees=cfg.num_trees, depth=depth)
+  shallow = dict(kw, depth=shallow_depth(nl, cfg.num_trees,
+                                         cfg.shallow_leaf_labels, depth))
+  ceiling = dict(kw, epsilon=cfg.ceiling_epsilon)
+  runs = {
+      'sspe1': lambda kk: npm.sspe(kk, xl, yl, xu, setting=1, **kw)[0],
+      'sspe2': lambda kk: npm.sspe(kk, xl, yl, xu, setting=2, **kw)[0],
+      'sspe2_shallow': lambda kk: npm.sspe(kk, xl, yl, xu, setting=2,
+                                           **shallow)[0],
+      'sspe2_all': lambda kk: sspe2_every_tree(kk, xl, yl, xu, kw),
+      'pte': lambda kk: npm.pte(kk, xl, yl, xu, **kw)[0],
+      'spe_labelled': lambda kk: npm.spe(kk, xl, yl, **kw)[0],
+      'sspe2_ceiling': lambda kk: npm.sspe(kk, xl, yl, xu, setting=2,
+                                           **ceiling)[0]}
   out = {}
-  for i, (name, fn) in enumerate((('sspe1', lambda kk: npm.sspe(kk, xl, yl, xu, setting=1,
-                                                 **kw)),
-                   ('sspe2', lambda kk: npm.sspe(kk, xl, yl, xu, setting=2,
-                                                 **kw)),
-                   ('pte', lambda kk: npm.pte(kk, xl, yl, xu, **kw)),
-                   ('spe_labelled', lambda kk: npm.spe(kk, xl, yl, **kw)))):
-    rel, _ = fn(jax.random.fold_in(key, i))
-    out[name] = _accuracy(npm.predict(rel, xte), yte)
+  for i, (name, fn) in enumerate(runs.items()):
+    if only is None or name in only:
+      out[name] = _accuracy(npm.predict(fn(jax.random.fold_in(key, i)), xte),
+                            yte)
   return out
 
 
@@ -108,6 +166,35 @@ def mann_whitney(a, b) -> float:
   return float(stats.mannwhitneyu(a, b, alternative='two-sided').pvalue)
 
 
+def seed_rows(name, seed, cfg, dp_models, info):
+  """Every method's accuracy for one seed, averaged over independent splits
+  (data seeds 1000 seed + r) until ``min_test`` test points are scored; the
+  Table 8.2 rows only where the thesis runs them."""
+  first = load(name, 1000 * seed, cfg)
+  repeats = max(1, math.ceil(cfg.min_test / max(len(first[2]), 1)))
+  rows, rows_small = {}, {}
+  for r in range(repeats):
+    split = 1000 * seed + r
+    data = first if r == 0 else load(name, split, cfg)
+    d = data[0].shape[1]
+    depth = min(d, cfg.max_depth)
+    info[name] = dict(n_train=len(data[0]), n_test=len(data[2]), d=d,
+                      classes=data[4], depth=depth, repeats=repeats)
+    key = jax.random.key(split)
+    out = supervised(key, split, data, cfg, depth, dp_models)
+    if name not in SEMI_EXCLUDED:
+      out.update(semi(jax.random.fold_in(key, 7), split, data, cfg, depth,
+                      cfg.epsilon))
+      for m, a in semi(jax.random.fold_in(key, 8), split, data, cfg, depth,
+                       cfg.small_epsilon,
+                       only=('sspe1', 'spe_labelled')).items():
+        rows_small.setdefault(m, []).append(a)
+    for m, a in out.items():
+      rows.setdefault(m, []).append(a)
+  mean = lambda per: {m: float(np.mean(v)) for m, v in per.items()}
+  return mean(rows), mean(rows_small)
+
+
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   """Tables 8.1-8.2 per dataset and seed, Mann-Whitney tests, the grid."""
   dp_models, dp_error = _diffprivlib()
@@ -118,23 +205,18 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   for name in cfg.datasets:
     acc, acc_small = {}, {}
     for seed in seeds:
-      data = load(name, seed, cfg)
-      d = data[0].shape[1]
-      depth = min(d, cfg.max_depth)
-      info[name] = dict(n_train=len(data[0]), n_test=len(data[2]), d=d,
-                        classes=data[4], depth=depth)
-      key = jax.random.key(seed)
-      rows = supervised(key, seed, data, cfg, depth, dp_models)
-      rows.update(semi(jax.random.fold_in(key, 7), seed, data, cfg, depth,
-                       cfg.epsilon))
+      rows, rows_small = seed_rows(name, seed, cfg, dp_models, info)
       for m, a in rows.items():
         acc.setdefault(m, []).append(a)
-      for m, a in semi(jax.random.fold_in(key, 8), seed, data, cfg, depth,
-                       cfg.small_epsilon).items():
+      for m, a in rows_small.items():
         acc_small.setdefault(m, []).append(a)
-    per_seed[name], small[name] = acc, acc_small
+    per_seed[name] = acc
+    if acc_small:
+      small[name] = acc_small
     ctx.say(f'{name}: ' + ', '.join(f'{m} {np.mean(v):.3f}'
                                     for m, v in acc.items()))
+  median = [_median.median_distances(seed, cfg) for seed in seeds
+            if cfg.median_epsilons]
   tests = {name: {m: mann_whitney(acc['spe'], acc[m])
                   for m in PRIVATE_SUPERVISED if m in acc}
            for name, acc in per_seed.items()}
@@ -159,5 +241,6 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
                                                 data[3])))
   return dict(dataset=dict(name=', '.join(info)), info=info,
               per_seed=per_seed, small=small, mann_whitney=tests, grid=grid,
+              median=median,
               diffprivlib_error=dp_error,
               methods=dict(supervised=list(SUPERVISED), semi=list(SEMI)))
