@@ -41,10 +41,14 @@ def test_claims_pick_on_validation_and_follow_the_seed_rule():
   adaptive = _part([0.1], [[0.8]] * 4, [[0.79], [0.8], [0.78], [0.8]])
   user = _part([0.1], [[0.5]] * 4, [[0.5], [0.52], [0.49], [0.51]])
   example = _part([0.1], [[0.8]] * 4, [[0.8], [0.81], [0.79], [0.8]])
+  correlated = dict(_part([(0.1, 0.1), (1.0, 0.1)], [[0.5, 0.9]] * 4,
+                          [[0.6, 0.85], [0.6, 0.86], [0.6, 0.84],
+                           [0.6, 0.85]]), bands=4)
   families = _claims.claims(dict(fixed=fixed, adaptive=adaptive,
-                                 user_level=user, example_level=example), cfg)
+                                 bandmf=correlated, user_level=user,
+                                 example_level=example), cfg)
   found = [c for f in families for c in f.verdicts()]
-  assert len(found) == 4 and all(c['verdict'] in verdict.VERDICTS
+  assert len(found) == 5 and all(c['verdict'] in verdict.VERDICTS
                                  for c in found)
   by = {c['claim'].split(' (')[0]: c for c in found}
   within = next(c for c in found if 'within' in c['claim'])
@@ -59,7 +63,8 @@ def test_tiny_run_reads_each_epsilon_from_what_ran(tmp_path):
   cfg = exp.configure('quick', num_seeds=2, epochs=1, clips=[0.3, 1.0],
                       learning_rates=[0.1], expected_users=48)
   results = exp.run(cfg, runner.Context(exp.name, str(tmp_path), False))
-  for part in ('fixed', 'adaptive', 'user_level', 'example_level'):
+  for part in ('fixed', 'adaptive', 'bandmf', 'user_level',
+               'example_level'):
     assert results[part]['epsilon'] <= cfg.epsilon * (1 + 1e-6)
     assert results[part]['epsilon'] > 0.9 * cfg.epsilon
     assert np.asarray(results[part]['test']).shape[0] == 2

@@ -5,8 +5,8 @@ import dataclasses
 from experiments.common import config
 
 NAME = 'correlated_noise'
-DESCRIPTION = ('adaptive clipping vs the best fixed clip, user- vs example-'
-               'level DP-SGD on MNIST-5k')
+DESCRIPTION = ('BandMF and adaptive clipping vs tuned DP-SGD, user- vs '
+               'example-level DP-SGD on MNIST-5k')
 setting = config.setting
 
 
@@ -32,6 +32,8 @@ class Config(config.Config):
   clips: tuple[float, ...] = setting(
       (0.1, 0.3, 1.0, 3.0), 'fixed clip grid (the adaptive run '
       'starts from the smallest)', gt=0, min_len=2)
+  bands: int = setting(4, 'BandMF bands (= cyclic Poisson partitions)',
+                       ge=1)
   target_quantile: float = setting(0.5, 'adaptive clipping target quantile',
                                    gt=0, lt=1)
   clip_learning_rate: float = setting(0.2, 'adaptive clipping step eta',

@@ -41,6 +41,16 @@ def _selected(params, ds, settings: list) -> dict[str, Any]:
               selected_test=test[np.arange(len(chosen)), chosen].tolist())
 
 
+def _noise_state(state):
+  """The chain's one CorrelatedNoiseState (the noise that ran)."""
+  kind = dpjax.transforms.CorrelatedNoiseState
+  found = [s for s in jax.tree.leaves(state, is_leaf=lambda x: isinstance(
+      x, kind)) if isinstance(s, kind)]
+  if len(found) != 1:
+    raise ValueError(f'expected one correlated-noise state, found {len(found)}')
+  return found[0]
+
+
 def _user_ids(n: int, per_user: int, seed: int) -> np.ndarray:
   """A fixed random partition of the train split into users of equal size."""
   order = np.random.default_rng(seed).permutation(n)
@@ -66,6 +76,30 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
       ds.y_train)
   fixed = dict(**_selected(params, ds, pairs),
                **_epsilon(state, sampler, steps, cfg.delta, 2))
+  bands = cfg.bands
+  cyclic = dpjax.sampling.CyclicPoissonSampler(
+      n, cfg.expected_batch_size * bands / n, bands)
+  strategy = dpjax.correlated_noise.banded_toeplitz(
+      dpjax.correlated_noise.optimize_banded_toeplitz(steps, bands), steps)
+  bandmf_sigma = accounting.calibrate(
+      lambda s: dpjax.correlated_noise.bandmf_event(
+          s, strategy, steps=steps, min_separation=bands,
+          sampling_rate=cyclic.sampling_rate), cfg.epsilon, cfg.delta)
+  ctx.say(f'BandMF, {bands} bands, sigma {bandmf_sigma:.3f}')
+  params, state = _training.bandmf(cfg, cyclic, bandmf_sigma, steps,
+                                   strategy)(
+      keys, np.asarray([c for c, _ in pairs], np.float32),
+      np.asarray([lr for _, lr in pairs], np.float32), ds.x_train,
+      ds.y_train)
+  noise = jax.tree.map(lambda a: a[0, 0], _noise_state(state))
+  read_sigma = float(noise.stddev / (noise.l2_sensitivity *
+                                     noise.column_norm))
+  correlated = dict(
+      **_selected(params, ds, pairs), bands=bands, noise_multiplier=read_sigma,
+      partition_rate=cyclic.sampling_rate,
+      epsilon=float(accounting.epsilon(dpjax.correlated_noise.bandmf_event(
+          read_sigma, strategy, steps=steps, min_separation=bands,
+          sampling_rate=cyclic.sampling_rate), cfg.delta)))
   ctx.say('adaptive clipping')
   params, state = _training.adaptive_clip(cfg, sampler, sigma, steps)(
       keys, lrs, ds.x_train, ds.y_train)
@@ -105,4 +139,5 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
                  unit='example')
   return dict(dataset=report_lib.dataset_info(ds), steps=steps,
               sampling_rate=sampler.sampling_rate, fixed=fixed,
-              adaptive=adaptive, user_level=user, example_level=example)
+              adaptive=adaptive, bandmf=correlated, user_level=user,
+              example_level=example)

@@ -75,6 +75,25 @@ def fixed_clip(cfg, sampler, sigma: float, steps: int) -> Callable:
   return jax.jit(jax.vmap(over_pairs, in_axes=(0, None, None, None, None)))
 
 
+def bandmf(cfg, sampler, sigma: float, steps: int, strategy) -> Callable:
+  """jit(vmap over seeds x (clip, lr) pairs): ghost-clipped BandMF."""
+
+  def one(key, clip, lr, x, y):
+    grad_sum = dpjax.clipped_grad_sum(example_loss, clip, 'ghost')
+    tx = dpjax.bandmf(lr, clip, sigma, sampler.expected_batch_size, strategy,
+                      key=key, momentum=cfg.momentum, per_example=False)
+
+    def step_grads(params, t, key):
+      batch, mask = _example_batch(sampler, x, y, t, key)
+      return grad_sum(params, batch, mask).grad_sum, {}
+
+    return _scan(init_mlp(jax.random.split(key)[0], cfg.hidden), tx, steps,
+                 step_grads, key)
+
+  over_pairs = jax.vmap(one, in_axes=(None, 0, 0, None, None))
+  return jax.jit(jax.vmap(over_pairs, in_axes=(0, None, None, None, None)))
+
+
 def _over_lrs(one: Callable) -> Callable:
   """jit(vmap over seeds x learning rates) of ``one(key, lr, x, y)``."""
   over = jax.vmap(one, in_axes=(None, 0, None, None))
