@@ -201,6 +201,34 @@ def test_named_families_are_corrected_separately():
   assert out[0]['high'] - out[0]['low'] < out[1]['high'] - out[1]['low']
 
 
+def test_claim_family_reports_mde_and_the_seeds_an_expected_effect_needs():
+  rng = np.random.default_rng(1)
+  family = claims_lib.ClaimFamily()
+  diffs = [rng.normal(0.02, 0.05, 5) for _ in range(3)]
+  family.add('no effect stated', diffs[0])
+  family.add('paper: +0.03', diffs[1], effect=0.03)
+  family.add('paper: +0.5', diffs[2], effect=0.5, setting='x')
+  out = family.verdicts()
+  for c, d in zip(out, diffs):
+    sd = float(np.std(d, ddof=1))
+    assert c['mde'] == pytest.approx(verdict_lib.detectable_effect(
+        sd, 5, comparisons=3))
+  assert 'effect' not in out[0] and 'seeds_needed' not in out[0]
+  # A small effect needs more than these 5 seeds, a large one fewer.
+  assert out[1]['effect'] == 0.03 and out[1]['seeds_needed'] > 5
+  assert out[1]['seeds_needed'] == verdict_lib.seeds_for_effect(
+      0.03, out[1]['sd'], comparisons=3)
+  assert out[2]['seeds_needed'] <= 5 and out[2]['setting'] == 'x'
+  table = verdict_lib.claims_table(out)
+  assert '| MDE | Expected effect | Seeds for it |' in table
+  assert '| MDE |' in verdict_lib.claims_table(out[:1])
+  assert 'Expected effect' not in verdict_lib.claims_table(out[:1])
+  assert family.seeds_for(0.03, 0.05) == verdict_lib.seeds_for_effect(
+      0.03, 0.05, comparisons=3)
+  with pytest.raises(ValueError, match='effect'):
+    family.add('bad', diffs[0], effect=0.0)
+
+
 def _old_dpsgd_claims(runs, cfg):
   """dpsgd_baseline.claims before the runner (comparisons counted by hand)."""
   def acc(model, target):
