@@ -363,3 +363,10 @@ def test_compgd_noise_free_run_of_the_most_steps_gives_every_t():
   # Errors are probabilities; w = 0 errs more than the Bayes predictor w*.
   assert ((long[..., :2] >= 0) & (long[..., :2] <= 1)).all()
   assert (fixed[:, 0] > fixed[:, 1]).all()
+
+
+def test_claims_docstring_examples():
+  import doctest  # pylint: disable=g-import-not-at-top
+  result = doctest.testmod(claims_lib,
+                           optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0 and result.failed == 0
