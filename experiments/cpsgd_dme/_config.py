@@ -22,8 +22,8 @@ class Config(config.Config):
   full: n = 1000, d = 1024, eps in {1, 4}, fixed m in {1, 16}, clamp at
   every k, 10 seeds. Both also test Corollary 3 in its regime n eps^2 >> d
   (quick: n = 4000, d = 128, eps = 1, n eps^2 / d = 31; full: n = 20000,
-  d = 256, 78): rotated cpSGD at k in ``cor3_levels``. Each seed generates its own client vectors and
-  protocol keys and runs ``reps`` rounds per point: the first half choose
+  d = 256, 78): rotated cpSGD at k in ``cor3_levels``. Each seed generates
+  its own client vectors and protocol keys and runs ``reps`` rounds per point: the first half choose
   the setting of the best-over-settings claim (validation), the second half
   measure it (test). The vectors are generated, so there is no dataset."""
   NAME = NAME
