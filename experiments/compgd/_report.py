@@ -101,7 +101,8 @@ def report(results: dict[str, Any], out_dir: str) -> str:
                 f'k = {k} (mean ± SEM over seeds)', '',
                 f"w = 0 errs {report_lib.fmt(base['zero_error_mean'])}, "
                 'the Bayes error (w*) is '
-                f"{report_lib.fmt(base['bayes_error_mean'])}.", '', report_lib.markdown_table(
+                f"{report_lib.fmt(base['bayes_error_mean'])}.", '',
+                report_lib.markdown_table(
                     table + [tuned, picks],
                     [('epochs', 'Epochs')] +
                     [(m, LABELS[m]) for m in METHODS]), '']

@@ -23,9 +23,9 @@ class Config(config.Config):
   every k, 10 seeds. Both also test Corollary 3 in its regime n eps^2 >> d
   (quick: n = 4000, d = 128, eps = 1, n eps^2 / d = 31; full: n = 20000,
   d = 256, 78): rotated cpSGD at k in ``cor3_levels``. Each seed generates
-  its own client vectors and protocol keys and runs ``reps`` rounds per point: the first half choose
-  the setting of the best-over-settings claim (validation), the second half
-  measure it (test). The vectors are generated, so there is no dataset."""
+  its own client vectors and protocol keys and runs ``reps`` rounds per
+  point: the first half choose the setting of the best-over-settings claim
+  (validation), the second half measure it (test). The vectors are generated, so there is no dataset."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       num_clients=1000, dimension=1024, epsilons=(1.0, 4.0),
