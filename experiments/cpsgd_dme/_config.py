@@ -25,7 +25,8 @@ class Config(config.Config):
   d = 256, 78): rotated cpSGD at k in ``cor3_levels``. Each seed generates
   its own client vectors and protocol keys and runs ``reps`` rounds per
   point: the first half choose the setting of the best-over-settings claim
-  (validation), the second half measure it (test). The vectors are generated, so there is no dataset."""
+  (validation), the second half measure it (test). The vectors are
+  generated, so there is no dataset."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       num_clients=1000, dimension=1024, epsilons=(1.0, 4.0),
