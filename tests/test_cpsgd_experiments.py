@@ -189,29 +189,26 @@ def test_dme_rotation_claim_takes_the_smallest_gain_over_k():
   assert rotation['claim'].startswith('rotation lowers the MSE of spiky')
 
 
-def test_dme_corollary3_claims_choose_k_on_validation_against_both_gaussians():
+def test_dme_corollary3_claims_take_the_largest_k_against_both_gaussians():
   cfg = cpsgd_dme.Config(num_seeds=3)
-  # k=64 looks best on validation, k=256 on test: the claims score k=64.
-  rows = [dict(_dme_row('rotate', 64, 'spread', [1.0] * 3,
-                        validation=[1.0] * 3, test=[1.04, 1.05, 1.06]),
-               bits_per_coordinate=9.0),
-          dict(_dme_row('rotate', 256, 'spread', [1.0] * 3,
-                        validation=[1.2] * 3, test=[0.5] * 3),
-               bits_per_coordinate=12.0)]
-  cor3 = dict(num_clients=4000, dimension=128, epsilon=1.0,
-              n_eps2_over_d=31.25, rows=rows, gaussian_classical=1.0,
+  rows = [dict(levels=1024, num_trials=48181, bits_per_coordinate=15.6,
+               per_seed=dict(expected=[1.04, 1.05, 1.06])),
+          dict(levels=64, num_trials=281, bits_per_coordinate=8.4,
+               per_seed=dict(expected=[2.6, 2.7, 2.8]))]
+  cor3 = dict(num_clients=10000, dimension=256, epsilon=1.0,
+              n_eps2_over_d=39.0625, rows=rows, gaussian_classical=1.0,
               gaussian_tight=0.6)
   claims = claims_lib.verdicts(dme_claims.claims(
       dict(rows=[], gaussian=[], corollary3=cor3), cfg))
   classical, tight = claims[-2:]
   assert classical['family'] == tight['family'] == 'corollary 3'
-  assert classical['comparisons'] == 2 and classical['chosen'] == [64] * 3
+  assert classical['comparisons'] == 2 and classical['levels'] == 1024
   np.testing.assert_allclose(classical['per_seed'], [1.04, 1.05, 1.06])
   np.testing.assert_allclose(tight['per_seed'], np.array([1.04, 1.05,
                                                           1.06]) / 0.6)
   assert (classical['verdict'], tight['verdict']) == ('held', 'refuted')
   assert classical['threshold'] == 1.1 and classical['effect'] == 0.1
-  assert 'n eps^2 / d = 31.2' in classical['claim']
+  assert 'n eps^2 / d = 39.1' in classical['claim']
   # Without the run (an old results file) there is no Corollary 3 claim.
   assert not [c for c in claims_lib.verdicts(dme_claims.claims(
       dict(rows=[], gaussian=[]), cfg)) if c.get('family')]
@@ -294,8 +291,10 @@ def test_dme_tiny_run_and_report(tmp_path):
   assert cor3['n_eps2_over_d'] == 300 / 16
   assert [r['levels'] for r in cor3['rows']] == [16, 64]
   for r in cor3['rows']:
-    assert r['epsilon'] <= 1.0 and r['input'] == 'spread'
-    assert len(r['per_seed']['test']) == cfg.num_seeds
+    assert r['epsilon'] <= 1.0
+    assert len(r['per_seed']['expected']) == cfg.num_seeds
+  # More levels, less quantization error (at more bits).
+  assert cor3['rows'][1]['expected'] < cor3['rows'][0]['expected']
   assert cor3['gaussian_tight'] < cor3['gaussian_classical']
   assert '### Corollary 3' in text
   claims = [c['claim'] for c in results['claims']]

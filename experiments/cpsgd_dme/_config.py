@@ -21,8 +21,9 @@ class Config(config.Config):
   """Quick: n = 100 clients, d = 256, eps = 1, clamp at k = 16, 5 seeds;
   full: n = 1000, d = 1024, eps in {1, 4}, fixed m in {1, 16}, clamp at
   every k, 10 seeds. Both also test Corollary 3 in its regime n eps^2 >> d
-  (quick: n = 4000, d = 128, eps = 1, n eps^2 / d = 31; full: n = 20000,
-  d = 256, 78): rotated cpSGD at k in ``cor3_levels``. Each seed generates
+  (quick: n = 10000, d = 256, eps = 1, n eps^2 / d = 39; full: n = 40000,
+  d = 256, 156): the exact expected MSE of rotated cpSGD at k in
+  ``cor3_levels``. Each seed generates
   its own client vectors and protocol keys and runs ``reps`` rounds per
   point: the first half choose the setting of the best-over-settings claim
   (validation), the second half measure it (test). The vectors are
@@ -31,7 +32,7 @@ class Config(config.Config):
   PRESETS = {'quick': {}, 'full': dict(
       num_clients=1000, dimension=1024, epsilons=(1.0, 4.0),
       num_trials=(1, 16), clamp_levels=None, num_seeds=10,
-      cor3_clients=20000, cor3_dimension=256)}
+      cor3_clients=40000)}
 
   num_seeds: int = setting(5, 'seeds (own vectors and protocol keys)', ge=1)
   num_clients: int = setting(100, 'clients n', ge=1)
@@ -75,8 +76,8 @@ class Config(config.Config):
       gt=0, lt=1)
 
   cor3_clients: int | None = setting(
-      4000, 'Corollary 3 run: clients n (none: no such run)', ge=1)
-  cor3_dimension: int = setting(128, 'Corollary 3 run: dimension d', ge=1)
+      10000, 'Corollary 3 run: clients n (none: no such run)', ge=1)
+  cor3_dimension: int = setting(256, 'Corollary 3 run: dimension d', ge=1)
   cor3_epsilon: float = setting(
       1.0, 'Corollary 3 run: per-round epsilon (the corollary: <= 1)', gt=0,
       le=1)
