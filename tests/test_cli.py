@@ -115,7 +115,7 @@ def test_run_name_help_lists_that_experiments_settings(capsys):
   # A converted experiment: one flag per Config field, type and presets.
   assert '--solver-iterations INT' in compgd and '--dims INT [INT ...]' in (
       compgd)
-  assert 'default 100 300 1000, full 30 100 300 1000 3000' in ' '.join(
+  assert 'default 1000, full 1000 3000' in ' '.join(
       compgd.split())
 
 
@@ -216,7 +216,8 @@ TINY = {
     'cpsgd_mechanisms': dict(epsilons=[2.0], dims=[1],
                              scale_denominators=[1, 4], samples=400),
     'cpsgd_dme': dict(num_clients=10, dimension=64, levels=[4],
-                      epsilons=[4.0], variants=['none'], reps=2),
+                      epsilons=[4.0], variants=['none'], reps=2,
+                      cor3_clients=None),
     'cpsgd_training': dict(num_clients=20, rounds=2, levels=[2],
                            trials=[256], unrotated=[], num_seeds=1),
     'qdpsgd': dict(rounds=3, num_seeds=2, agents=[4], epsilons=[2.0],
@@ -225,8 +226,8 @@ TINY = {
     'distributed_dp': dict(num_clients=4, dimension=16, bits=[16],
                            num_seeds=2, reps=2, levels=[4],
                            epsilons=[4.0]),
-    'compgd': dict(num_seeds=2, dims=[20], epochs=[1], n=200, n_test=20,
-                   solver_iterations=5),
+    'compgd': dict(num_seeds=2, dims=[20], epochs=[1], n=200, n_val=20,
+                   n_test=20, solver_iterations=5),
     'trees': dict(num_seeds=2, datasets=['iris'], num_trees=3,
                   sklearn_trees=5, min_test=1, median_epsilons=[2.0],
                   median_depths=[3], median_samples=200),

@@ -10,6 +10,7 @@ import pytest
 from experiments import cpsgd_dme
 from experiments import cpsgd_mechanisms
 from experiments import registry
+from experiments.common import claims as claims_lib
 from experiments.common import flags
 from experiments.common import report as report_lib
 from experiments.cpsgd_dme import _claims as dme_claims
@@ -163,8 +164,8 @@ def test_dme_best_setting_is_chosen_on_validation_and_scored_on_test():
                    test=[2.0, 2.0, 2.0])]
   gauss = [dict(input='spiky', target_epsilon=1.0, expected=2.0,
                 per_seed=dict(mse=[2.0, 2.0, 2.0]))]
-  claims = dme_claims.claims(dict(rows=rows, gaussian=gauss),
-                             cfg).verdicts()
+  claims = claims_lib.verdicts(dme_claims.claims(dict(rows=rows,
+                                                     gaussian=gauss), cfg))
   best = claims[-1]
   assert best['chosen'] == ['rotate k=4'] * 3
   np.testing.assert_allclose(best['per_seed'], [2.05, 2.1, 2.0])
@@ -181,11 +182,36 @@ def test_dme_rotation_claim_takes_the_smallest_gain_over_k():
           _dme_row('rotate', 2, 'spiky', [2.0, 2.1, 2.0]),
           _dme_row('none', 4, 'spiky', [5.0, 5.0, 5.0]),
           _dme_row('rotate', 4, 'spiky', [4.0, 5.5, 4.5])]
-  rotation = dme_claims.claims(dict(rows=rows, gaussian=[]),
-                               cfg).verdicts()[0]
+  rotation = claims_lib.verdicts(dme_claims.claims(
+      dict(rows=rows, gaussian=[]), cfg))[0]
   np.testing.assert_allclose(rotation['per_seed'], [1.25, 5 / 5.5, 5 / 4.5])
   assert rotation['verdict'] == 'inconclusive'
   assert rotation['claim'].startswith('rotation lowers the MSE of spiky')
+
+
+def test_dme_corollary3_claims_take_the_largest_k_against_both_gaussians():
+  cfg = cpsgd_dme.Config(num_seeds=3)
+  rows = [dict(levels=1024, num_trials=48181, bits_per_coordinate=15.6,
+               per_seed=dict(expected=[1.04, 1.05, 1.06])),
+          dict(levels=64, num_trials=281, bits_per_coordinate=8.4,
+               per_seed=dict(expected=[2.6, 2.7, 2.8]))]
+  cor3 = dict(num_clients=10000, dimension=256, epsilon=1.0,
+              n_eps2_over_d=39.0625, rows=rows, gaussian_classical=1.0,
+              gaussian_tight=0.6)
+  claims = claims_lib.verdicts(dme_claims.claims(
+      dict(rows=[], gaussian=[], corollary3=cor3), cfg))
+  classical, tight = claims[-2:]
+  assert classical['family'] == tight['family'] == 'corollary 3'
+  assert classical['comparisons'] == 2 and classical['levels'] == 1024
+  np.testing.assert_allclose(classical['per_seed'], [1.04, 1.05, 1.06])
+  np.testing.assert_allclose(tight['per_seed'], np.array([1.04, 1.05,
+                                                          1.06]) / 0.6)
+  assert (classical['verdict'], tight['verdict']) == ('held', 'refuted')
+  assert classical['threshold'] == 1.1 and classical['effect'] == 0.1
+  assert 'n eps^2 / d = 39.1' in classical['claim']
+  # Without the run (an old results file) there is no Corollary 3 claim.
+  assert not [c for c in claims_lib.verdicts(dme_claims.claims(
+      dict(rows=[], gaussian=[]), cfg)) if c.get('family')]
 
 
 def test_dme_bound_is_an_exact_check():
@@ -242,7 +268,8 @@ def test_dme_tiny_run_and_report(tmp_path):
   # per client is clamped without rotation.
   cfg = cpsgd_dme.Config(num_clients=10, dimension=64, levels=[4],
                          epsilons=[4.0], clamp_levels=[4], reps=2, spikes=1,
-                         num_seeds=3)
+                         num_seeds=3, cor3_clients=300, cor3_dimension=16,
+                         cor3_levels=[16, 64])
   results, text = _run_and_report(cpsgd_dme, cfg, tmp_path)
   rows = results['rows']
   assert {(r['variant'], r['input']) for r in rows} == {
@@ -260,8 +287,19 @@ def test_dme_tiny_run_and_report(tmp_path):
     assert len(r['per_seed']['mse']) == cfg.num_seeds
   assert (tmp_path / 'mse_vs_bits.png').stat().st_size > 0
   assert all(c['passed'] for c in results['exact_checks'])
+  cor3 = results['corollary3']
+  assert cor3['n_eps2_over_d'] == 300 / 16
+  assert [r['levels'] for r in cor3['rows']] == [16, 64]
+  for r in cor3['rows']:
+    assert r['epsilon'] <= 1.0
+    assert len(r['per_seed']['expected']) == cfg.num_seeds
+  # More levels, less quantization error (at more bits).
+  assert cor3['rows'][1]['expected'] < cor3['rows'][0]['expected']
+  assert cor3['gaussian_tight'] < cor3['gaussian_classical']
+  assert '### Corollary 3' in text
   claims = [c['claim'] for c in results['claims']]
-  assert len(claims) == 5  # rotation x 2 inputs, match, best vs Gaussian x 2
+  # rotation x 2 inputs, match, best vs Gaussian x 2, Corollary 3 x 2
+  assert len(claims) == 7
   assert claims[0].startswith('rotation lowers the MSE of spread vectors')
   assert all(c['n'] == cfg.num_seeds for c in results['claims'])
   assert '| Verdict |' in text and '**yes**' not in text

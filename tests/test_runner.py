@@ -136,7 +136,7 @@ def test_converted_experiments_refuse_bad_settings_before_any_work(
       (['run', 'dpsgd_baseline', '--dataset', 'diabetes'],
        'regression dataset'),
       (['run', 'compgd', '--dims', '100', '5'], 'd=5 >= compression=10'),
-      (['run', 'compgd', '--claim-epochs', '3'], 'claim_epochs=3 in'),
+      (['run', 'compgd', '--n-val', '0'], 'n_val=0 >= 1'),
       (['run', 'compgd', '--num-seeds', '1'], 'num_seeds=1 >= 2'),
   ]:
     assert cli.main(argv + ['--out', out]) == 2
@@ -201,6 +201,34 @@ def test_named_families_are_corrected_separately():
   assert out[0]['high'] - out[0]['low'] < out[1]['high'] - out[1]['low']
 
 
+def test_claim_family_reports_mde_and_the_seeds_an_expected_effect_needs():
+  rng = np.random.default_rng(1)
+  family = claims_lib.ClaimFamily()
+  diffs = [rng.normal(0.02, 0.05, 5) for _ in range(3)]
+  family.add('no effect stated', diffs[0])
+  family.add('paper: +0.03', diffs[1], effect=0.03)
+  family.add('paper: +0.5', diffs[2], effect=0.5, setting='x')
+  out = family.verdicts()
+  for c, d in zip(out, diffs):
+    sd = float(np.std(d, ddof=1))
+    assert c['mde'] == pytest.approx(verdict_lib.detectable_effect(
+        sd, 5, comparisons=3))
+  assert 'effect' not in out[0] and 'seeds_needed' not in out[0]
+  # A small effect needs more than these 5 seeds, a large one fewer.
+  assert out[1]['effect'] == 0.03 and out[1]['seeds_needed'] > 5
+  assert out[1]['seeds_needed'] == verdict_lib.seeds_for_effect(
+      0.03, out[1]['sd'], comparisons=3)
+  assert out[2]['seeds_needed'] <= 5 and out[2]['setting'] == 'x'
+  table = verdict_lib.claims_table(out)
+  assert '| MDE | Expected effect | Seeds for it |' in table
+  assert '| MDE |' in verdict_lib.claims_table(out[:1])
+  assert 'Expected effect' not in verdict_lib.claims_table(out[:1])
+  assert family.seeds_for(0.03, 0.05) == verdict_lib.seeds_for_effect(
+      0.03, 0.05, comparisons=3)
+  with pytest.raises(ValueError, match='effect'):
+    family.add('bad', diffs[0], effect=0.0)
+
+
 def _old_dpsgd_claims(runs, cfg):
   """dpsgd_baseline.claims before the runner (comparisons counted by hand)."""
   def acc(model, target):
@@ -240,37 +268,44 @@ def test_dpsgd_baseline_verdicts_equal_the_hand_counted_ones(epsilons):
   assert len(new) == 2 * (1 + (len(epsilons) > 1))
 
 
-def test_compgd_verdicts_equal_the_hand_counted_ones():
+def test_compgd_claims_compare_test_errors_at_epochs_chosen_on_validation():
   from experiments.compgd import _claims  # pylint: disable=g-import-not-at-top
-  cfg = registry.get('compgd').configure('quick', intrinsic=[1, 2])
-  rng = np.random.default_rng(2)
-  rows = [dict(method=method, d=d, intrinsic=k, epochs=e,
-               per_seed=rng.uniform(0, 0.1, cfg.num_seeds).tolist())
-          for method in ('gd', 'compgd', 'dp_gd', 'dp_compgd')
-          for d in cfg.dims for k in cfg.intrinsic for e in cfg.epochs]
-  new = claims_lib.verdicts(_claims.claims(dict(rows=rows), cfg))
-  t = cfg.claim_epochs
-  pending = []  # the old _verdicts.claims: comparisons = len(pending)
-  for k in cfg.intrinsic:
-    for d in cfg.dims:
-      diff = (np.asarray(_claims.row_of(rows, 'dp_compgd', d, k, t)[
-          'per_seed']) - np.asarray(_claims.row_of(rows, 'dp_gd', d, k, t)[
-              'per_seed']))
-      pending.append((diff, 0.0, dict(kind='dp', d=d, intrinsic=k)))
-  for k in cfg.intrinsic:
-    d = cfg.dims[-1]
-    diff = (np.asarray(_claims.row_of(rows, 'compgd', d, k, t)['per_seed']) -
-            np.asarray(_claims.row_of(rows, 'gd', d, k, t)['per_seed']))
-    pending.append((diff, _claims.LOSS_MARGIN, dict(kind='nonprivate', d=d,
-                                                    intrinsic=k)))
-  old = [verdict_lib.paired_verdict(diff, threshold=thr,
-                                    higher_is_better=False,
-                                    comparisons=len(pending)).to_dict()
-         for diff, thr, _ in pending]
-  assert len(new) == len(old) == 8
-  for c, v, (_, _, details) in zip(new, old, pending):
-    assert {k: c[k] for k in v} == v
-    assert {k: c[k] for k in details} == details
+  from experiments.compgd import _run  # pylint: disable=g-import-not-at-top
+  cfg = registry.get('compgd').configure('quick', num_seeds=4, epochs=[2, 5])
+  d, k = cfg.dims[0], 1
+  # DP-GD looks best at T=5 on validation but is best at T=2 on test: the
+  # tuned error must be T=5's (a test-chosen T would be biased down).
+  val = {'gd': [[0.2] * 4, [0.1] * 4], 'compgd': [[0.2] * 4, [0.1] * 4],
+         'dp_gd': [[0.3] * 4, [0.2] * 4], 'dp_compgd': [[0.2] * 4, [0.3] * 4]}
+  test = {'gd': [[0.13] * 4, [0.13] * 4],
+          'compgd': [[0.14] * 4, [0.131, 0.132, 0.133, 0.134]],
+          'dp_gd': [[0.10] * 4, [0.20, 0.21, 0.19, 0.20]],
+          'dp_compgd': [[0.15, 0.16, 0.15, 0.16], [0.30] * 4]}
+  rows, tuned = [], []
+  for method in val:
+    method_rows = [dict(method=method, d=d, intrinsic=k, epochs=e,
+                        val_error=val[method][i], test_error=test[method][i])
+                   for i, e in enumerate(cfg.epochs)]
+    rows += method_rows
+    tuned.append(dict(method=method, d=d, intrinsic=k,
+                      **_run.tune(method_rows, cfg.epochs)))
+  by = {t['method']: t for t in tuned}
+  assert by['dp_gd']['chosen_epochs'] == [5] * 4
+  assert by['dp_compgd']['chosen_epochs'] == [2] * 4
+  results = dict(rows=rows, tuned=tuned, baselines=[dict(
+      d=d, intrinsic=k, zero_error=[0.5] * 4)])
+  out = claims_lib.verdicts(_claims.claims(results, cfg))
+  dp, nonprivate = out[0], out[1]
+  assert dp['mean'] == pytest.approx(np.mean([-0.05, -0.05, -0.04, -0.04]))
+  assert (dp['threshold'], dp['effect'], dp['family']) == (
+      -_claims.MARGIN, _claims.MARGIN, 'primary')
+  assert dp['verdict'] == 'held'  # 4-5 points better beats the 2-point bar
+  assert nonprivate['threshold'] == _claims.MARGIN
+  assert nonprivate['verdict'] == 'held'
+  sanity = [c for c in out if c['family'] == 'sanity']
+  assert [c['arm'] for c in sanity] == ['gd', 'dp_gd', 'dp_compgd']
+  assert all(c['verdict'] == 'held' for c in sanity)
+  assert {c['comparisons'] for c in out} == {2, 3}
 
 
 # --- compare-results ----------------------------------------------------------
@@ -307,3 +342,31 @@ def test_examples():
   from experiments.common import flags  # pylint: disable=g-import-not-at-top
   for module in (claims_lib, compare, flags):
     assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_compgd_noise_free_run_of_the_most_steps_gives_every_t():
+  # The run calls the non-private trainers once, at the most epochs, and
+  # reads every T off that curve: valid only if a run of T steps equals the
+  # first T steps of a longer one (sigma = 0: the step sizes do not depend
+  # on T). A private run at T steps stops there: NaN after it.
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from experiments.compgd import _run  # pylint: disable=g-import-not-at-top
+  keys = jax.vmap(jax.random.key)(jnp.arange(2, dtype=jnp.uint32))
+  fn = _run._trainer(True, 60, 20, 30, 20, 1, 4.0, 2, 4, 5)
+  args = (jnp.float32(1.0), jnp.float32(_run.NO_CLIP))
+  long, _, fixed = fn(keys, keys, jnp.float32(0.0), jnp.int32(4), *args)
+  short, _, _ = fn(keys, keys, jnp.float32(0.0), jnp.int32(2), *args)
+  np.testing.assert_allclose(short[:, :2], long[:, :2], rtol=1e-6)
+  assert np.isnan(np.asarray(short[:, 2:])).all()
+  assert not np.isnan(np.asarray(long)).any()
+  # Errors are probabilities; w = 0 errs more than the Bayes predictor w*.
+  assert ((long[..., :2] >= 0) & (long[..., :2] <= 1)).all()
+  assert (fixed[:, 0] > fixed[:, 1]).all()
+
+
+def test_claims_docstring_examples():
+  import doctest  # pylint: disable=g-import-not-at-top
+  result = doctest.testmod(claims_lib,
+                           optionflags=doctest.NORMALIZE_WHITESPACE)
+  assert result.attempted > 0 and result.failed == 0

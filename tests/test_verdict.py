@@ -234,13 +234,13 @@ def test_table_row_from_a_verdict_or_its_results_file_copy():
   assert row == vlib.verdict_table_row('gain > 0',
                                        json.loads(json.dumps(v.to_dict())))
   assert row == dict(claim='gain > 0', mean=v.mean,
-                     ci=f'[{v.low:.4g}, {v.high:.4g}]', level='98.33%',
-                     seeds=6, verdict='inconclusive')
+                     ci=f'[{v.low:.4g}, {v.high:.4g}]', mde=v.mde,
+                     level='98.33%', seeds=6, verdict='inconclusive')
   table = report.markdown_table([row], vlib.COLUMNS).splitlines()
-  assert table[0] == ('| Claim | Mean difference | CI | Level | Seeds | '
-                      'Verdict |')
+  assert table[0] == ('| Claim | Mean difference | CI | MDE | Level | '
+                      'Seeds | Verdict |')
   assert table[2] == (f'| gain > 0 | 0.1083 | [{v.low:.4g}, {v.high:.4g}] | '
-                      '98.33% | 6 | inconclusive |')
+                      f'{v.mde:.4g} | 98.33% | 6 | inconclusive |')
 
 
 def test_rule_states_every_part_once():
@@ -260,3 +260,72 @@ def test_claim_details_cannot_overwrite_the_verdict():
   assert vlib.claim('up', v, rate=0.5)['rate'] == 0.5
   with pytest.raises(ValueError, match='method'):
     vlib.claim('up', v, method='x')
+
+
+@pytest.mark.parametrize('n,m', [(3, 1), (5, 4), (10, 1), (20, 6), (50, 1)])
+def test_detectable_effect_is_decided_at_about_80_percent_power(n, m):
+  # At a true effect of one MDE (sd 1) the exact power of the Bonferroni t
+  # interval (noncentral t) is 0.76-0.80: the formula's t quantiles make it
+  # slightly conservative only for very few seeds.
+  mde = vlib.detectable_effect(1.0, n, comparisons=m)
+  power = _power(mde, n, level=1 - 0.05 / m)
+  assert 0.75 <= power <= 0.81, power
+  # Linear in sd; NaN where no interval can be formed.
+  assert vlib.detectable_effect(3.0, n, comparisons=m) == pytest.approx(
+      3 * mde)
+  assert math.isnan(vlib.detectable_effect(1.0, 1))
+
+
+def test_verdict_reports_its_detectable_effect_and_it_predicts_power():
+  rng = np.random.default_rng(7)
+  n, m = 10, 3
+  diffs = rng.normal(0.0, 1.0, n)
+  v = paired_verdict(diffs, comparisons=m)
+  assert v.sd == pytest.approx(np.std(diffs, ddof=1))
+  assert v.mde == pytest.approx(vlib.detectable_effect(v.sd, n,
+                                                       comparisons=m))
+  assert v.power == 0.8
+  # Simulated: a true effect of one (true-sd) MDE is held ~80% of the time.
+  mde = vlib.detectable_effect(1.0, n, comparisons=m)
+  rates = _rates(rng.normal(mde, 1.0, (REPS, n)), comparisons=m)
+  power = _power(mde, n, level=1 - 0.05 / m)
+  assert abs(rates['held'] - power) <= _tolerance(power), (rates, power)
+  assert abs(power - 0.8) < 0.02
+  one = paired_verdict([1.0])
+  assert math.isnan(one.sd) and math.isnan(one.mde)
+  const = paired_verdict([0.5, 0.5, 0.5])
+  assert (const.sd, const.mde) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize('effect,sd,m', [(0.5, 1.0, 1), (0.5, 1.0, 6),
+                                         (0.01, 0.03, 9), (-2.0, 1.0, 1)])
+def test_seeds_for_effect_is_the_fewest_that_detect_it(effect, sd, m):
+  n = vlib.seeds_for_effect(effect, sd, comparisons=m)
+  assert vlib.detectable_effect(sd, n, comparisons=m) <= abs(effect)
+  if n > 2:
+    assert vlib.detectable_effect(sd, n - 1, comparisons=m) > abs(effect)
+  assert vlib.seeds_for_effect(effect, 0.0) == 2
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(effect=0.0, sd=1.0), 'effect'),
+    (dict(effect=float('inf'), sd=1.0), 'effect'),
+    (dict(effect=1.0, sd=-1.0), 'sd'),
+    (dict(effect=1.0, sd=float('nan')), 'sd'),
+    (dict(effect=1.0, sd=1.0, power=1.0), 'power'),
+    (dict(effect=1.0, sd=1.0, comparisons=0), 'comparisons'),
+    (dict(effect=1e-6, sd=1.0), 'seeds'),
+])
+def test_seeds_for_effect_rejects_bad_input(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    vlib.seeds_for_effect(**kwargs)
+
+
+def test_table_shows_the_mde_and_tolerates_results_without_it():
+  v = paired_verdict(DIFFS, comparisons=3)
+  row = vlib.verdict_table_row('gain > 0', v)
+  assert row['mde'] == v.mde and v.mde > 0
+  old = {k: val for k, val in v.to_dict().items()
+         if k not in ('sd', 'power', 'mde')}
+  assert vlib.verdict_table_row('gain > 0', old)['mde'] is None
+  assert '| - |' in vlib.claims_table([dict(old, claim='gain > 0')])

@@ -1,9 +1,11 @@
-"""Settings of the experiments that train a classifier with (DP-)SGD.
+"""Settings shared by the experiments that train a classifier.
 
-A ``config.Config`` with the data and the optimizer's settings; an
-experiment's ``Config`` derives from it and adds its own (a field declared
-again takes the experiment's default). ``validate`` refuses a dataset that
-is not a classification task.
+``ClassificationConfig``: a ``config.Config`` with the dataset and its
+fallback, whose ``validate`` refuses a dataset that is not a classification
+task (an experiment that overrides ``validate`` calls ``super().validate()``).
+``SgdConfig`` adds the (DP-)SGD optimizer's settings. An experiment's
+``Config`` derives from one of them and adds its own (a field declared
+again takes the experiment's default).
 """
 
 import dataclasses
@@ -15,17 +17,22 @@ setting = config.setting
 
 
 @dataclasses.dataclass(frozen=True)
-class SgdConfig(config.Config):
-  """Data, epochs, Poisson batch and momentum SGD."""
+class ClassificationConfig(config.Config):
+  """A classification dataset, and whether digits may stand in for it."""
   dataset: str = setting('digits', 'a classification dataset (see list)')
   allow_fallback: bool = setting(
       False, 'run digits when a tfds set is not prepared (the report says '
       'so)')
+
+  def validate(self) -> None:
+    data_lib.require_classification(self.NAME, self.dataset)
+
+
+@dataclasses.dataclass(frozen=True)
+class SgdConfig(ClassificationConfig):
+  """Data, epochs, Poisson batch and momentum SGD."""
   epochs: int = setting(25, 'training epochs', ge=1)
   expected_batch_size: int = setting(64, 'expected Poisson batch size', ge=1)
   learning_rate: float = setting(0.05, 'SGD learning rate', gt=0)
   momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
   evals: int = setting(5, 'evaluations per run', ge=1)
-
-  def validate(self) -> None:
-    data_lib.require_classification(self.NAME, self.dataset)

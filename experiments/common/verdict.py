@@ -9,12 +9,18 @@ spread between seeds:
 >>> v.verdict, v.n, round(v.mean, 4)
 ('held', 4, 0.025)
 >>> print(report.markdown_table([verdict_table_row('accuracy up', v)], COLUMNS))
-| Claim | Mean difference | CI | Level | Seeds | Verdict |
-|---|---|---|---|---|---|
-| accuracy up | 0.025 | [0.004457, 0.04554] | 95% | 4 | held |
+| Claim | Mean difference | CI | MDE | Level | Seeds | Verdict |
+|---|---|---|---|---|---|---|
+| accuracy up | 0.025 | [0.004457, 0.04554] | 0.02686 | 95% | 4 | held |
+
+Beside its interval each claim reports its minimal detectable effect
+(``detectable_effect``): how far from the threshold the true mean must lie
+for these seeds to decide the claim with 80% power. ``seeds_for_effect``
+turns a pilot run's spread and a paper's effect size into the seeds needed.
 """
 
 import dataclasses
+import math
 from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
@@ -35,12 +41,24 @@ RULE = (
     'their own interval). A claim about the best of several settings '
     'picks the setting per seed on a validation split and measures its gain '
     'over the reference setting on held-out test data; the best test score '
-    'itself is never the evidence, since it is biased upward.')
+    'itself is never the evidence, since it is biased upward. Beside each '
+    'interval, MDE is the minimal detectable effect: the distance from the '
+    'threshold that a true mean difference needs for the claim to be '
+    'decided with 80% power at its level, (t_level + t_0.8) sd / sqrt(n) '
+    'with sd the spread of the per-seed differences; an inconclusive claim '
+    'whose expected effect is below its MDE had too few seeds to decide it, '
+    'which is not evidence of no effect.')
 
 METHOD = 'paired t'
 VERDICTS = ('held', 'refuted', 'inconclusive')
+POWER = 0.8  # of the minimal detectable effect
 COLUMNS = (('claim', 'Claim'), ('mean', 'Mean difference'), ('ci', 'CI'),
-           ('level', 'Level'), ('seeds', 'Seeds'), ('verdict', 'Verdict'))
+           ('mde', 'MDE'), ('level', 'Level'), ('seeds', 'Seeds'),
+           ('verdict', 'Verdict'))
+# Added to COLUMNS by ``claims_table`` when a claim states the effect size
+# it expects (``ClaimFamily.add(..., effect=...)``).
+EFFECT_COLUMNS = (('effect', 'Expected effect'),
+                  ('seeds_needed', 'Seeds for it'))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +68,9 @@ class Verdict:
 
   ``confidence`` is the per-claim level after the Bonferroni correction;
   ``low`` and ``high`` are NaN when no interval can be formed (n < 2).
+  ``sd`` is the sample standard deviation of the per-seed differences and
+  ``mde`` the minimal detectable effect at ``power`` (``detectable_effect``;
+  NaN when n < 2).
   """
   mean: float
   low: float
@@ -61,6 +82,9 @@ class Verdict:
   direction: str  # 'higher is better' or 'lower is better'
   method: str
   verdict: str
+  sd: float = float('nan')
+  power: float = POWER
+  mde: float = float('nan')
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -76,10 +100,85 @@ def _finite(name: str, values, ndim: int) -> np.ndarray:
   return arr
 
 
+def _check_power(confidence: float, comparisons: int, power: float) -> None:
+  if not (0.0 < confidence < 1.0 and 0.0 < power < 1.0
+          and int(comparisons) == comparisons >= 1):
+    raise ValueError(f'need confidence in (0, 1) ({confidence}), power in '
+                     f'(0, 1) ({power}) and comparisons >= 1 ({comparisons})')
+
+
+def _quantiles(n: int, confidence: float, comparisons: int,
+               power: float) -> float:
+  """t_{n-1} quantile of the Bonferroni two-sided level plus that of power."""
+  level = 1.0 - (1.0 - confidence) / comparisons
+  return float(special.stdtrit(n - 1, 0.5 + level / 2)
+               + special.stdtrit(n - 1, power))
+
+
+def detectable_effect(sd: float, n: int, *, comparisons: int = 1,
+                      confidence: float = 0.95, power: float = POWER
+                      ) -> float:
+  """Minimal detectable effect of a paired claim over ``n`` seeds.
+
+  The smallest distance |true mean difference - threshold| at which the
+  claim's interval (``paired_verdict`` at level 1 - (1 - confidence) /
+  comparisons) excludes the threshold with probability ``power``, given
+  per-seed differences of standard deviation ``sd``:
+  MDE = (t_{n-1, 1/2 + level/2} + t_{n-1, power}) sd / sqrt(n), the
+  standard power formula of the one-sample t test (e.g. Cohen 1988, ch. 2)
+  with Student-t quantiles. NaN for n < 2.
+
+  >>> round(detectable_effect(1.0, 20), 3)
+  0.661
+  >>> round(detectable_effect(1.0, 20, comparisons=6), 3)
+  0.851
+  """
+  _check_power(confidence, comparisons, power)
+  if not (math.isfinite(sd) and sd >= 0):
+    raise ValueError(f'need a finite sd >= 0, got {sd}')
+  if n < 2:
+    return float('nan')
+  return _quantiles(n, confidence, comparisons, power) * sd / math.sqrt(n)
+
+
+def seeds_for_effect(effect: float, sd: float, *, comparisons: int = 1,
+                     confidence: float = 0.95, power: float = POWER,
+                     max_seeds: int = 100_000) -> int:
+  """The fewest seeds whose ``detectable_effect`` is at most ``effect``.
+
+  ``sd`` is the spread of the per-seed differences from a pilot run and
+  ``effect`` the effect size to decide (e.g. the paper's), both in the
+  claim's units; ``comparisons`` is the size of the claim's family. Raises
+  ValueError when more than ``max_seeds`` would be needed.
+
+  >>> seeds_for_effect(0.5, 1.0), seeds_for_effect(0.5, 1.0, comparisons=6)
+  (34, 52)
+  """
+  _check_power(confidence, comparisons, power)
+  if not (math.isfinite(effect) and effect != 0):
+    raise ValueError(f'need a finite nonzero effect, got {effect}')
+  if not (math.isfinite(sd) and sd >= 0):
+    raise ValueError(f'need a finite sd >= 0, got {sd}')
+  effect = abs(effect)
+  # (t_a + t_b) / sqrt(n) decreases in n: bisect on [2, max_seeds].
+  def ok(n):
+    return _quantiles(n, confidence, comparisons, power) * sd <= (
+        effect * math.sqrt(n))
+  if not ok(max_seeds):
+    raise ValueError(f'effect {effect:g} needs more than {max_seeds} seeds '
+                     f'at sd {sd:g}')
+  lo, hi = 1, max_seeds  # not ok(lo) (one seed decides nothing), ok(hi)
+  while hi - lo > 1:
+    mid = (lo + hi) // 2
+    lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+  return hi
+
+
 def paired_verdict(treatment: Sequence[float],
                    control: Union[Sequence[float], None] = None, *,
                    threshold: float = 0.0, higher_is_better: bool = True,
-                   comparisons: int = 1, confidence: float = 0.95) -> Verdict:
+                   comparisons: int = 1, confidence: float = 0.95,
+                   power: float = POWER) -> Verdict:
   """Verdict on "treatment - control beats ``threshold``", paired by seed.
 
   ``treatment[i]`` and ``control[i]`` come from seed ``i``; with ``control``
@@ -87,7 +186,8 @@ def paired_verdict(treatment: Sequence[float],
   of ``selected_gain``). The claim is ``mean > threshold`` when higher is
   better and ``mean < threshold`` when lower is better (e.g. a loss: a
   lower-is-better claim "reduces the loss by 0.1" is ``threshold=-0.1``).
-  The interval is two-sided at ``1 - (1 - confidence) / comparisons``.
+  The interval is two-sided at ``1 - (1 - confidence) / comparisons``;
+  the verdict also carries its minimal detectable effect at ``power``.
 
   Identical differences on every seed (zero variance) give the interval that
   is the point itself: held or refuted by which side of the threshold it
@@ -107,20 +207,18 @@ def paired_verdict(treatment: Sequence[float],
       raise ValueError(f'treatment has {d.size} seeds but control has '
                        f'{c.size}; a paired check needs the same seeds')
     d = d - c
-  if not (np.isfinite(threshold) and 0.0 < confidence < 1.0
-          and int(comparisons) == comparisons >= 1):
-    raise ValueError(f'need a finite threshold ({threshold}), confidence in '
-                     f'(0, 1) ({confidence}) and comparisons >= 1 '
-                     f'({comparisons})')
+  if not np.isfinite(threshold):
+    raise ValueError(f'need a finite threshold ({threshold})')
+  _check_power(confidence, comparisons, power)
   level = 1.0 - (1.0 - confidence) / comparisons
   n = int(d.size)
   if np.all(d == d[0]):  # exact, so a constant equal to threshold stays equal
-    mean, half = float(d[0]), 0.0
+    mean, half, sd = float(d[0]), 0.0, 0.0
   else:
-    mean = float(d.mean())
-    half = float(special.stdtrit(n - 1, 0.5 + level / 2)
-                 * d.std(ddof=1) / np.sqrt(n))
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    half = float(special.stdtrit(n - 1, 0.5 + level / 2) * sd / np.sqrt(n))
   if n < 2:
+    sd = float('nan')
     low = high = float('nan')
     verdict = 'inconclusive'
   else:
@@ -133,7 +231,10 @@ def paired_verdict(treatment: Sequence[float],
                  confidence=level, comparisons=int(comparisons),
                  direction=('higher is better' if higher_is_better
                             else 'lower is better'),
-                 method=METHOD, verdict=verdict)
+                 method=METHOD, verdict=verdict, sd=sd, power=float(power),
+                 mde=(float('nan') if n < 2 else detectable_effect(
+                     sd, n, comparisons=comparisons, confidence=confidence,
+                     power=power)))
 
 
 def _scores(validation, test, baseline):
@@ -186,15 +287,22 @@ def verdict_table_row(claim: str, v: Union[Verdict, Mapping[str, Any]]
   """A row for ``report.markdown_table(rows, COLUMNS)``.
 
   ``v`` is a ``Verdict`` or its ``to_dict()`` as read back from a results
-  file. The interval is '-' when it could not be formed.
+  file. The interval is '-' when it could not be formed, and so is the MDE
+  (or when a results file from before it was reported lacks it); a claim
+  that states its expected ``effect`` also fills ``EFFECT_COLUMNS``.
   """
   d = v.to_dict() if isinstance(v, Verdict) else dict(v)
   low, high = float(d['low']), float(d['high'])
   ci = ('-' if np.isnan(low) else
         f"[{report.fmt(low)}, {report.fmt(high)}]")
-  return dict(claim=claim, mean=float(d['mean']), ci=ci,
-              level=f"{report.fmt(100 * float(d['confidence']))}%",
-              seeds=int(d['n']), verdict=d['verdict'])
+  mde = d.get('mde')
+  row = dict(claim=claim, mean=float(d['mean']), ci=ci,
+             mde=None if mde is None else float(mde),
+             level=f"{report.fmt(100 * float(d['confidence']))}%",
+             seeds=int(d['n']), verdict=d['verdict'])
+  if d.get('effect') is not None:
+    row.update(effect=float(d['effect']), seeds_needed=d.get('seeds_needed'))
+  return row
 
 
 def claim(text: str, v: Verdict, **details: Any) -> dict[str, Any]:
@@ -209,6 +317,10 @@ def claim(text: str, v: Verdict, **details: Any) -> dict[str, Any]:
 
 
 def claims_table(claims: Sequence[Mapping[str, Any]]) -> str:
-  """The markdown table of ``results['claims']``."""
-  return report.markdown_table(
-      [verdict_table_row(c['claim'], c) for c in claims], COLUMNS)
+  """The markdown table of ``results['claims']``; with the expected
+  effect and the seeds it needs when any claim states one."""
+  rows = [verdict_table_row(c['claim'], c) for c in claims]
+  columns = COLUMNS
+  if any('effect' in r for r in rows):
+    columns = COLUMNS[:4] + EFFECT_COLUMNS + COLUMNS[4:]
+  return report.markdown_table(rows, columns)

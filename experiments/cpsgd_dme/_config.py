@@ -20,14 +20,19 @@ setting = config.setting
 class Config(config.Config):
   """Quick: n = 100 clients, d = 256, eps = 1, clamp at k = 16, 5 seeds;
   full: n = 1000, d = 1024, eps in {1, 4}, fixed m in {1, 16}, clamp at
-  every k, 10 seeds. Each seed generates its own client vectors and
-  protocol keys and runs ``reps`` rounds per point: the first half choose
-  the setting of the best-over-settings claim (validation), the second half
-  measure it (test). The vectors are generated, so there is no dataset."""
+  every k, 10 seeds. Both also test Corollary 3 in its regime n eps^2 >> d
+  (quick: n = 10000, d = 256, eps = 1, n eps^2 / d = 39; full: n = 40000,
+  d = 256, 156): the exact expected MSE of rotated cpSGD at k in
+  ``cor3_levels``. Each seed generates
+  its own client vectors and protocol keys and runs ``reps`` rounds per
+  point: the first half choose the setting of the best-over-settings claim
+  (validation), the second half measure it (test). The vectors are
+  generated, so there is no dataset."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       num_clients=1000, dimension=1024, epsilons=(1.0, 4.0),
-      num_trials=(1, 16), clamp_levels=None, num_seeds=10)}
+      num_trials=(1, 16), clamp_levels=None, num_seeds=10,
+      cor3_clients=40000)}
 
   num_seeds: int = setting(5, 'seeds (own vectors and protocol keys)', ge=1)
   num_clients: int = setting(100, 'clients n', ge=1)
@@ -69,6 +74,16 @@ class Config(config.Config):
   gaussian_tolerance: float = setting(
       0.1, 'cpSGD matches the Gaussian: MSE at most (1 + this) times it',
       gt=0, lt=1)
+
+  cor3_clients: int | None = setting(
+      10000, 'Corollary 3 run: clients n (none: no such run)', ge=1)
+  cor3_dimension: int = setting(256, 'Corollary 3 run: dimension d', ge=1)
+  cor3_epsilon: float = setting(
+      1.0, 'Corollary 3 run: per-round epsilon (the corollary: <= 1)', gt=0,
+      le=1)
+  cor3_levels: tuple[int, ...] = setting(
+      (64, 256, 1024), 'Corollary 3 run: levels k (rotated; m per k from '
+      'the epsilon)', ge=2)
 
   def normalize(self):
     return dict(epsilons=tuple(sorted(set(self.epsilons))))

@@ -29,6 +29,7 @@ from experiments.cpsgd_dme._privacy import round_epsilon
 from experiments.cpsgd_dme._privacy import trials_for_epsilon
 
 _GAUSSIAN_POINTS = 1_000_000  # key offset of the Gaussian points
+_COR3_POINTS = 2_000_000  # key offset of the Corollary 3 points
 
 
 def make_inputs(cfg: Config, seed: int | None = None
@@ -219,6 +220,50 @@ def _protocols(cfg):
         yield variant, levels, m, targets
 
 
+def corollary3(cfg: Config, ctx: runner.Context) -> dict[str, Any] | None:
+  """Corollary 3's regime: rotated cpSGD on spread vectors at n =
+  ``cor3_clients``, d = ``cor3_dimension`` (n eps^2 >> d), one k per
+  ``cor3_levels`` with the smallest m meeting ``cor3_epsilon``: the exact
+  expected MSE per seed (its vectors, one rotation), beside the exact MSE of
+  the Gaussian mechanism at the same epsilon, calibrated as the paper's
+  Theorem 2 (classical) and tightly (PLD). No protocol noise is sampled:
+  the corollary is about the expected error, which ``cpsgd_expected_mse``
+  gives exactly (the main run checks measured against expected MSE)."""
+  if cfg.cor3_clients is None:
+    return None
+  sub = cfg.replace(num_clients=cfg.cor3_clients,
+                    dimension=cfg.cor3_dimension, variants=('rotate',),
+                    inputs=('spread',), levels=cfg.cor3_levels,
+                    epsilons=(cfg.cor3_epsilon,), num_trials=(),
+                    clamp_levels=None)
+  xs, _ = _data(sub)
+  n, d, eps = sub.num_clients, sub.dimension, sub.cor3_epsilon
+  rotation_keys = [distributed.shared_key(jax.random.fold_in(
+      jax.random.key(s), _COR3_POINTS)) for s in sub.seeds]
+  rows = []
+  for levels in sub.levels:
+    m = trials_for_epsilon(sub, 'rotate', levels, eps)
+    protocol = make_protocol(sub, 'rotate', levels, m)
+    expected = [distributed.cpsgd_expected_mse(protocol, x, rotation_key=k)
+                for x, k in zip(xs, rotation_keys)]
+    rows.append(dict(levels=levels, num_trials=m,
+                     epsilon=round_epsilon(sub, protocol),
+                     x_max=protocol.linf_clip,
+                     bits_per_coordinate=distributed.bits_per_coordinate(
+                         levels, m),
+                     expected=float(np.mean(expected)),
+                     per_seed=dict(expected=[float(e) for e in expected])))
+    ctx.say(f'Corollary 3: k={levels} m={m}')
+  l2 = 2 * cfg.clip_norm
+  tight = accounting.calibrate_gaussian_stddev(eps, cfg.delta, l2,
+                                               cfg.accountant)
+  classical = accounting.classical_gaussian_stddev(eps, cfg.delta, l2)
+  return dict(num_clients=n, dimension=d, epsilon=eps,
+              n_eps2_over_d=n * eps**2 / d, rows=rows,
+              gaussian_classical=d * classical**2 / n**2,
+              gaussian_tight=d * tight**2 / n**2)
+
+
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   """Every cpSGD point and Gaussian baseline on every input and seed."""
   xs, means = _data(cfg)
@@ -255,4 +300,5 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
                   cfg.clip_norm, d, cfg.num_clients, cfg.delta),
               rows=rows, gaussian=gaussian, summary=summary(cfg, rows,
                                                             gaussian),
-              exact_checks=exact_checks(rows))
+              exact_checks=exact_checks(rows),
+              corollary3=corollary3(cfg, ctx))

@@ -4,7 +4,7 @@ import dataclasses
 
 from dpjax import distributed as dist
 from experiments.common import config
-from experiments.common import data as data_lib
+from experiments.common import sgd_config
 
 NAME = 'cpsgd_training'
 DESCRIPTION = ('distributed DP SGD: cpSGD (k levels + Bin(m)) vs Gaussian at '
@@ -14,7 +14,7 @@ setting = config.setting
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(config.Config):
+class Config(sgd_config.ClassificationConfig):
   """Quick: 60 rounds, k in {2, 4, 16} x m in {32, 128, 512} rotated, (16,
   128) without rotation, 5 seeds; full: 200 rounds, m up to 2048, (2, 512)
   and (16, 512) without rotation, 10 seeds. Epsilon follows from (k, m)
@@ -26,10 +26,6 @@ class Config(config.Config):
 
   num_seeds: int = setting(5, 'seeds, trained as one vmapped program', ge=1)
   rounds: int = setting(60, 'training rounds', ge=1)
-  dataset: str = setting('digits', 'a classification dataset (see list)')
-  allow_fallback: bool = setting(
-      False, 'run digits when a tfds set is not prepared (the report says '
-      'so)')
   levels: tuple[int, ...] = setting((2, 4, 16), 'quantization levels k '
                                     '(rotated)', ge=2)
   trials: tuple[int, ...] = setting((32, 128, 512), 'Binomial trials m '
@@ -55,7 +51,7 @@ class Config(config.Config):
     return list(zip(self.unrotated[::2], self.unrotated[1::2]))
 
   def validate(self):
-    data_lib.require_classification(NAME, self.dataset)
+    super().validate()
     n = self.clients_per_round
     if n is not None and n > self.num_clients:
       raise ValueError(f'Expected clients_per_round={n} <= '

@@ -4,7 +4,7 @@ attacks at fixed noise, so it has no epsilons or delta setting."""
 import dataclasses
 
 from experiments.common import config
-from experiments.common import data as data_lib
+from experiments.common import sgd_config
 
 NAME = 'rs_attack'
 DESCRIPTION = 'reconstruction attacks vs sparsification rate (Thm 5.1, Fig. 5)'
@@ -12,7 +12,7 @@ setting = config.setting
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(config.Config):
+class Config(sgd_config.ClassificationConfig):
   """Quick: 3 seeds, 8 images, 20k trials, 1000 attack steps; full: 10
   seeds, 64 images, 200k trials, 3000 attack steps."""
   NAME = NAME
@@ -20,10 +20,6 @@ class Config(config.Config):
                                        trials=200_000, attack_steps=3000)}
 
   num_seeds: int = setting(3, 'seeds, run as one vmapped program', ge=1)
-  dataset: str = setting('digits', 'a classification dataset (see list)')
-  allow_fallback: bool = setting(
-      False, 'run digits when a tfds set is not prepared (the report says '
-      'so)')
   rates: tuple[float, ...] = setting(
       (0.0, 0.3, 0.5, 0.7, 0.9, 0.99), 'sparsification rates r, increasing')
   num_images: int = setting(8, 'test images attacked per seed', ge=1)
@@ -43,7 +39,7 @@ class Config(config.Config):
                                     'sigmoid MLP', ge=1, min_len=0)
 
   def validate(self) -> None:
-    data_lib.require_classification(NAME, self.dataset)
+    super().validate()
     rates = list(self.rates)
     if len(rates) < 2 or rates != sorted(set(rates)) or not (
         0 <= rates[0] and rates[-1] < 1):
