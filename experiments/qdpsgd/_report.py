@@ -43,6 +43,8 @@ def summary(scenario) -> list[dict[str, Any]]:
   privacy = {p['setting']: p for p in scenario['privacy']}
   for row in out:
     row.update(privacy[row['setting']])
+    row['within_target'] = {True: 'yes', False: 'no'}.get(
+        row['within_target'])
   return out
 
 
