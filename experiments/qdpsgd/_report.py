@@ -137,7 +137,8 @@ def report(results: dict[str, Any], out_dir: str) -> str:
            'and they are labelled *unsound* where a seed spends more than the '
            'target, *sound here* where none does (Thm. 1 charges 8 rho / '
            '(m^2 sigma^2) per round, which is not a bound in general but can '
-           'exceed the subsampled Gaussian\'s cost). Loss is the training loss of the average model; '
+           'exceed the subsampled Gaussian\'s cost). Loss is the training '
+           'loss of the average model; '
            f"loss and test accuracy are measured {len(first['eval_rounds'])} "
            'times per run, the last after round T.', '',
            report_lib.markdown_table(results['scenarios'], SCENARIO_COLUMNS),
@@ -145,13 +146,14 @@ def report(results: dict[str, Any], out_dir: str) -> str:
   hi = max(cfg['epsilons'])
   for sc in results['scenarios']:
     rows = summary(sc)
+    curves = plot_curves(sc, hi, out_dir, NAME)
+    sweep = plot_sweep(sc, results['chance'], out_dir, NAME)
     lines += [f"### n={sc['agents']}, B={sc['batch']:g}", '',
               report_lib.markdown_table(
                   [r for r in rows if r['noise_multiplier']], PRIVACY_COLUMNS),
               '', report_lib.markdown_table(rows, RESULT_COLUMNS), '',
-              f'![loss curves]({plot_curves(sc, hi, out_dir, NAME)})', '',
-              f"![accuracy vs epsilon]({plot_sweep(sc, results['chance'], out_dir, NAME)})",
-              '']
+              f'![loss curves]({curves})', '',
+              f'![accuracy vs epsilon]({sweep})', '']
   lines += ['The claims are checked on the main scenario: '
             f"n={first['agents']}, B={first['batch']:g}.", '']
   return '\n'.join(lines)
