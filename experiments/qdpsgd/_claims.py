@@ -1,16 +1,20 @@
 """qdpsgd's claims (Ding et al., Sec. 5), planned from the config alone.
 
-Every claim compares final training losses of the average model (lower is
-better), paired by seed (seed s shares its shards, model init and round keys
-across algorithms), under the verdict rule with Bonferroni over the family:
+Two families, each Bonferroni-corrected over its own claims, every claim
+paired by seed (seed s shares its shards, model init and round keys across
+algorithms):
 
-* for each epsilon: Q-DPSGD-1 reaches a lower loss than Q-DPSGD-2;
-* at the largest epsilon, in loss vs simulated time: each of Q-DPSGD-1 and
-  Q-DPSGD-2 is below DSGD and below SDM at the same wall-clock budget, the
-  budget being the shorter of the two runs' total simulated times (the loss
-  compared is each run's loss after its last round that ended within it);
-* for Q-DPSGD-1 and Q-DPSGD-2: the largest epsilon gives a lower loss than
-  the smallest.
+* ``sanity``: the setup can show the effects at all: DSGD and Q-DPSGD-1
+  with sigma = 0 each reach a test accuracy more than ``LEARNS`` above
+  chance (1 / classes).
+* ``paper``: the paper's orderings (Fig. 1 and its text, Remark 5) on the
+  sound rows, in final training loss of the average model (lower is
+  better): for each paper epsilon, Q-DPSGD-1 below Q-DPSGD-2; at the
+  largest, Q-DPSGD-1 below Q-DPSGD-2 at each further bit width; at the
+  largest, each of Q-DPSGD-1 and Q-DPSGD-2 below DSGD and below SDM at the
+  same simulated wall-clock budget (the shorter of the two runs' total
+  times; each run's loss at its last evaluation that ended within it); for
+  Q-DPSGD-1 and Q-DPSGD-2, the largest paper epsilon below the smallest.
 
 The main scenario (first agents count, first batch size) carries the claims.
 A run that diverged (non-finite loss) counts as loss ``DIVERGED``.
@@ -25,29 +29,60 @@ from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import LABELS
 
 DIVERGED = 100.0
+LEARNS = 0.2  # test accuracy above chance that counts as learning
 
 
-def label(algorithm: str, eps) -> str:
-  return LABELS[algorithm] + ('' if eps is None else f' eps={eps:g}')
+def label(cfg: Config, algorithm: str, eps: float | None, calibration: str,
+          bits: int) -> str:
+  """A row's name: algorithm, bits if not the paper's, epsilon, calibration
+  ('none' non-private, 'zero' sigma = 0, 'sound', 'paper': the paper's
+  theorem; the run appends whether it is sound at that setting)."""
+  name = LABELS[algorithm]
+  if algorithm == 'qdpsgd2' and bits != cfg.bits:
+    name += f' {bits} bits'
+  if calibration == 'none':
+    return name
+  if calibration == 'zero':
+    return name + ' sigma=0'
+  name += f' eps={eps:g}'
+  if calibration == 'paper':
+    theorem = 1 if algorithm == 'qdpsgd1' else 5
+    name += f' paper Thm. {theorem}'
+  return name
 
 
 def plan(cfg: Config) -> list[dict[str, Any]]:
-  eps = sorted(float(e) for e in cfg.epsilons)
+  """Every claim: family, kind ('learns', 'final' or 'time'), rows."""
+  bits = cfg.bits
+
+  def row(algorithm, eps=None, calibration='sound', b=bits):
+    return label(cfg, algorithm, eps, calibration, b)
+
+  out = [dict(family='sanity', kind='learns', treatment=row(a, None, c),
+              text=f'{row(a, None, c)} learns: test accuracy more than '
+              f'{LEARNS:g} above chance') for a, c in
+         (('dsgd', 'none'), ('qdpsgd1', 'zero'))]
+  eps = list(cfg.epsilons)
   lo, hi = eps[0], eps[-1]
-  out = [dict(kind='final', text=f'Q-DPSGD-1 below Q-DPSGD-2 in loss at '
-              f'eps={e:g}', treatment=label('qdpsgd1', e),
-              control=label('qdpsgd2', e)) for e in eps]
+  for e in eps:
+    out.append(dict(kind='final', treatment=row('qdpsgd1', e),
+                    control=row('qdpsgd2', e)))
+  for b in cfg.more_bits:
+    out.append(dict(kind='final', treatment=row('qdpsgd1', hi),
+                    control=row('qdpsgd2', hi, b=b)))
   for q in ('qdpsgd1', 'qdpsgd2'):
-    for base, base_eps in (('dsgd', None), ('sdm', hi)):
-      out.append(dict(
-          kind='time', text=f'{LABELS[q]} below {LABELS[base]} in loss at '
-          f'equal simulated time (eps={hi:g})',
-          treatment=label(q, hi), control=label(base, base_eps)))
+    for base in (row('dsgd', None, 'none'), row('sdm', hi)):
+      out.append(dict(kind='time', treatment=row(q, hi), control=base,
+                      text=f'{row(q, hi)} below {base} in loss at equal '
+                      'simulated time'))
   if hi > lo:
     for q in ('qdpsgd1', 'qdpsgd2'):
-      out.append(dict(kind='final', text=f'{LABELS[q]}: eps={hi:g} gives a '
-                      f'lower loss than eps={lo:g}', treatment=label(q, hi),
-                      control=label(q, lo)))
+      out.append(dict(kind='final', treatment=row(q, hi),
+                      control=row(q, lo)))
+  for c in out:
+    c.setdefault('family', 'paper')
+    if 'text' not in c:
+      c['text'] = f"{c['treatment']} below {c['control']} in loss"
   return out
 
 
@@ -57,7 +92,7 @@ def _capped(x) -> np.ndarray:
 
 
 def _at_time(curve, budget: float) -> float:
-  """The run's loss after its last round that ended by ``budget``."""
+  """The run's loss at its last evaluation that ended by ``budget``."""
   times = np.asarray(curve['time'])
   done = np.flatnonzero(times <= budget * (1 + 1e-12))
   if not done.size:
@@ -65,15 +100,24 @@ def _at_time(curve, budget: float) -> float:
   return float(curve['loss'][done[-1]])
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: dict[str, Any], cfg: Config
+           ) -> list[claims_lib.ClaimFamily]:
   """The planned claims, checked on the main scenario."""
   del cfg
   scenario = results['scenarios'][0]
   curves = scenario['curves']
   seeds = scenario['seeds']
-  family = claims_lib.ClaimFamily()
+  families = {name: claims_lib.ClaimFamily(name)
+              for name in ('sanity', 'paper')}
   for c in results['plan']:
     treat = {r['seed']: r for r in curves[c['treatment']]}
+    family = families[c['family']]
+    if c['kind'] == 'learns':
+      acc = np.asarray([treat[s]['test_accuracy'][-1] for s in seeds])
+      family.add(c['text'], acc - results['chance'], threshold=LEARNS,
+                 treatment=c['treatment'], chance=results['chance'],
+                 treatment_accuracy=float(acc.mean()))
+      continue
     ctrl = {r['seed']: r for r in curves[c['control']]}
     if c['kind'] == 'final':
       t = [treat[s]['loss'][-1] for s in seeds]
@@ -89,4 +133,4 @@ def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
                treatment=c['treatment'], control=c['control'],
                treatment_loss=float(np.mean(_capped(t))),
                control_loss=float(np.mean(_capped(k))), **details)
-  return family
+  return list(families.values())

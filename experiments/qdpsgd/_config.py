@@ -21,30 +21,52 @@ setting = config.setting
 
 @dataclasses.dataclass(frozen=True)
 class Config(config.Config):
-  """Quick: synthetic data, 10 agents, B = 20, 100 rounds, 3 seeds; full:
-  digits, 10/20/50 agents, B in {20, 50}, 500 rounds, 10 seeds."""
+  """Quick: MNIST-5k (3,500 training digits), 10 agents, B = 20, T = 300,
+  10 seeds, the paper's eps 1 and 1.5 plus a sound sweep of Q-DPSGD-1 and
+  SDM to eps 64; full: T = 1000, 10/20/50 agents, B in {20, 50}, every
+  algorithm swept to eps 1024 and the paper's calibration of Q-DPSGD-2."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      dataset='digits', agents=(10, 20, 50), batch_sizes=(20, 50),
-      rounds=500, num_seeds=10)}
+      agents=(10, 20, 50), batch_sizes=(20, 50), rounds=1000,
+      sweep_epsilons=(4.0, 16.0, 64.0, 256.0, 1024.0),
+      sweep_algorithms=('qdpsgd1', 'qdpsgd2', 'sdm'),
+      paper_calibration=('qdpsgd1', 'qdpsgd2'))}
 
-  num_seeds: int = setting(3, 'seeds, trained as one vmapped program', ge=1)
-  dataset: str = setting('synthetic', 'a classification dataset (see list)')
+  num_seeds: int = setting(10, 'seeds, trained as one vmapped program', ge=2)
+  dataset: str = setting('mnist5k', 'a classification dataset (see list)')
   allow_fallback: bool = setting(
       False, 'run digits when a tfds set is not prepared (the report says '
       'so)')
   agents: tuple[int, ...] = setting((10,), 'numbers of agents n', ge=2)
   batch_sizes: tuple[int, ...] = setting((20,), 'expected batch sizes B',
                                          ge=1)
-  epsilons: tuple[float, ...] = setting((1.0, 1.5), 'target epsilons', gt=0)
+  epsilons: tuple[float, ...] = setting(
+      (1.0, 1.5), "the paper's target epsilons: sound rows, the paper's "
+      'calibration beside them and the claims', gt=0)
+  sweep_epsilons: tuple[float, ...] = setting(
+      (4.0, 16.0, 64.0), 'more target epsilons, sound only: where each '
+      'swept algorithm starts to learn', gt=0, min_len=0)
+  sweep_algorithms: tuple[str, ...] = setting(
+      ('qdpsgd1', 'sdm'), 'the algorithms run at sweep_epsilons (Q-DPSGD-2 '
+      'compiles once per sigma)', choices=('qdpsgd1', 'qdpsgd2', 'sdm'),
+      min_len=0)
   delta: float = setting(1e-5, 'target delta', gt=0, lt=1)
-  rounds: int = setting(100, 'iterations T', ge=1)
+  rounds: int = setting(300, 'iterations T (the mixing rate 11 / sqrt(T) '
+                        'must be at most 1)', ge=1)
   edge_probability: float = setting(0.4, 'edge probability p_c of the '
                                     'Erdos-Renyi graph', gt=0, le=1)
   hidden: int = setting(50, 'sigmoid hidden units', ge=1)
   clip_norm: float = setting(0.5, 'per-example clip norm K', gt=0)
   bits: int = setting(3, 'quantizer bits s', ge=1, le=31)
   eta: float = setting(0.1, 'quantizer step eta', gt=0)
+  more_bits: tuple[int, ...] = setting(
+      (8,), 'Q-DPSGD-2 also at these bits (at the largest paper epsilon '
+      'and in the sweep), eta scaled by 2^(bits - s) to keep the range',
+      ge=1, le=31, min_len=0)
+  paper_calibration: tuple[str, ...] = setting(
+      ('qdpsgd1',), "run these at the paper's Thm. 1 / 5 sigma for each "
+      'paper epsilon too (rows labelled unsound)',
+      choices=('qdpsgd1', 'qdpsgd2'), min_len=0)
   sdm_rate: float = setting(0.3, 'SDM sparsification rate c', gt=0, le=1)
   theta: float = setting(0.6, 'SDM theta', gt=0, le=1)
   comm_time: float = setting(3.0, 'communication time T_c', gt=0)
@@ -55,21 +77,41 @@ class Config(config.Config):
   mixing_rate_scale: float = setting(11.0, 'Q-DPSGD mixing rate = scale / '
                                      'T^(1/2)', gt=0)
   train_records: int = setting(10000, 'training records shared out to the '
-                               'agents', ge=2)
+                               'agents (at most the training split)', ge=2)
   amplified: bool = setting(True, 'account for sampling without replacement '
                             'from each agent\'s records')
-  evals: int = setting(10, 'epsilon evaluations per run', ge=1)
+  evals: int = setting(30, 'evaluations of loss and accuracy per run (the '
+                       'last after round T)', ge=1)
   data_options: dict | None = setting(
       None, 'options of the synthetic set (none: 12,500 records, 64 '
       'features, 10 classes)')
 
   def normalize(self) -> dict[str, Any]:
-    if self.data_options is None:
-      return dict(data_options=dict(SYNTHETIC))
-    return {}
+    out = dict(
+        epsilons=tuple(sorted(set(self.epsilons))),
+        sweep_epsilons=tuple(sorted(set(self.sweep_epsilons)
+                                    - set(self.epsilons))),
+        more_bits=tuple(sorted(set(self.more_bits) - {self.bits})),
+        sweep_algorithms=tuple(a for a in ('qdpsgd1', 'qdpsgd2', 'sdm')
+                               if a in self.sweep_algorithms),
+        paper_calibration=tuple(a for a in ('qdpsgd1', 'qdpsgd2')
+                                if a in self.paper_calibration))
+    if self.data_options is None and self.dataset == 'synthetic':
+      out['data_options'] = dict(SYNTHETIC)
+    return out
 
   def validate(self) -> None:
     data_lib.require_classification(NAME, self.dataset)
+    if self.mixing_rate_scale / math.sqrt(self.rounds) > 1:
+      raise ValueError(
+          f'{NAME}: the mixing rate mixing_rate_scale / sqrt(rounds) = '
+          f'{self.mixing_rate_scale / math.sqrt(self.rounds):.3g} exceeds 1 '
+          '(Alg. 1 then extrapolates past the neighbours\' average); raise '
+          f'rounds to at least {math.ceil(self.mixing_rate_scale**2)} or '
+          'lower mixing_rate_scale')
+    if self.evals > self.rounds:
+      raise ValueError(f'{NAME}: evals={self.evals} exceeds '
+                       f'rounds={self.rounds}')
 
 
 def step_sizes(cfg: Config) -> tuple[float, float]:
@@ -77,3 +119,8 @@ def step_sizes(cfg: Config) -> tuple[float, float]:
   t = cfg.rounds
   return (cfg.learning_rate_scale / t**(1 / 6),
           cfg.mixing_rate_scale / math.sqrt(t))
+
+
+def eta_at(cfg: Config, bits: int) -> float:
+  """The quantizer step at ``bits``: the range eta 2^(s-1) of ``cfg.bits``."""
+  return cfg.eta * 2.0**(cfg.bits - bits)

@@ -31,9 +31,10 @@ from experiments.common import models
 from experiments.common import report as report_lib
 from experiments.common import runner
 from experiments.common import train as train_lib
+from experiments.qdpsgd._claims import label
 from experiments.qdpsgd._claims import plan
 from experiments.qdpsgd._config import Config
-from experiments.qdpsgd._config import LABELS
+from experiments.qdpsgd._config import eta_at
 from experiments.qdpsgd._config import step_sizes
 
 
@@ -85,6 +86,8 @@ class Scenario:
     self.keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1)
                            for s in self.seeds])
     self.rounds = cfg.rounds
+    self.every = max(1, cfg.rounds // cfg.evals)
+    self.eval_rounds = eval_rounds(cfg)
     self.x_tr, self.y_tr = jnp.asarray(ds.x_train), jnp.asarray(ds.y_train)
     self.x_te, self.y_te = jnp.asarray(ds.x_test), jnp.asarray(ds.y_test)
 
@@ -129,14 +132,30 @@ class Scenario:
         rows = jnp.take_along_axis(shard, idx, axis=1)
         batch = dd.AgentBatch((x_tr[rows], y_tr[rows]), mask)
         state, met = alg.round(state, k_alg, batch, hyper)
-        loss, acc = evaluate(state.params)
-        return state, dict(loss=loss, test_accuracy=acc,
-                           consensus=met.consensus, batch_size=met.batch_size,
+        return state, dict(consensus=met.consensus, batch_size=met.batch_size,
                            bits=met.bits, compute_time=compute,
                            noise_multiplier=met.noise_multiplier)
 
-      _, curves = jax.lax.scan(step, state, jnp.arange(self.rounds))
-      return curves
+      every, blocks = self.every, self.rounds // self.every
+
+      def block(state, ts):
+        state, per_round = jax.lax.scan(step, state, ts)
+        loss, acc = evaluate(state.params)
+        return state, (per_round, loss, acc)
+
+      ts = jnp.arange(self.rounds)
+      state, (per_round, loss, acc) = jax.lax.scan(
+          block, state, ts[:blocks * every].reshape(blocks, every))
+      per_round = jax.tree.map(
+          lambda v: v.reshape((blocks * every,) + v.shape[2:]), per_round)
+      if blocks * every < self.rounds:  # the last, shorter block
+        state, tail = jax.lax.scan(step, state, ts[blocks * every:])
+        last_loss, last_acc = evaluate(state.params)
+        per_round = jax.tree.map(lambda a, b: jnp.concatenate([a, b]),
+                                 per_round, tail)
+        loss = jnp.concatenate([loss, last_loss[None]])
+        acc = jnp.concatenate([acc, last_acc[None]])
+      return dict(per_round, loss=loss, test_accuracy=acc)
 
     if alg.name == 'qdpsgd2':  # exact sampler: sequential seeds are faster
       return jax.jit(lambda k, p, s, h: jax.lax.map(
@@ -145,19 +164,21 @@ class Scenario:
 
 
 def privacy_setting(cfg, sc: Scenario, algorithm: str, sigma: float,
-                    copies: int = 1) -> dd.DecentralizedPrivacy:
+                    copies: int = 1, bits: int | None = None
+                    ) -> dd.DecentralizedPrivacy:
   """The run's privacy setting; ``copies`` tiles the agents (seeds stacked)."""
   alpha, rate = step_sizes(cfg)
   return dd.DecentralizedPrivacy(
-      algorithm, sigma, cfg.clip_norm, sc.m, alpha, rate, cfg.eta,
-      sc.dimension, tuple(float(w) for w in np.diag(sc.mixing)) * copies,
-      cfg.amplified)
+      algorithm, sigma, cfg.clip_norm, sc.m, alpha, rate,
+      eta_at(cfg, cfg.bits if bits is None else bits), sc.dimension,
+      tuple(float(w) for w in np.diag(sc.mixing)) * copies, cfg.amplified)
 
 
-def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float):
+def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float,
+                   bits: int):
   alpha, rate = step_sizes(cfg)
   clip = cfg.clip_norm
-  quantizer = transforms.low_precision_quantizer(cfg.eta, cfg.bits)
+  quantizer = transforms.low_precision_quantizer(eta_at(cfg, bits), bits)
   if algorithm == 'qdpsgd1':
     return dd.qdpsgd1(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                       noise_multiplier=sigma, learning_rate=alpha,
@@ -175,11 +196,30 @@ def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float):
                  learning_rate=cfg.baseline_learning_rate)
 
 
-def settings(cfg):
-  """(algorithm, epsilon or None) pairs, in run order."""
-  out = [('dsgd', None)]
+def settings(cfg: Config) -> list[dict[str, Any]]:
+  """Every row of a scenario, in run order: the noise-free sanity rows,
+  the sound rows at each epsilon, then the paper's (unsound) calibration."""
+  out = [dict(algorithm='dsgd', eps=None, calibration='none',
+              bits=cfg.bits),
+         dict(algorithm='qdpsgd1', eps=None, calibration='zero',
+              bits=cfg.bits)]
+  top = max(cfg.epsilons)
+  for eps in sorted(cfg.epsilons + cfg.sweep_epsilons):
+    paper = eps in cfg.epsilons
+    for algorithm in ('qdpsgd1', 'qdpsgd2', 'sdm'):
+      if not (paper or algorithm in cfg.sweep_algorithms):
+        continue
+      out.append(dict(algorithm=algorithm, eps=eps, calibration='sound',
+                      bits=cfg.bits))
+      if algorithm == 'qdpsgd2' and (eps == top or not paper):
+        out += [dict(algorithm=algorithm, eps=eps, calibration='sound',
+                     bits=bits) for bits in cfg.more_bits]
   for eps in cfg.epsilons:
-    out += [(a, float(eps)) for a in ('qdpsgd1', 'qdpsgd2', 'sdm')]
+    for algorithm in cfg.paper_calibration:
+      out.append(dict(algorithm=algorithm, eps=eps, calibration='paper',
+                      bits=cfg.bits))
+  for s in out:
+    s['label'] = label(cfg, **s)
   return out
 
 
@@ -193,82 +233,89 @@ def run_scenario(cfg: Config, ds, n: int, batch: float,
   delta = cfg.delta
   rows, curves, privacy = [], {}, []
   trainers = {}  # one compilation per algorithm (and per Q-DPSGD-2 sigma)
-  for algorithm, eps in settings(cfg):
+  for spec in settings(cfg):
     t0 = time.time()
+    algorithm, eps, bits = spec['algorithm'], spec['eps'], spec['bits']
     deadline = algorithm in ('qdpsgd1', 'qdpsgd2')
     sizes = stacked if deadline else fixed_sizes
+    unit = privacy_setting(cfg, sc, algorithm, 1.0, len(sc.seeds), bits)
     sigma = 0.0
-    if eps is not None:
-      sigma = dd.calibrate_decentralized(
-          privacy_setting(cfg, sc, algorithm, 1.0, len(sc.seeds)), sizes,
-          eps, delta)
-    setting = privacy_setting(cfg, sc, algorithm, sigma)
-    label = LABELS[algorithm] + ('' if eps is None else f' eps={eps:g}')
-    static = (algorithm, sigma if algorithm == 'qdpsgd2' else None)
-    if static not in trainers:
-      trainers[static] = sc.trainer(
-          make_algorithm(cfg, sc, algorithm, sigma), deadline)
+    if spec['calibration'] == 'sound':
+      sigma = dd.calibrate_decentralized(unit, sizes, eps, delta)
+    elif spec['calibration'] == 'paper':
+      sigma = paper_sigma(unit, sizes, eps, delta)
+    setting = privacy_setting(cfg, sc, algorithm, sigma, bits=bits)
+    key = (algorithm, bits, sigma if algorithm == 'qdpsgd2' else None)
+    if key not in trainers:
+      trainers[key] = sc.trainer(
+          make_algorithm(cfg, sc, algorithm, sigma, bits), deadline)
     hyper = ({} if algorithm in ('qdpsgd2', 'dsgd')
              else dict(noise_multiplier=sigma))
-    out = trainers[static](sc.keys, sc.params0, sc.shards, hyper)
+    out = trainers[key](sc.keys, sc.params0, sc.shards, hyper)
     out = {k: np.asarray(v) for k, v in out.items()}
     p_bits = 16.0 * sc.dimension
     times = np.cumsum(out['compute_time'] + cfg.comm_time
                       * out['bits'].max(axis=-1) / p_bits, axis=1)
-    evals = eval_points(cfg.rounds, cfg.evals)
-    for j, s in enumerate(sc.seeds):
+    private = algorithm != 'dsgd' and sigma > 0
+    spent, paper = [], []
+    for j in range(len(sc.seeds)):
       used = out['batch_size'][j]  # [T, n]
       # The rounds' metrics: the accounting checks the sigma that ran.
       ran = dd.RoundMetrics(used, out['bits'][j], out['consensus'][j],
                             out['noise_multiplier'][j])
-      upto = lambda r, ran=ran: dd.RoundMetrics(*(x[:r] for x in ran))
-      eps_run = (None if eps is None else
-                 float(dd.run_epsilon(setting, ran, delta)))
-      eps_curve = ([None] * len(evals) if eps is None else
-                   [float(dd.run_epsilon(setting, upto(r), delta))
-                    for r in evals])
-      paper = (dd.paper_epsilon(setting, used, delta)
-               if algorithm in ('qdpsgd1', 'qdpsgd2') and sigma > 0 else None)
-      ledgers = dd.agent_ledgers(setting, ran)
+      spent.append(float(dd.run_epsilon(setting, ran, delta)) if private
+                   else None)
+      paper.append(dd.paper_epsilon(setting, used, delta)
+                   if private and algorithm != 'sdm' else None)
+    name = spec['label']
+    if spec['calibration'] == 'paper':  # sound here only if no seed overspends
+      name += (' (unsound)' if max(spent) > eps * (1 + 1e-9)
+               else ' (sound here)')
+    for j, s in enumerate(sc.seeds):
+      used = out['batch_size'][j]
       rows.append(dict(
-          setting=label, algorithm=algorithm, target_epsilon=eps, seed=s,
-          agents=n, batch=batch, noise_multiplier=sigma, epsilon=eps_run,
-          paper_epsilon=paper, final_loss=float(out['loss'][j, -1]),
+          setting=name, algorithm=algorithm, target_epsilon=eps,
+          calibration=spec['calibration'], bits=bits, seed=s, agents=n,
+          batch=batch, noise_multiplier=sigma, epsilon=spent[j],
+          paper_epsilon=paper[j], final_loss=float(out['loss'][j, -1]),
           final_test_accuracy=float(out['test_accuracy'][j, -1]),
           final_consensus=float(out['consensus'][j, -1]),
           total_time=float(times[j, -1]),
-          bits_per_agent=float(max(l.bits for l in ledgers)),
+          bits_per_agent=float(out['bits'][j].sum(axis=0).max()),
           mean_batch=float(used.mean())))
-      curves.setdefault(label, []).append(dict(
+      curves.setdefault(name, []).append(dict(
           seed=s, loss=out['loss'][j].tolist(),
           test_accuracy=out['test_accuracy'][j].tolist(),
-          consensus=out['consensus'][j].tolist(), time=times[j].tolist(),
-          epsilon_rounds=evals, epsilon=eps_curve))
-    privacy.append(dict(setting=label, algorithm=algorithm,
-                        target_epsilon=eps, noise_multiplier=sigma,
-                        noise_stddev=sigma * cfg.clip_norm,
-                        paper_noise_multiplier=paper_sigma(
-                            cfg, sc, algorithm, sizes, eps, delta,
-                            len(sc.seeds))))
-    final = np.mean([r['final_loss'] for r in rows if r['setting'] == label])
-    ctx.say(f'n={n} B={batch:g} {label}: sigma={sigma:.4g}, final loss '
-            f'{final:.4f} ({time.time() - t0:.1f}s)')
+          time=times[j][np.asarray(sc.eval_rounds) - 1].tolist()))
+    privacy.append(dict(
+        setting=name, algorithm=algorithm, target_epsilon=eps,
+        calibration=spec['calibration'], bits=bits, noise_multiplier=sigma,
+        noise_stddev=sigma * cfg.clip_norm,
+        paper_noise_multiplier=(
+            paper_sigma(unit, sizes, eps, delta)
+            if eps is not None and algorithm != 'sdm' else None),
+        within_target=None if eps is None else max(spent) <= eps * (1 + 1e-9)))
+    mine = [r for r in rows if r['setting'] == name]
+    ctx.say(f"n={n} B={batch:g} {name}: sigma={sigma:.4g}, final "
+            f"loss {np.mean([r['final_loss'] for r in mine]):.4f}, test acc "
+            f"{np.mean([r['final_test_accuracy'] for r in mine]):.3f} "
+            f'({time.time() - t0:.1f}s)')
   return dict(agents=n, batch=batch, m=sc.m, records=sc.records,
               dimension=sc.dimension, spectral_gap=sc.gap,
               edges=int(sc.adjacency.sum() // 2),
               deadline=sc.deadline.time, max_batch=sc.deadline.max_batch_size,
-              rows=rows, curves=curves, privacy=privacy, seeds=sc.seeds)
+              eval_rounds=sc.eval_rounds, rows=rows, curves=curves,
+              privacy=privacy, seeds=sc.seeds)
 
 
-def paper_sigma(cfg, sc, algorithm, sizes, eps, delta, copies):
-  """The sigma the paper's Thm. 1 / 5 would take for the same target."""
-  if eps is None or algorithm not in ('qdpsgd1', 'qdpsgd2'):
-    return None
-  setting = privacy_setting(cfg, sc, algorithm, 1.0, copies)
+def paper_sigma(unit: dd.DecentralizedPrivacy, sizes, eps: float,
+                delta: float) -> float:
+  """The sigma the paper's Thm. 1 / 5 would take for the same target
+  (unsound: see ``dpjax.distributed`` on the paper's accounting)."""
   lo, hi = 1e-6, 1e8
   for _ in range(100):
     mid = (lo * hi)**0.5
-    if dd.paper_epsilon(setting._replace(noise_multiplier=mid), sizes,
+    if dd.paper_epsilon(unit._replace(noise_multiplier=mid), sizes,
                         delta) <= eps:
       hi = mid
     else:
@@ -276,9 +323,11 @@ def paper_sigma(cfg, sc, algorithm, sizes, eps, delta, copies):
   return hi
 
 
-def eval_points(rounds: int, evals: int) -> list[int]:
-  return sorted({min(rounds, max(1, round((i + 1) * rounds / evals)))
-                 for i in range(evals)})
+def eval_rounds(cfg: Config) -> list[int]:
+  """The rounds after which loss and accuracy are measured (T last)."""
+  every = max(1, cfg.rounds // cfg.evals)
+  out = list(range(every, cfg.rounds + 1, every))
+  return out if out[-1] == cfg.rounds else out + [cfg.rounds]
 
 
 def load_data(cfg):
@@ -300,4 +349,4 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
     for batch in cfg.batch_sizes:
       scenarios.append(run_scenario(cfg, ds, n, batch, ctx))
   return dict(dataset=report_lib.dataset_info(ds), scenarios=scenarios,
-              plan=the_plan)
+              plan=the_plan, chance=1.0 / ds.num_classes)
