@@ -46,6 +46,7 @@ from typing import NamedTuple
 import dp_accounting
 import numpy as np
 
+from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.distributed import _decentralized
@@ -402,20 +403,13 @@ def calibrate_decentralized(setting: DecentralizedPrivacy, batch_sizes,
     # Amplified epsilon <= unsampled epsilon: the unsampled sigma is above.
     hi = calibrate_decentralized(setting._replace(amplified=False), sizes,
                                  target_epsilon, delta, rtol)
-  while eps(hi) > target_epsilon:
-    hi *= 2
-    if hi > 1e8:
-      raise ValueError(f'target_epsilon={target_epsilon} is unreachable.')
-  lo = hi / 2
-  while eps(lo) <= target_epsilon and lo > 1e-8:
-    hi, lo = lo, lo / 2
-  while hi / lo - 1 > rtol:
-    mid = math.sqrt(lo * hi)
-    if eps(mid) <= target_epsilon:
-      hi = mid
-    else:
-      lo = mid
-  return hi
+
+  def unreachable(_):
+    raise ValueError(f'target_epsilon={target_epsilon} is unreachable.')
+
+  return _solve.smallest_float(
+      lambda sigma: eps(sigma) <= target_epsilon, start=hi, rtol=rtol,
+      ceiling=1e8, floor=1e-8, unreachable=unreachable)
 
 
 def paper_rdp_coefficients(setting: DecentralizedPrivacy,
