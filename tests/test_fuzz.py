@@ -525,7 +525,7 @@ def _agent_loss(params, example):
 def _algorithm(name):
   if name not in _ROUNDS:
     w = distributed.mixing_matrix(distributed.ring(_AGENTS))
-    q = dpjax.transforms.low_precision_quantizer(0.125, 4)
+    q = dpjax.compression.low_precision_quantizer(0.125, 4)
     common = dict(l2_norm_clip=0.5, noise_multiplier=1.0, learning_rate=0.1)
     _ROUNDS[name] = {
         'qdpsgd1': lambda: distributed.qdpsgd1(

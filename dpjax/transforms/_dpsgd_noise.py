@@ -19,12 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax import _clipped_sum
 from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
+from dpjax import clipping
 from dpjax import noise as noise_lib
-from dpjax.clipping import _clipped_sum
-from dpjax.clipping import _per_example as _clipping
 from dpjax.transforms import _exact_gaussian
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._state import KeyStepState
@@ -94,7 +94,7 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
     >>> int(s.stream.count), float(s.noise_multiplier)
     (1, 1.100000023841858)
   """
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  _validate.l2_norm_clip(l2_norm_clip)
   _validate.non_negative(noise_multiplier=noise_multiplier)
   _validate.finite(noise_multiplier=noise_multiplier)
   stream0 = KeyStepState.create(key, stream=_STREAM)
@@ -108,11 +108,11 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
   def init_fn(params):
     del params
     return state(stream0, noise_multiplier,
-                 _clipping.clipped_norm_bound(l2_norm_clip), float('inf'))
+                 clipping.clipped_norm_bound(l2_norm_clip), float('inf'))
 
   def update_fn(updates, s, params=None):
     del params
-    bound = _clipping.clipped_norm_bound(l2_norm_clip)
+    bound = clipping.clipped_norm_bound(l2_norm_clip)
     updates, sum_bound = _clipped_sum.unwrap(updates, bound, clipped=clipped)
     updates = _numerics.zero_nonfinite(updates)
     noise = noise_lib.tree_noise(noise_lib.gaussian, s.stream.step_key(),
