@@ -56,3 +56,22 @@ def deprecated_aliases(module: str,
     raise AttributeError(f'module {module!r} has no attribute {name!r}')
 
   return getattr_
+
+
+def renamed_argument(function: str, old: str, old_value: Any, new: str,
+                     new_value: Any) -> Any:
+  """The value of argument ``new``, accepting its old keyword ``old`` for one
+  release (with a ``DeprecationWarning``); both at once is a ValueError.
+
+  Example:
+    >>> renamed_argument('f', 'sigma', None, 'stddev', 2.0)
+    2.0
+  """
+  if old_value is None:
+    return new_value
+  if new_value is not None:
+    raise ValueError(f'{function}: pass {new}= only ({old}= is its '
+                     'deprecated name).')
+  warnings.warn(f'{function}({old}=...) is deprecated; use {new}=.',
+                DeprecationWarning, stacklevel=3)
+  return old_value

@@ -95,3 +95,30 @@ def test_renamed_step_events_warn_and_forward():
   with pytest.warns(DeprecationWarning, match='dp_compgd_step_event'):
     old = transforms.dp_compgd_state_event
   assert old is transforms.dp_compgd_step_event
+
+
+def test_glossary_names_with_the_old_keyword_kept_one_release():
+  new = float(dpjax.audit.reconstruction_error_bound(2.0, 0.5, 1.0))
+  with pytest.warns(DeprecationWarning, match='use stddev='):
+    old = float(dpjax.audit.reconstruction_error_bound(sigma=2.0, rate=0.5,
+                                                       k=1.0))
+  assert old == new == 8.0
+  with pytest.raises(ValueError, match='stddev'):
+    dpjax.audit.reconstruction_error_bound(2.0, 0.5, 1.0, sigma=2.0)
+  setting = dpjax.distributed.DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 100,
+                                                   amplified=False)
+  sizes = [[10, 10]]
+  with pytest.warns(DeprecationWarning, match='use noise_multiplier='):
+    old = dpjax.distributed.agent_epsilons(setting, sizes, 1e-5, sigma=3.0)
+  new = dpjax.distributed.agent_epsilons(setting, sizes, 1e-5,
+                                         noise_multiplier=3.0)
+  assert old.tolist() == new.tolist()
+  for fn in (dpjax.transforms.l2_ball_gaussian_width,
+             dpjax.transforms.projection_dim_schedule,
+             dpjax.transforms.gaussian_projection,
+             dpjax.recovery.operator_norm_squared,
+             dpjax.nonparametric.jl_projection,
+             dpjax.transforms.sparsity_schedule,
+             dpjax.transforms.rs_dpsgd_bits,
+             dpjax.compression.sparse_message_bits):
+    assert 'dimension' in inspect.signature(fn).parameters, fn.__name__

@@ -46,6 +46,7 @@ from typing import NamedTuple
 import dp_accounting
 import numpy as np
 
+from dpjax import _deprecation
 from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
@@ -352,6 +353,7 @@ def _gaussian_round_curve(num_examples: int, size: int, sigma: float,
 
 
 def agent_epsilons(setting: DecentralizedPrivacy, batch_sizes, delta: float,
+                   noise_multiplier: float | None = None, *,
                    sigma: float | None = None) -> np.ndarray:
   """Sound epsilon of every agent after the given rounds.
 
@@ -360,8 +362,11 @@ def agent_epsilons(setting: DecentralizedPrivacy, batch_sizes, delta: float,
   converted at the orders ``ORDERS`` instead of dp_accounting's defaults
   (both are valid bounds; they agree within a few percent).
   ``batch_sizes`` may be the rounds' stacked ``RoundMetrics``: then sigma
-  must be the one that ran (``agent_ledgers``).
+  must be the one that ran (``agent_ledgers``). ``noise_multiplier``
+  overrides the setting's (``sigma=`` is its deprecated name).
   """
+  sigma = _deprecation.renamed_argument('agent_epsilons', 'sigma', sigma,
+                                        'noise_multiplier', noise_multiplier)
   _check(setting)
   _validate.open_unit(delta=delta)
   sizes = _sizes(batch_sizes, setting, sigma)
