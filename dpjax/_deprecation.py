@@ -45,8 +45,12 @@ def deprecated_aliases(module: str,
   Each access warns with a ``DeprecationWarning`` naming the new path.
 
   Example:
-    >>> deprecated_aliases('m', {'tau': 'math.tau'})('tau') > 6
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...   warnings.simplefilter('always')
+    ...   deprecated_aliases('m', {'tau': 'math.tau'})('tau') > 6
     True
+    >>> caught[0].category.__name__
+    'DeprecationWarning'
   """
   def getattr_(name: str) -> Any:
     if name in aliases:
