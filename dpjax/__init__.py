@@ -51,6 +51,7 @@ from dpjax.accounting import PrivacyLedger
 from dpjax.clipping import clipped_grad_sum
 from dpjax.clipping import per_example_grads
 from dpjax.sampling import PoissonSampler
+from dpjax.transforms import adaptive_dpsgd
 from dpjax.transforms import add_discrete_gaussian_noise
 from dpjax.transforms import add_exact_gaussian_noise
 from dpjax.transforms import add_gaussian_noise
@@ -74,6 +75,7 @@ __version__ = '0.1.0'
 
 __all__ = [
     'accounting',
+    'adaptive_dpsgd',
     'add_discrete_gaussian_noise',
     'add_exact_gaussian_noise',
     'add_gaussian_noise',

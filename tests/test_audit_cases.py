@@ -46,6 +46,8 @@ TEETH = {
     'skellam': 0.35,  # 0.45
     'qdpsgd1': 0.45,  # 0.57
     'exact_gaussian': 0.35,  # 0.46
+    'adaptive_dpsgd': 0.45,  # 0.57
+    'user_dpsgd': 0.45,  # 0.56
 }
 
 

@@ -593,3 +593,59 @@ def test_decentralized_events_are_valid_or_refused(size, sigma, claimed,
     assert refused
     return
   assert not refused
+
+
+# Fewer examples: every drawn shape compiles anew (eager), about 1 s each.
+NEW_PATH_SETTINGS = hypothesis.settings(SETTINGS, max_examples=20)
+
+
+@NEW_PATH_SETTINGS
+@hypothesis.given(case=per_example_case(), quantile=st.floats(0.01, 0.99))
+def test_adaptive_clip_is_finite_and_within_sensitivity(case, quantile):
+  params, grads, neighbour, mask, clip, dtype = case
+  tx = dpjax.transforms.adaptive_clip_per_example(
+      clip, target_quantile=quantile, learning_rate=0.2, count_stddev=0.0,
+      expected_batch_size=4.0, key=jax.random.key(0))
+  try:
+    a, sa = tx.update(grads, tx.init(params), params, mask=mask)
+  except ValueError as e:
+    assert dtype == jnp.int32 and 'floating' in str(e)
+    return
+  b, sb = tx.update(neighbour, tx.init(params), params, mask=mask)
+  for out in (a.value, b.value):
+    assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(out))
+  assert bool(jnp.isfinite(sa.l2_norm_clip)) and float(sa.l2_norm_clip) > 0
+  tol = {jnp.float32: 1e-4, jnp.bfloat16: 2e-2, jnp.float16: 5e-3}[dtype]
+  diff = jax.tree.map(lambda x, y: np.asarray(x, np.float64) -
+                      np.asarray(y, np.float64), a.value, b.value)
+  assert _norm(diff) <= 2 * clip * (1 + tol) + 1e-6
+  # One row replaced moves the centred count by at most 1.
+  moved = abs(float(sa.unclipped_fraction) - float(sb.unclipped_fraction)) * 4
+  assert moved <= 1 + 1e-5
+
+
+@NEW_PATH_SETTINGS
+@hypothesis.given(users=st.integers(1, 4), per_user=st.integers(1, 4),
+                  seed=st.integers(0, 2**31 - 1), special=st.booleans(),
+                  clip=st.floats(1e-3, 1e3), method=st.sampled_from(
+                      ['vmap', 'ghost']))
+def test_user_clipping_is_finite_and_within_user_sensitivity(
+    users, per_user, seed, special, clip, method):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(users, per_user, 3)) * 10.0 ** rng.integers(-3, 6)
+  if special:
+    x.flat[rng.integers(x.size)] = rng.choice(SPECIALS)
+  mask = rng.random((users, per_user)) < 0.7
+  other_x, other_mask = x.copy(), mask.copy()
+  row = rng.integers(users)  # replace one user: new examples, new count
+  other_x[row] = rng.normal(size=x.shape[1:]) * 1e4
+  other_mask[row] = rng.random(per_user) < 0.5
+  fn = dpjax.clipping.clipped_user_grad_sum(
+      lambda w, e: jnp.sum(w * e), clip, method)
+  w = jnp.zeros(3)
+  a = fn(w, jnp.asarray(x, jnp.float32), jnp.asarray(mask)).grad_sum.value
+  b = fn(w, jnp.asarray(other_x, jnp.float32),
+         jnp.asarray(other_mask)).grad_sum.value
+  assert bool(jnp.all(jnp.isfinite(a))) and bool(jnp.all(jnp.isfinite(b)))
+  assert _norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)) <= (
+      2 * clip * (1 + 1e-4) + 1e-6)

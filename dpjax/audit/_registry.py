@@ -9,6 +9,7 @@ Example:
 import functools
 from typing import Callable
 
+from dpjax.audit import _cases_adaptive
 from dpjax.audit import _cases_distributed
 from dpjax.audit import _cases_exact_gaussian
 from dpjax.audit import _cases_ghost
@@ -41,6 +42,8 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'laplace_privatizer': laplace_privatizer_case,
           'compressive': compressive_case,
           'exact_gaussian': _cases_exact_gaussian.exact_gaussian_case,
+          'adaptive_dpsgd': _cases_adaptive.adaptive_dpsgd_case,
+          'user_dpsgd': _cases_adaptive.user_dpsgd_case,
           **_cases_distributed.distributed_builders()}
 
 

@@ -22,11 +22,13 @@ from dpjax.clipping._per_example import ClippedGradSum
 from dpjax.clipping._per_example import count_nonfinite
 from dpjax.clipping._per_example import METHODS
 from dpjax.clipping._per_example import per_example_grads
+from dpjax.clipping._user_level import clipped_user_grad_sum
 
 __all__ = [
     'clip_and_sum',
     'clipped_grad_sum',
     'clipped_norm_bound',
+    'clipped_user_grad_sum',
     'ClippedGradSum',
     'ClippedSum',
     'count_nonfinite',

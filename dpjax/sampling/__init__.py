@@ -16,6 +16,8 @@ from dpjax.sampling._poisson import poisson_batch_cap
 from dpjax.sampling._poisson import PoissonSampler
 from dpjax.sampling._uniform import FixedSizeSampler
 from dpjax.sampling._uniform import ShuffleSampler
+from dpjax.sampling._user_level import UserBatch
+from dpjax.sampling._user_level import UserPoissonSampler
 
 __all__ = [
     'DeadlineSampler',
@@ -27,4 +29,6 @@ __all__ = [
     'ShuffleSampler',
     'Speed',
     'uniform_speed',
+    'UserBatch',
+    'UserPoissonSampler',
 ]

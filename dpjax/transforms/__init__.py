@@ -24,6 +24,10 @@ from dpjax.transforms._adding_noise import laplace_grid_spacing
 from dpjax.transforms._adding_noise import laplace_privatizer
 from dpjax.transforms._adding_noise import laplace_privatizer_bits
 from dpjax.transforms._adding_noise import laplace_privatizer_event
+from dpjax.transforms._adaptive_clipping import adaptive_clip_noise_multiplier
+from dpjax.transforms._adaptive_clipping import adaptive_clip_per_example
+from dpjax.transforms._adaptive_clipping import adaptive_dpsgd
+from dpjax.transforms._adaptive_clipping import adaptive_effective_noise_multiplier
 from dpjax.transforms._alias import compressive_dpsgd
 from dpjax.transforms._alias import dpsgd
 from dpjax.transforms._alias import rs_dpsgd
@@ -84,11 +88,17 @@ from dpjax.transforms._sparsifying import sparsity_mask
 from dpjax.transforms._sparsifying import sparsity_schedule
 from dpjax.transforms._sparsifying import SparsityMaskSchedule
 from dpjax.transforms._sparsifying import SparsifyRandomState
+from dpjax.transforms._state import AdaptiveClipState
 from dpjax.transforms._state import KeyStepState
 from dpjax.transforms._state import keyed_transformation
 from dpjax import _deprecation
 
 __all__ = [
+    'adaptive_clip_noise_multiplier',
+    'adaptive_clip_per_example',
+    'adaptive_dpsgd',
+    'adaptive_effective_noise_multiplier',
+    'AdaptiveClipState',
     'add_discrete_gaussian_noise',
     'add_discrete_gaussian_noise_event',
     'add_dpsgd_noise',

@@ -27,6 +27,7 @@ from dpjax import clipping
 from dpjax import noise as noise_lib
 from dpjax.transforms import _exact_gaussian
 from dpjax.transforms._normalizing import NormalizeState
+from dpjax.transforms._state import AdaptiveClipState
 from dpjax.transforms._state import KeyStepState
 
 _STREAM = _keys.register('dpsgd_noise', __name__)
@@ -64,6 +65,8 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
   Args:
     l2_norm_clip: the clip bound C of the sum (scalar or per-layer bounds;
       may be traced); the noise stddev is sigma * ``clipped_norm_bound(C)``.
+      None: calibrate each step to the bound the ``ClippedSum`` carries
+      (stddev sigma times it), e.g. adaptive clipping's moving bound.
     noise_multiplier: sigma >= 0 (may be traced).
     key: PRNG key (required). Step t draws from ``fold_in(key, t)``; a second
       ``init`` restarts the stream at step 0, which a ledger refuses to
@@ -94,10 +97,22 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
     >>> int(s.stream.count), float(s.noise_multiplier)
     (1, 1.100000023841858)
   """
-  _validate.l2_norm_clip(l2_norm_clip)
+  carried = l2_norm_clip is None
+  if not carried:
+    _validate.l2_norm_clip(l2_norm_clip)
+  elif not clipped:
+    raise ValueError('Expected an l2_norm_clip with clipped=False: an '
+                     'unclipped sum carries no bound to calibrate to.')
   _validate.non_negative(noise_multiplier=noise_multiplier)
   _validate.finite(noise_multiplier=noise_multiplier)
   stream0 = KeyStepState.create(key, stream=_STREAM)
+
+  def noise_bound(updates):
+    if not carried:
+      return clipping.clipped_norm_bound(l2_norm_clip)
+    if not isinstance(updates, _clipped_sum.ClippedSum):
+      _clipped_sum.unwrap(updates, 0.0)  # raises, naming updates
+    return updates.l2_norm_clip
 
   def state(stream, sigma, bound, sum_bound):
     return DpsgdNoiseState(stream, jnp.asarray(sigma, jnp.float32),
@@ -108,11 +123,13 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
   def init_fn(params):
     del params
     return state(stream0, noise_multiplier,
-                 clipping.clipped_norm_bound(l2_norm_clip), float('inf'))
+                 float('nan') if carried
+                 else clipping.clipped_norm_bound(l2_norm_clip),
+                 float('inf'))
 
   def update_fn(updates, s, params=None):
     del params
-    bound = clipping.clipped_norm_bound(l2_norm_clip)
+    bound = noise_bound(updates)
     updates, sum_bound = _clipped_sum.unwrap(updates, bound, clipped=clipped)
     updates = _numerics.zero_nonfinite(updates)
     noise = noise_lib.tree_noise(noise_lib.gaussian, s.stream.step_key(),
@@ -121,6 +138,14 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
             state(s.stream.advance(), noise_multiplier, bound, sum_bound))
 
   return optax.GradientTransformation(init_fn, update_fn)
+
+
+def effective_noise_multiplier(grad_noise_multiplier: float,
+                               count_stddev: float) -> float:
+  """(sigma_grad^-2 + (2 count_stddev)^-2)^(-1/2); 0 if either is 0."""
+  if grad_noise_multiplier == 0 or count_stddev == 0:
+    return 0.0
+  return float((grad_noise_multiplier**-2 + (2 * count_stddev)**-2)**-0.5)
 
 
 def _states(tree: Any, kind: type) -> list[Any]:
@@ -138,7 +163,8 @@ def privacy_states(opt_state: Any) -> tuple[Any, ...]:
   device sync per step.
   """
   return tuple(_states(opt_state, _NOISE_STATES) +
-               _states(opt_state, NormalizeState))
+               _states(opt_state, NormalizeState) +
+               _states(opt_state, AdaptiveClipState))
 
 
 def _scalar(x: Any, name: str) -> float:
@@ -156,6 +182,9 @@ def dpsgd_step_event(opt_state: Any, sampler: Any, *,
   """The DpEvent and noise stream of the step that produced ``opt_state``.
 
   Reads sigma from the chain's one ``DpsgdNoiseState`` (the value that ran;
+  with an ``adaptive_clip_per_example`` state in the chain, the step's
+  noise multiplier combines it with the count noise, Andrew et al. 2021,
+  Thm 1;
   for ``ExactDpsgdNoiseState``, the exact path's event: the discrete
   Gaussian of the sigma the sampler drew from, with the rounding's
   sensitivity, Poisson samplers only)
@@ -214,6 +243,16 @@ def dpsgd_step_event(opt_state: Any, sampler: Any, *,
   sigma = _scalar(s.noise_multiplier, 'noise_multiplier')
   if not np.isfinite(sigma) or sigma < 0:
     raise ValueError(f'The step ran noise_multiplier={sigma}.')
+  adaptive = _states(opt_state, AdaptiveClipState)
+  if len(adaptive) > 1:
+    raise ValueError(f'Expected at most one adaptive clipping state, found '
+                     f'{len(adaptive)}.')
+  if adaptive:  # the step also released a noisy count (Andrew et al. Thm 1)
+    if exact:
+      raise ValueError('Adaptive clipping with the exact noise path is not '
+                       'supported: its count noise is float Gaussian.')
+    count_stddev = _scalar(adaptive[0].count_stddev, 'count_stddev')
+    sigma = effective_noise_multiplier(sigma, count_stddev)
   if noise_multiplier is not None and not np.isclose(
       noise_multiplier, sigma, rtol=rtol, atol=0):
     raise ValueError(f'Claimed noise_multiplier={noise_multiplier}, but the '

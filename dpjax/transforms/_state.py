@@ -53,6 +53,25 @@ class KeyStepState(NamedTuple):
     return KeyStepState(optax.safe_increment(self.count), self.key)
 
 
+class AdaptiveClipState(NamedTuple):
+  """State of ``adaptive_clip_per_example`` (Andrew et al. 2021).
+
+  Attributes:
+    stream: the count-noise stream (key and steps taken).
+    l2_norm_clip: float32, the bound the NEXT step clips to.
+    count_stddev: float32, the count noise of the last step (at init: the
+      factory's); read by ``dpsgd_step_event``.
+    unclipped_fraction: float32, the last released fraction b~ (private).
+    num_dropped: int32, examples dropped so far for a non-finite gradient
+      (a diagnostic, not private).
+  """
+  stream: KeyStepState
+  l2_norm_clip: jax.Array
+  count_stddev: jax.Array
+  unclipped_fraction: jax.Array
+  num_dropped: jax.Array
+
+
 def keyed_transformation(
     key: jax.Array,
     step: Callable[[Any, jax.Array, Any], Any], *,
