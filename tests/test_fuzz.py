@@ -231,12 +231,12 @@ def _refused_or_safe(call, x_query):
 
 @NP_SETTINGS
 @hypothesis.given(case=nonparametric_case(), fn=st.sampled_from(
-    ['noisy_reg', 'private_histogram', 'random_decision_trees', 'spe']))
+    ['noisy_reg', 'dp_histogram', 'random_decision_trees', 'spe']))
 def test_nonparametric_releases_are_refused_or_safe(case, fn):
   x, y, _, bounds = case
   npm = dpjax.nonparametric
   kw = dict(epsilon=1.0, bounds=bounds, num_classes=2)
-  extra = {'noisy_reg': dict(bins=2), 'private_histogram': dict(bins=2),
+  extra = {'noisy_reg': dict(bins=2), 'dp_histogram': dict(bins=2),
            'random_decision_trees': dict(num_trees=2, depth=1),
            'spe': dict(num_trees=2, depth=1, num_candidates=2)}[fn]
   _refused_or_safe(lambda: getattr(npm, fn)(jax.random.key(0), x, y,
