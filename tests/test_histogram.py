@@ -180,7 +180,7 @@ def test_releases_are_pure_and_predict_identically_under_jit():
     (dict(x=[[0.0, np.nan], [0.0, 0.0], [1.0, 1.0]]), 'x without NaN'),
     (dict(num_classes=1), 'num_classes=1'),
 ])
-@pytest.mark.parametrize('fn', ['noisy_reg', 'private_histogram'])
+@pytest.mark.parametrize('fn', ['noisy_reg', 'dp_histogram'])
 def test_bad_input_names_the_value(fn, kwargs, match):
   args = dict(x=[[0.0, 0.0], [0.5, 0.5], [1.0, 1.0]], y=[0, 1, 1],
               epsilon=1.0, bounds=(0.0, 1.0), num_classes=2, bins=2)
