@@ -4,9 +4,9 @@ Mechanisms are optax ``GradientTransformation`` factories (``dpjax.transforms``)
 chained like any optimizer; each privatizing one has a companion that builds
 its ``DpEvent`` (``dpjax.accounting``) from the same hyperparameters, and a
 ``PrivacyLedger`` composes what ran. Families live in subpackages:
-``transforms``, ``clipping``, ``noise``, ``recovery``, ``sampling``,
-``distributed``, ``nonparametric``, ``accounting``, ``audit``. This namespace
-holds what people chain, plus the subpackages.
+``transforms``, ``clipping``, ``compression``, ``noise``, ``recovery``,
+``sampling``, ``distributed``, ``nonparametric``, ``accounting``, ``audit``.
+This namespace holds what people chain, plus the subpackages.
 
 Glossary (one name per role, everywhere):
 
@@ -19,7 +19,12 @@ Glossary (one name per role, everywhere):
 * ``trials``, ``p``: Binomial parameters.
 * ``epsilon``, ``delta``: privacy parameters; ``key``: a required PRNG key.
 * ``num_clients``, ``num_agents``: sizes of a leading client / agent axis.
+* ``dimension``: the length d of a flattened vector (not ``dim``).
 * ``bits``: a communication cost in bits (``*_bits`` functions count them).
+* ``dp_``: the prefix of the private version of a named algorithm.
+* ``<mechanism>_event(..., *, steps=1)``: a privatizer's DpEvent;
+  ``<transform>_step_event(opt_state, ...)``: the event read from the state
+  that ran.
 
 Example:
   >>> tx = dpjax.dpsgd(learning_rate=0.1, l2_norm_clip=1.0,
@@ -35,6 +40,7 @@ Example:
 from dpjax import accounting
 from dpjax import audit
 from dpjax import clipping
+from dpjax import compression
 from dpjax import correlated_noise
 from dpjax import distributed
 from dpjax import noise
@@ -85,9 +91,10 @@ __all__ = [
     'clip_per_example',
     'clipped_grad_sum',
     'clipping',
-    'correlated_noise',
+    'compression',
     'compressive_dpsgd',
     'compressive_privatizer',
+    'correlated_noise',
     'distributed',
     'dpsgd',
     'dpsgd_step_event',

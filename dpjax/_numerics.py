@@ -12,6 +12,8 @@ Example:
   4.999999924121604
 """
 
+import fractions
+import numbers
 from typing import Any
 
 import jax
@@ -69,3 +71,31 @@ def combine_norms(norms: list[jax.Array]) -> jax.Array:
   if len(norms) == 1:
     return norms[0]
   return l2_norm(jnp.stack(norms), axis=0)
+
+
+def weighted_row_sum(g: jax.Array, weight: jax.Array, valid: jax.Array):
+  """sum_i weight_i g_i over rows with ``valid``; other rows give exactly 0.
+
+  Weighted, summed and returned in float32 for a narrower float ``g`` (bf16,
+  f16), at ``precision=HIGHEST`` (no TF32 on GPUs).
+  """
+  g = jnp.where(valid.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0)
+  g = g.astype(wide(g.dtype))
+  return jnp.tensordot(weight.astype(g.dtype), g, axes=1,
+                       precision=jax.lax.Precision.HIGHEST)
+
+
+def as_fraction(value, name: str) -> fractions.Fraction:
+  """Exact rational value of a concrete Python/NumPy number."""
+  if isinstance(value, jax.core.Tracer):
+    raise ValueError(
+        f'Expected {name} to be a concrete number (exact sampling precomputes '
+        f'rational constants on the host), got a traced value.')
+  if isinstance(value, fractions.Fraction):
+    return value
+  try:
+    if isinstance(value, numbers.Integral):
+      return fractions.Fraction(int(value))
+    return fractions.Fraction(float(value))
+  except (TypeError, ValueError, OverflowError) as e:
+    raise ValueError(f'Expected {name}={value!r} to be a finite number.') from e

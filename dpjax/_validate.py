@@ -8,6 +8,7 @@ import numbers
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -104,3 +105,82 @@ def distinct_keys(**keys: Any) -> None:
       raise ValueError(f'Expected {seen[data]} and {name} to be different '
                        'keys: one key for two streams correlates them.')
     seen[data] = name
+
+
+def l2_norm_clip(l2_norm_clip: Any) -> None:
+  """Raises ValueError unless every leaf of l2_norm_clip is positive, finite."""
+  leaves = jax.tree.leaves(l2_norm_clip)
+  if not leaves:
+    raise ValueError(f'Expected l2_norm_clip={l2_norm_clip} to be non-empty.')
+  for c in leaves:
+    positive(l2_norm_clip=c)
+    finite(l2_norm_clip=c)
+
+
+def row_mask(mask: jax.typing.ArrayLike, batch: int) -> jax.Array:
+  """The row mask, checked: a boolean array of shape [B] (required)."""
+  if mask is None:
+    raise ValueError(
+        'Expected mask= (bool [B], False on padded rows): an aggregator '
+        'cannot tell padding from data without it. Pass batch.mask from the '
+        'sampler, or jnp.ones(B, bool) for a batch without padding.')
+  mask = jnp.asarray(mask)
+  if mask.dtype != jnp.bool_:
+    raise ValueError(f'Expected a boolean mask, got dtype {mask.dtype}.')
+  if mask.shape != (batch,):
+    raise ValueError(f'Expected mask of shape ({batch},) (one flag per row), '
+                     f'got {mask.shape}.')
+  return mask
+
+
+def per_example_grads(grads: Any, params: Any = None) -> int:
+  """Checks a per-example gradient pytree; returns the batch size B.
+
+  Every leaf must be floating with one leading batch axis B shared by all
+  leaves, and (when ``params`` is given) shaped ``(B,) + param.shape``: a
+  gradient without its batch axis would be clipped coordinate by coordinate.
+  """
+  leaves = jax.tree.leaves(grads)
+  if not leaves:
+    raise ValueError('Expected per-example gradients, got an empty pytree.')
+  for path, g in jax.tree_util.tree_leaves_with_path(grads):
+    if not jnp.issubdtype(jnp.result_type(g), jnp.floating):
+      raise ValueError(f'Expected floating per-example gradients, got '
+                       f'{jnp.result_type(g)} at {jax.tree_util.keystr(path)}.')
+    if jnp.ndim(g) < 1:
+      raise ValueError('Expected a leading batch axis on every gradient leaf, '
+                       f'got a scalar at {jax.tree_util.keystr(path)}.')
+  batch = jnp.shape(leaves[0])[0]
+  if params is not None:
+    named, param_def = jax.tree_util.tree_flatten_with_path(params)
+    try:
+      grad_leaves = param_def.flatten_up_to(grads)
+    except (ValueError, TypeError) as e:
+      raise ValueError('Expected per-example gradients with the structure of '
+                       f'params: {e}') from None
+    for (path, p), g in zip(named, grad_leaves):
+      want = (batch,) + tuple(jnp.shape(p))
+      if tuple(jnp.shape(g)) != want:
+        raise ValueError(
+            f'Expected the per-example gradient at {jax.tree_util.keystr(path)}'
+            f' to have shape {want} (batch axis + parameter shape), got '
+            f'{tuple(jnp.shape(g))}. Missing batch axis?')
+  for path, g in jax.tree_util.tree_leaves_with_path(grads):
+    if jnp.shape(g)[0] != batch:
+      raise ValueError(f'Expected batch size {batch} on every leaf, got '
+                       f'{jnp.shape(g)[0]} at {jax.tree_util.keystr(path)}.')
+  return batch
+
+
+def sparsity(sparsity: int, dimension: int, name: str = 'sparsity'):
+  """Raises ValueError unless ``1 <= sparsity <= dimension`` (an int)."""
+  positive_int(**{name: sparsity})
+  if sparsity > dimension:
+    raise ValueError(
+        f'Expected {name}={sparsity} <= the dimension {dimension}.')
+
+
+def radius(radius: Any) -> None:
+  """Raises ValueError unless radius is positive and finite."""
+  positive(radius=radius)
+  finite(radius=radius)

@@ -8,7 +8,7 @@ from jax.experimental import multihost_utils
 
 from dpjax import distributed as dd
 from dpjax import sampling
-from dpjax.transforms import low_precision_quantizer
+from dpjax.compression import low_precision_quantizer
 
 NUM_CLIENTS, DIM = 8, 16
 NUM_AGENTS, FEATURES, RECORDS = 4, 3, 12

@@ -17,6 +17,7 @@ from scipy import stats
 
 import dpjax
 from dpjax import accounting
+from dpjax import compression
 from dpjax import transforms
 
 KEY = jax.random.key(0)
@@ -95,7 +96,7 @@ def test_key_step_state_is_shared_by_the_randomized_transforms():
   for tx in (dpjax.add_gaussian_noise(1.0, key=KEY),
              dpjax.add_laplace_noise(1.0, key=KEY),
              dpjax.quantize_stochastic(
-                 transforms.low_precision_quantizer(0.25, 8), key=KEY),
+                 compression.low_precision_quantizer(0.25, 8), key=KEY),
              dpjax.rotate_hadamard(key=KEY),
              dpjax.laplace_privatizer(1.0, 1.0, key=KEY)):
     state = tx.init(jnp.zeros(4))

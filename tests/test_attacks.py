@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpjax import transforms as _sparsify
 from dpjax import audit as attacks
+from dpjax import compression as _sparsify
 
 
 @pytest.mark.parametrize('rate', [0.0, 0.5, 0.8])

@@ -202,7 +202,7 @@ def test_cpsgd_sensitivities_hold_for_random_quantizations(d, k, linf_clip,
                                                            clip):
   rng = np.random.default_rng(d * k)
   l1, l2, linf = accounting.cpsgd_sensitivities(d, k, linf_clip, clip)
-  quantizer = dpjax.transforms.k_level_quantizer(linf_clip, k)
+  quantizer = dpjax.compression.k_level_quantizer(linf_clip, k)
   n = 2000
   x, y = _clipped(rng, n, d, clip), _clipped(rng, n, d, clip)
   # Adversarial pairs: antipodal, on the sphere, and spread out or spiky.

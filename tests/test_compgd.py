@@ -303,17 +303,17 @@ def test_state_events_read_the_sigma_that_ran():
     return s
 
   s = run(0.2)
-  event = T.dp_compgd_state_event(s)
+  event = T.dp_compgd_step_event(s)
   assert event.count == 2
   assert event.event.noise_multiplier == pytest.approx(0.2, rel=1e-6)
-  assert T.dp_compgd_state_event(s, noise_multiplier=0.2) == event
+  assert T.dp_compgd_step_event(s, noise_multiplier=0.2) == event
   with pytest.raises(ValueError, match='Claimed noise_multiplier=1.0'):
-    T.dp_compgd_state_event(s, noise_multiplier=1.0)
+    T.dp_compgd_step_event(s, noise_multiplier=1.0)
   with pytest.raises(ValueError, match='Poisson'):
-    T.dp_compsgd_state_event(s, dpjax.sampling.PoissonSampler(100, 0.05))
+    T.dp_compsgd_step_event(s, dpjax.sampling.PoissonSampler(100, 0.05))
   tx = T.dp_compgd(0.1, M, 1.0, L, 0.2, N, key=jax.random.key(0))
   with pytest.raises(ValueError, match='before any step'):
-    T.dp_compgd_state_event(tx.init(w))
+    T.dp_compgd_step_event(tx.init(w))
   seeds = jax.tree.map(lambda x: jnp.stack([x, x]), s)
   with pytest.raises(ValueError, match='index the run'):
-    T.dp_compgd_state_event(seeds)
+    T.dp_compgd_step_event(seeds)

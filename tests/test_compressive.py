@@ -92,7 +92,7 @@ def test_sensitivity_bounds_every_pair_of_inputs(kappa):
   pairs = jax.random.uniform(jax.random.key(0), (2000, 2, n),
                              minval=-3 * xi, maxval=3 * xi)
   x = np.asarray(jnp.clip(jax.vmap(jax.vmap(
-      lambda u: dpjax.recovery.keep_top_k(u, kappa)))(pairs), -xi, xi), np.float64)
+      lambda u: dpjax.compression.keep_top_k(u, kappa)))(pairs), -xi, xi), np.float64)
   diff = (x[:, 0] - x[:, 1]) / (2 * xi * kappa)
   worst = max(worst, np.abs(diff @ psi.T).sum(axis=1).max())
   assert worst <= bound * (1 + 1e-6)
@@ -104,7 +104,7 @@ def _log_likelihood_ratio(release, v, v2, kappa, xi):
   """log p(y | v) - p(y | v') at the released measurements' noise model."""
   psi = np.asarray(release.sensing_matrix, np.float64)
   scale = float(release.noise_scale)
-  x, x2 = (np.clip(np.asarray(dpjax.recovery.keep_top_k(jnp.asarray(u), kappa)),
+  x, x2 = (np.clip(np.asarray(dpjax.compression.keep_top_k(jnp.asarray(u), kappa)),
                    -xi, xi) / (2 * xi * kappa) for u in (v, v2))
   return float(np.abs(psi @ (x - x2)).sum() / scale)
 
@@ -161,7 +161,7 @@ def test_exact_measurements_are_grid_values_with_laplace_noise(calibration):
   stated noise scale (accepted; 1.15x rejected). Before: float Laplace."""
   n, kappa, p, eps, xi = 30, 3, 10, 0.5, 1.0
   v = _box_input(jax.random.key(1), n, xi)
-  x = jnp.clip(dpjax.recovery.keep_top_k(v, kappa), -xi, xi) / (2 * xi * kappa)
+  x = jnp.clip(dpjax.compression.keep_top_k(v, kappa), -xi, xi) / (2 * xi * kappa)
 
   def one(key):
     r = dpjax.transforms.compressive_mechanism(
@@ -230,7 +230,7 @@ def test_output_error_has_the_order_of_prop_2():
                             (512, 1, 100.0, 2.0), (512, 8, 1.0, 1.0)]:
     p = math.ceil(3 * kappa * math.log(n / kappa))
     v = _box_input(jax.random.key(1), n, xi)
-    target = jnp.clip(dpjax.recovery.keep_top_k(v, kappa), -xi, xi)
+    target = jnp.clip(dpjax.compression.keep_top_k(v, kappa), -xi, xi)
 
     def sq_err(key, v=v, target=target, kappa=kappa, p=p, eps=eps, xi=xi):
       out = dpjax.transforms.compressive_mechanism(key, v, kappa=kappa, num_measurements=p, epsilon=eps, linf_clip=xi)
@@ -246,7 +246,7 @@ def test_output_error_has_the_order_of_prop_2():
 def test_noise_free_limit_returns_the_sparsified_clipped_update():
   v = jnp.array([0.1, -3.0, 0.2, 0.9, -0.05, 0.4, 0.0, 0.3] * 4)
   out = mechanism(jax.random.key(0), v, kappa=2, num_measurements=24, epsilon=1e9, linf_clip=1.0, noise_calibration='certified')
-  np.testing.assert_allclose(out.value, jnp.clip(dpjax.recovery.keep_top_k(v, 2),
+  np.testing.assert_allclose(out.value, jnp.clip(dpjax.compression.keep_top_k(v, 2),
                                                  -1, 1), atol=1e-4)
 
 

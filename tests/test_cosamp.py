@@ -117,8 +117,8 @@ def test_vmap_equals_loop_and_jit_compiles_once():
 
 def test_keep_top_k():
   v = jnp.array([1., -7., 3., 7., 0.5])
-  np.testing.assert_array_equal(dpjax.recovery.keep_top_k(v, 2), [0, -7, 0, 7, 0])
-  np.testing.assert_array_equal(dpjax.recovery.keep_top_k(v, 5), v)
+  np.testing.assert_array_equal(dpjax.compression.keep_top_k(v, 2), [0, -7, 0, 7, 0])
+  np.testing.assert_array_equal(dpjax.compression.keep_top_k(v, 5), v)
 
 
 @pytest.mark.parametrize('kwargs,match', [

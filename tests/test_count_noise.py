@@ -56,9 +56,9 @@ def _assert_exact_dlap(z, scale):
 def test_private_histogram_counts_are_int32_plus_exact_dlap():
   x, y = np.zeros((10, 2)), np.zeros(10, int)
   kw = dict(bounds=(0.0, 1.0), num_classes=2, bins=40)
-  exact, _ = npm.private_histogram(jax.random.key(1), x, y, epsilon=INF, **kw)
-  rel, event = npm.private_histogram(jax.random.key(1), x, y, epsilon=0.5,
-                                     **kw)
+  exact, _ = npm.dp_histogram(jax.random.key(1), x, y, epsilon=INF, **kw)
+  rel, event = npm.dp_histogram(jax.random.key(1), x, y, epsilon=0.5,
+                                **kw)
   assert exact.counts.dtype == rel.counts.dtype == jnp.int32
   assert int(exact.counts.sum()) == 10
   _assert_exact_dlap(rel.counts - exact.counts, 2.0)
@@ -168,9 +168,9 @@ def test_count_noise_scale_refuses_too_small_epsilon_and_allows_inf():
   with pytest.raises(ValueError, match='epsilon=0'):
     _count_noise.count_noise_scale(0, 1)
   with pytest.raises(ValueError, match='epsilon=1e-07'):
-    npm.private_histogram(jax.random.key(0), np.zeros((2, 1)), [0, 1],
-                          epsilon=1e-7, bounds=(0.0, 1.0), num_classes=2,
-                          bins=2)
+    npm.dp_histogram(jax.random.key(0), np.zeros((2, 1)), [0, 1],
+                     epsilon=1e-7, bounds=(0.0, 1.0), num_classes=2,
+                     bins=2)
   with pytest.raises(ValueError, match='concrete'):
     jax.jit(lambda e: _count_noise.count_noise_scale(e, 1))(1.0)
 
@@ -183,9 +183,9 @@ def test_float_laplace_counts_trip_the_low_bit_score_and_integers_do_not():
   assert zero.mean() > 0.15  # a count of 0 keeps fine low bits
   for c in (1.0, -1.0, 2.0, 5.0):
     assert np.all(np.asarray(score(keys, jnp.float32(c))) == 0)
-  rel, _ = npm.private_histogram(jax.random.key(1), np.zeros((3, 1)),
-                                 [0, 1, 1], epsilon=1.0, bounds=(0.0, 1.0),
-                                 num_classes=2, bins=64)
+  rel, _ = npm.dp_histogram(jax.random.key(1), np.zeros((3, 1)),
+                            [0, 1, 1], epsilon=1.0, bounds=(0.0, 1.0),
+                            num_classes=2, bins=64)
   assert float(audit.low_bit_score(rel.counts)) == 0.0
   assert float(audit.low_bit_score(rel.counts.astype(jnp.float32)
                                    + 2.0**-30)) > 0

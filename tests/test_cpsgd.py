@@ -13,9 +13,9 @@ import pytest
 from scipy import stats
 
 from dpjax import accounting
+from dpjax import compression as _rotation
 from dpjax import distributed as dist
 from dpjax import noise
-from dpjax import transforms as _rotation
 
 RUNS = 2000
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpjax import compression
 from dpjax import distributed as dist
 from dpjax import noise
 from dpjax import transforms
@@ -54,7 +55,7 @@ def _rounded_codes(cfg, key, xs):
   out = []
   for i in range(xs.shape[0]):
     x = xs[i] * jnp.minimum(1.0, cfg.l2_norm_clip / jnp.linalg.norm(xs[i]))
-    y = transforms.randomized_hadamard(jnp.pad(x, (0, dp - d)), key=rkey)
+    y = compression.randomized_hadamard(jnp.pad(x, (0, dp - d)), key=rkey)
     round_key = jax.random.split(keys[i])[0]
     z, failed = _conditional_round(cfg, round_key, y / cfg.gamma,
                                    cfg.norm_bound(d))
@@ -72,7 +73,7 @@ def test_noise_free_decoding_recovers_the_rounded_sum_exactly():
   np.testing.assert_array_equal(
       np.asarray(dist.centered(summed, cfg.bits)), codes.sum(0))
   est = dist.secure_sum_round(cfg, key, xs).estimate
-  want = transforms.inverse_randomized_hadamard(
+  want = compression.inverse_randomized_hadamard(
       jnp.asarray(codes.sum(0), jnp.float32) * cfg.gamma,
       key=dist.shared_key(key))[:D] / N
   np.testing.assert_allclose(np.asarray(est), np.asarray(want), atol=1e-6)
@@ -210,12 +211,27 @@ def test_jax_poisson_sampler_matches_the_poisson_pmf(lam):
 
 def test_large_skellam_rates_are_split_into_tested_parts():
   # mu = 3e6 > 2^16: 46 parts; the sum is Sk(3e6) (variance 6e6).
-  from dpjax.distributed import _ddp  # pylint: disable=g-import-not-at-top
-  x = np.asarray(_ddp._skellam(jax.random.key(4), 3e6, 20000), np.float64)
+  x = np.asarray(noise.skellam(jax.random.key(4), (20000,), mu=3e6),
+                 np.float64)
   z = x / math.sqrt(6e6)
   assert abs(z.mean()) < 0.03 and abs(z.var() - 1) < 0.04
   assert stats.kstest(z, 'norm').pvalue > 1e-3
   assert np.abs(z).max() < 6  # no outliers from the unreliable regime
+
+
+def test_public_skellam_sampler_checks_its_arguments_and_shapes():
+  x = noise.skellam(jax.random.key(0), (3, 2), mu=5.0, dtype=jnp.int64
+                    if jax.config.jax_enable_x64 else jnp.int16)
+  assert x.shape == (3, 2) and jnp.issubdtype(x.dtype, jnp.integer)
+  assert noise.skellam(jax.random.key(0), mu=0.0).shape == ()
+  assert int(noise.skellam(jax.random.key(0), (5,), mu=0.0).sum()) == 0
+  for bad in (-1.0, float('nan'), 2 * noise.MAX_SKELLAM_MU):
+    with pytest.raises(ValueError, match='mu'):
+      noise.skellam(jax.random.key(0), (2,), mu=bad)
+  with pytest.raises(ValueError, match='dtype'):
+    noise.skellam(jax.random.key(0), (2,), mu=1.0, dtype=jnp.float32)
+  with pytest.raises(ValueError, match='key'):
+    noise.skellam(None, (2,), mu=1.0)
 
 
 def test_skellam_beyond_the_sampler_range_is_refused():

@@ -7,7 +7,7 @@ import pytest
 
 from dpjax import distributed as dd
 from dpjax import sampling
-from dpjax.transforms import low_precision_quantizer
+from dpjax.compression import low_precision_quantizer
 
 N, D, M = 4, 3, 12
 QUANT = low_precision_quantizer(0.125, 4)

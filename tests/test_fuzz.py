@@ -232,12 +232,12 @@ def _refused_or_safe(call, x_query):
 
 @NP_SETTINGS
 @hypothesis.given(case=nonparametric_case(), fn=st.sampled_from(
-    ['noisy_reg', 'private_histogram', 'random_decision_trees', 'spe']))
+    ['noisy_reg', 'dp_histogram', 'random_decision_trees', 'spe']))
 def test_nonparametric_releases_are_refused_or_safe(case, fn):
   x, y, _, bounds = case
   npm = dpjax.nonparametric
   kw = dict(epsilon=1.0, bounds=bounds, num_classes=2)
-  extra = {'noisy_reg': dict(bins=2), 'private_histogram': dict(bins=2),
+  extra = {'noisy_reg': dict(bins=2), 'dp_histogram': dict(bins=2),
            'random_decision_trees': dict(num_trees=2, depth=1),
            'spe': dict(num_trees=2, depth=1, num_candidates=2)}[fn]
   _refused_or_safe(lambda: getattr(npm, fn)(jax.random.key(0), x, y,
@@ -526,7 +526,7 @@ def _agent_loss(params, example):
 def _algorithm(name):
   if name not in _ROUNDS:
     w = distributed.mixing_matrix(distributed.ring(_AGENTS))
-    q = dpjax.transforms.low_precision_quantizer(0.125, 4)
+    q = dpjax.compression.low_precision_quantizer(0.125, 4)
     common = dict(l2_norm_clip=0.5, noise_multiplier=1.0, learning_rate=0.1)
     _ROUNDS[name] = {
         'qdpsgd1': lambda: distributed.qdpsgd1(

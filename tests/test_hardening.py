@@ -13,10 +13,10 @@ import pytest
 
 import dp_accounting
 import dpjax
+from dpjax import _clipped_sum
 from dpjax import distributed
 from dpjax import noise
 from dpjax import transforms
-from dpjax.clipping import _clipped_sum
 
 KEY = jax.random.key(0)
 BATCH_KEY = jax.random.key(7)

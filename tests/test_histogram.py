@@ -109,7 +109,7 @@ def test_private_histogram_count_sensitivity(relation):
   x, y = rng.uniform(-1, 1, (80, 3)), rng.integers(0, 3, 80)
   kw = dict(epsilon=INF, bounds=(-1.0, 1.0), num_classes=3, bins=3,
             projection_dim=2)
-  base, _ = npm.private_histogram(jax.random.key(0), x, y, **kw)
+  base, _ = npm.dp_histogram(jax.random.key(0), x, y, **kw)
   worst = 0.0
   for i in (0, 41):
     for c in (np.full(3, -1.0), np.full(3, 1.0), np.array([1.0, -1, 0.3])):
@@ -121,7 +121,7 @@ def test_private_histogram_count_sensitivity(relation):
         x2[i], y2[i] = c, (y[i] + 1) % 3
         pairs = [(x2, y2)]
       for nx, ny in pairs:
-        other, _ = npm.private_histogram(jax.random.key(0), nx, ny, **kw)
+        other, _ = npm.dp_histogram(jax.random.key(0), nx, ny, **kw)
         worst = max(worst, float(np.abs(other.counts - base.counts).sum()))
   assert worst == (1.0 if relation == 'add_remove' else 2.0)
 
@@ -129,9 +129,9 @@ def test_private_histogram_count_sensitivity(relation):
 def test_private_histogram_refuses_too_many_cells():
   # The noise itself: tests/test_count_noise.py.
   with pytest.raises(ValueError, match=r'10\^40 = 1' + '0' * 40):
-    npm.private_histogram(jax.random.key(1), np.zeros((3, 40)),
-                          np.zeros(3, int), epsilon=1.0, bounds=(0.0, 1.0),
-                          num_classes=2, bins=10)
+    npm.dp_histogram(jax.random.key(1), np.zeros((3, 40)),
+                     np.zeros(3, int), epsilon=1.0, bounds=(0.0, 1.0),
+                     num_classes=2, bins=10)
 
 
 def test_projected_bounds_come_from_phi_and_the_box():
@@ -155,7 +155,7 @@ def test_releases_are_pure_and_predict_identically_under_jit():
   xt = rng.normal(size=(30, 5))
   kw = dict(epsilon=2.0, bounds=(-3.0, 3.0), num_classes=2, bins=3,
             projection_dim=3)
-  for fn in (npm.noisy_reg, npm.private_histogram):
+  for fn in (npm.noisy_reg, npm.dp_histogram):
     a, _ = fn(jax.random.key(5), x, y, **kw)
     b, _ = fn(jax.random.key(5), x, y, **kw)
     for la, lb in zip(a, b):
@@ -180,7 +180,7 @@ def test_releases_are_pure_and_predict_identically_under_jit():
     (dict(x=[[0.0, np.nan], [0.0, 0.0], [1.0, 1.0]]), 'x without NaN'),
     (dict(num_classes=1), 'num_classes=1'),
 ])
-@pytest.mark.parametrize('fn', ['noisy_reg', 'private_histogram'])
+@pytest.mark.parametrize('fn', ['noisy_reg', 'dp_histogram'])
 def test_bad_input_names_the_value(fn, kwargs, match):
   args = dict(x=[[0.0, 0.0], [0.5, 0.5], [1.0, 1.0]], y=[0, 1, 1],
               epsilon=1.0, bounds=(0.0, 1.0), num_classes=2, bins=2)

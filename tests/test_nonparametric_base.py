@@ -82,14 +82,14 @@ def test_bounds_clip_and_refuse():
 def test_private_bounds_cover_the_data_and_refuse_without_domain():
   rng = np.random.default_rng(0)
   x = jnp.asarray(rng.normal(5.0, 1.0, (2000, 3)), jnp.float32)
-  (low, high), event = npm.private_bounds(jax.random.key(0), x, epsilon=3.0,
-                                          domain=(-100.0, 100.0))
+  (low, high), event = npm.dp_bounds(jax.random.key(0), x, epsilon=3.0,
+                                     domain=(-100.0, 100.0))
   assert event.epsilon == 3.0
   assert np.all(low < high)
   assert np.all(np.abs(low - 5.0 + 1.645) < 0.5)
   assert np.all(np.abs(high - 5.0 - 1.645) < 0.5)
   with pytest.raises(ValueError, match='public domain'):
-    npm.private_bounds(jax.random.key(0), x, epsilon=1.0, domain=None)
+    npm.dp_bounds(jax.random.key(0), x, epsilon=1.0, domain=None)
 
 
 def test_private_bounds_rank_utility_has_sensitivity_one():
@@ -116,8 +116,8 @@ def test_exponential_event_states_the_delta_of_the_float_noise():
   case = audit.audit_case('exponential')
   assert (case.epsilon, case.delta) == (1.0, event.delta)
   x = jnp.linspace(0.0, 1.0, 20)[:, None]
-  _, bounds_event = npm.private_bounds(jax.random.key(0), x, epsilon=1.0,
-                                       domain=(-1, 2), num_candidates=8)
+  _, bounds_event = npm.dp_bounds(jax.random.key(0), x, epsilon=1.0,
+                                  domain=(-1, 2), num_candidates=8)
   assert bounds_event.delta == pytest.approx(
       2 * npm.exponential_mechanism_delta(0.5, 8))
 

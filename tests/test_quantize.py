@@ -10,22 +10,22 @@ import pytest
 import dpjax
 
 QUANTIZERS = {
-    'low_precision': dpjax.transforms.low_precision_quantizer(eta=0.1, bits=4),
-    'k_level': dpjax.transforms.k_level_quantizer(x_max=1.0, levels=5),
+    'low_precision': dpjax.compression.low_precision_quantizer(eta=0.1, bits=4),
+    'k_level': dpjax.compression.k_level_quantizer(x_max=1.0, levels=5),
 }
 
 
 
 def test_grids_match_the_papers():
-  q = dpjax.transforms.low_precision_quantizer(eta=0.5, bits=3)
+  q = dpjax.compression.low_precision_quantizer(eta=0.5, bits=3)
   assert (q.code_min, q.code_max, q.bits_per_coordinate) == (-4, 3, 3)
   assert (q.low, q.high) == (-2.0, 1.5)
-  k = dpjax.transforms.k_level_quantizer(x_max=2.0, levels=9)
+  k = dpjax.compression.k_level_quantizer(x_max=2.0, levels=9)
   assert k.spacing == 0.5 and k.low == -2.0 and k.high == 2.0
   assert k.bits_per_coordinate == 4 and k.levels == 9
   np.testing.assert_allclose(k.dequantize(jnp.arange(9)),
                              np.linspace(-2, 2, 9))
-  assert dpjax.transforms.k_level_quantizer(1.0, 2).bits_per_coordinate == 1
+  assert dpjax.compression.k_level_quantizer(1.0, 2).bits_per_coordinate == 1
 
 
 @pytest.mark.parametrize('name', sorted(QUANTIZERS))
@@ -70,7 +70,7 @@ def test_quantize_is_a_pure_function_of_the_key_with_and_without_jit():
 
 
 def test_stochastic_round_probability_matches_the_fraction():
-  codes = dpjax.transforms.stochastic_round(jnp.full((100_000,), 2.3),
+  codes = dpjax.compression.stochastic_round(jnp.full((100_000,), 2.3),
                                  key=jax.random.key(0), spacing=1.0)
   frac_up = float(jnp.mean(codes == 3))
   assert set(np.unique(codes).tolist()) == {2, 3}
@@ -79,16 +79,16 @@ def test_stochastic_round_probability_matches_the_fraction():
 
 def test_quantizers_reject_bad_arguments_naming_the_value():
   with pytest.raises(ValueError, match='eta=0'):
-    dpjax.transforms.low_precision_quantizer(eta=0, bits=4)
+    dpjax.compression.low_precision_quantizer(eta=0, bits=4)
   with pytest.raises(ValueError, match='bits=0'):
-    dpjax.transforms.low_precision_quantizer(eta=0.1, bits=0)
+    dpjax.compression.low_precision_quantizer(eta=0.1, bits=0)
   with pytest.raises(ValueError, match='bits=40'):
-    dpjax.transforms.low_precision_quantizer(eta=0.1, bits=40)
+    dpjax.compression.low_precision_quantizer(eta=0.1, bits=40)
   with pytest.raises(ValueError, match='x_max=-1'):
-    dpjax.transforms.k_level_quantizer(x_max=-1, levels=4)
+    dpjax.compression.k_level_quantizer(x_max=-1, levels=4)
   with pytest.raises(ValueError, match='levels=1'):
-    dpjax.transforms.k_level_quantizer(x_max=1.0, levels=1)
+    dpjax.compression.k_level_quantizer(x_max=1.0, levels=1)
   with pytest.raises(ValueError, match='spacing=-2'):
-    dpjax.transforms.stochastic_round(jnp.ones(2), key=jax.random.key(0), spacing=-2)
+    dpjax.compression.stochastic_round(jnp.ones(2), key=jax.random.key(0), spacing=-2)
   with pytest.raises(ValueError, match='key'):
     QUANTIZERS['k_level'].quantize(jnp.ones(2), key=None)

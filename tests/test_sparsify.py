@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 import dpjax
+from dpjax import compression
 from dpjax import transforms as _sparsify
 
 PARAMS = {'w': jnp.zeros((6, 5)), 'b': jnp.zeros(5)}  # d = 35
@@ -66,7 +67,7 @@ def test_one_mask_is_shared_by_every_example():
 
 def test_zeroed_set_is_uniform_over_coordinates():
   draws = 4000
-  masks = jax.vmap(lambda k: _sparsify.random_mask(k, PARAMS, 7))(
+  masks = jax.vmap(lambda k: compression.random_mask(k, PARAMS, 7))(
       jax.random.split(jax.random.key(3), draws))
   zeros = np.concatenate([np.asarray(1 - m).reshape(draws, -1)
                           for m in jax.tree.leaves(masks)], axis=1)
@@ -196,10 +197,10 @@ def test_sparsify_random_needs_a_schedule():
 
 
 def test_message_bits_count_values_and_positions():
-  assert _sparsify.sparse_message_bits(1000, 1000) == 32000  # dense
-  assert _sparsify.sparse_message_bits(1000, 10) == 10 * 32 + 10 * 10
-  assert _sparsify.sparse_message_bits(1000, 500) == 500 * 32 + 1000  # bitmask
-  assert _sparsify.sparse_message_bits(1000, 10, send_indices=False) == 320
+  assert compression.sparse_message_bits(1000, 1000) == 32000  # dense
+  assert compression.sparse_message_bits(1000, 10) == 10 * 32 + 10 * 10
+  assert compression.sparse_message_bits(1000, 500) == 500 * 32 + 1000  # bitmask
+  assert compression.sparse_message_bits(1000, 10, send_indices=False) == 320
 
 
 def test_run_bits_send_positions_once_per_refresh():
@@ -258,11 +259,11 @@ def test_ranked_privatizer_sensitivity_and_noise_masking():
 
 
 def test_sparse_message_round_trip_and_size():
-  mask = _sparsify.random_mask(jax.random.key(7), PARAMS, 28)
+  mask = compression.random_mask(jax.random.key(7), PARAMS, 28)
   update = jax.tree.map(
       lambda m: m * jax.random.normal(jax.random.key(8), m.shape), mask)
-  msg = _sparsify.encode_sparse(update, mask)
+  msg = compression.encode_sparse(update, mask)
   assert msg.values.size == D - 28 and msg.num_coordinates == D
-  chex.assert_trees_all_equal(_sparsify.decode_sparse(msg, PARAMS), update)
-  assert msg.bits() == _sparsify.sparse_message_bits(D, D - 28)
+  chex.assert_trees_all_equal(compression.decode_sparse(msg, PARAMS), update)
+  assert msg.bits() == compression.sparse_message_bits(D, D - 28)
   assert msg.bits(send_indices=False) == 32 * (D - 28)

@@ -347,7 +347,7 @@ def test_discrete_gaussian_noise_on_integer_codes_and_zero_sigma():
 
 
 def test_quantize_stochastic_is_unbiased_pure_and_reports_bits():
-  q = dpjax.transforms.low_precision_quantizer(eta=0.125, bits=6)
+  q = dpjax.compression.low_precision_quantizer(eta=0.125, bits=6)
   tx = dpjax.quantize_stochastic(q, key=KEY)
   g = {'w': jnp.linspace(-2.0, 2.0, 33), 'b': jnp.array([0.3, 100.0])}
   state = tx.init(g)
@@ -395,7 +395,7 @@ def test_rotate_then_unrotate_is_the_identity_every_step_with_the_same_key():
 
 def test_cpsgd_style_chain_rotates_quantizes_adds_noise_and_unrotates():
   k = jax.random.key(5)
-  q = dpjax.transforms.k_level_quantizer(x_max=1.0, levels=17)
+  q = dpjax.compression.k_level_quantizer(x_max=1.0, levels=17)
   g = {'w': 0.3 * jax.random.normal(KEY, (10, 10)), 'b': jnp.zeros(6)}
   tx = optax.chain(dpjax.rotate_hadamard(key=k),
                    dpjax.quantize_stochastic(q, key=k),
@@ -417,7 +417,7 @@ def test_new_transforms_compile_once_across_steps():
   g = jnp.zeros(16)
   tx = optax.chain(dpjax.add_discrete_gaussian_noise(1.0, key=KEY),
                    dpjax.quantize_stochastic(
-                       dpjax.transforms.low_precision_quantizer(0.5, 8), key=KEY))
+                       dpjax.compression.low_precision_quantizer(0.5, 8), key=KEY))
   traces = []
 
   @jax.jit
@@ -443,4 +443,4 @@ def test_new_factories_require_keys_and_validate():
   with pytest.raises(ValueError, match='quantizer'):
     dpjax.quantize_stochastic(0.5, key=KEY)
   with pytest.raises(ValueError, match='key'):
-    dpjax.quantize_stochastic(dpjax.transforms.k_level_quantizer(1.0, 4), key=None)
+    dpjax.quantize_stochastic(dpjax.compression.k_level_quantizer(1.0, 4), key=None)

@@ -18,6 +18,7 @@ from dp_accounting import rdp
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_accountant_lib
 import numpy as np
 
+from dpjax import _solve
 from dpjax import _validate
 from dpjax.accounting import _distributed
 from dpjax.accounting import _events
@@ -331,26 +332,14 @@ def calibrate(make_event: Callable[[float], dp_accounting.DpEvent],
   def eps_of(sigma):
     return epsilon(make_event(sigma), delta, accountant, steps=steps)
 
-  hi = 1.0
-  while eps_of(hi) > target_epsilon:
-    if hi >= max_noise_multiplier:
-      raise ValueError(
-          f'target_epsilon={target_epsilon} is unreachable at delta={delta}: '
-          f'noise_multiplier={hi:g} still gives epsilon='
-          f'{eps_of(hi):.4g}.')
-    hi = min(hi * 2, max_noise_multiplier)
-  lo = hi / 2
-  while eps_of(lo) <= target_epsilon:
-    hi, lo = lo, lo / 2
-    if hi < 1e-6:
-      return hi
-  while hi / lo - 1 > rtol:
-    mid = math.sqrt(lo * hi)
-    if eps_of(mid) <= target_epsilon:
-      hi = mid
-    else:
-      lo = mid
-  return hi
+  def unreachable(hi):
+    raise ValueError(
+        f'target_epsilon={target_epsilon} is unreachable at delta={delta}: '
+        f'noise_multiplier={hi:g} still gives epsilon={eps_of(hi):.4g}.')
+
+  return _solve.smallest_float(
+      lambda sigma: eps_of(sigma) <= target_epsilon, start=1.0, rtol=rtol,
+      ceiling=max_noise_multiplier, floor=1e-6, unreachable=unreachable)
 
 
 def calibrate_noise_multiplier(target_epsilon: float, delta: float,
@@ -419,20 +408,16 @@ def calibrate_trials(epsilon_of: Callable[[int], float],
   _validate.positive(target_epsilon=target_epsilon)
   _validate.positive_int(min_trials=min_trials)
   _validate.integer_at_least(min_trials, max_trials=max_trials)
-  lo, hi = min_trials - 1, min_trials  # epsilon_of(lo) > target (assumed)
-  while epsilon_of(hi) > target_epsilon:
-    if hi >= max_trials:
-      raise ValueError(
-          f'target_epsilon={target_epsilon} is unreachable with trials <= '
-          f'max_trials={max_trials}: epsilon={epsilon_of(hi):.6g} there.')
-    lo, hi = hi, min(2 * hi, max_trials)
-  while hi - lo > 1:
-    mid = (lo + hi) // 2
-    if epsilon_of(mid) <= target_epsilon:
-      hi = mid
-    else:
-      lo = mid
-  return hi
+
+  def unreachable(hi):
+    raise ValueError(
+        f'target_epsilon={target_epsilon} is unreachable with trials <= '
+        f'max_trials={max_trials}: epsilon={epsilon_of(hi):.6g} there.')
+
+  # epsilon_of(min_trials - 1) > target is assumed.
+  return _solve.smallest_int(lambda n: epsilon_of(n) <= target_epsilon,
+                             start=min_trials, ceiling=max_trials,
+                             unreachable=unreachable)
 
 
 def rdp_curve(event: dp_accounting.DpEvent, orders: Sequence[float],

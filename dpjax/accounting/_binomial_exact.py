@@ -21,6 +21,7 @@ import math
 import numpy as np
 from scipy import stats
 
+from dpjax import _solve
 from dpjax import _validate
 
 TAIL_SDS = 14.0  # pmf window: +-14 sd around N p (the tails are added whole)
@@ -156,16 +157,7 @@ def calibrate_binomial_exact_trials(target_epsilon: float, p: float,
     pmf = _BinomialPmf(n, p, shift)
     return all(pmf.hockey_stick(j, target_epsilon) <= delta for j in shifts)
 
-  hi = 16
-  while not ok(hi):
-    hi *= 2
-  lo = hi // 2 if hi > 16 else 0
-  while hi - lo > 1:
-    mid = (lo + hi) // 2
-    if ok(mid):
-      hi = mid
-    else:
-      lo = mid
+  hi = _solve.smallest_int(ok, start=16, below=0)
   while not ok(hi, range(1, shift + 1)):
     hi += 1
   return hi

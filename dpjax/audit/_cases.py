@@ -29,7 +29,6 @@ from dpjax import nonparametric
 from dpjax import recovery
 from dpjax import sampling
 from dpjax import transforms
-from dpjax.transforms import _compressing
 
 DELTA = 1e-5
 ADD_REMOVE = 'add/remove'
@@ -436,7 +435,7 @@ def compressive_case() -> AuditCase:
   # n = 1, kappa = 1: x = +-1/2, so Psi x - Psi x' = Psi[:, 0], whose L1
   # norm is Delta(Psi) exactly: the certified calibration is tight.
   score = lambda o: _compressive_llr(o[0], -0.5 * o[1], 0.5 * o[1], o[2])
-  stated = _pure(_compressing.compressive_privatizer_event(
+  stated = _pure(transforms.compressive_privatizer_event(
       1, p, eps, key=jax.random.key(0), dimension=1, steps=1))
   case = AuditCase(
       'compressive', mechanism, jnp.full((1,), xi, jnp.float32),
@@ -453,12 +452,13 @@ def _paper_compressive_twin(case, eps, xi, p) -> AuditCase:
   n = 64
   psi = recovery.gaussian_sensing_matrix(jax.random.key(3), p, n)
   column = int(jnp.argmax(jnp.abs(psi).sum(axis=0)))
-  scale, _ = _compressing._grid(p, eps, 'paper')
+  scale = math.sqrt(p) / float(eps)  # the paper's Laplace scale
 
   def mechanism(key, v):
     # Alg. 2 with a fixed Psi: top-1 of a 1-sparse v, clip, measure, noise.
     x = jnp.clip(v, -xi, xi) / (2 * xi)
-    y, _, _ = _compressing._exact_measurements(key, psi, x, 1, eps, 'paper')
+    y, _, _ = transforms.compressive_measurements(
+        key, psi, x, kappa=1, epsilon=eps, noise_calibration='paper')
     return y
 
   v = jnp.zeros(n, jnp.float32).at[column].set(xi)

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import accounting
+from dpjax import compression
 from dpjax import distributed
-from dpjax import transforms
 from dpjax.audit import _cases
 from dpjax.audit._cases import ADD_REMOVE
 from dpjax.audit._cases import AuditCase
@@ -113,7 +113,7 @@ def _agent_batch(canary: float) -> distributed.AgentBatch:
 
 def qdpsgd1_case() -> AuditCase:
   sigma = 4.0  # noise multiplier sigma |S| / 2 = 2 on the mean gradient
-  quantizer = transforms.low_precision_quantizer(0.125, 8)
+  quantizer = compression.low_precision_quantizer(0.125, 8)
 
   def mech(noise_multiplier):
     alg = distributed.qdpsgd1(
@@ -142,7 +142,7 @@ def qdpsgd1_case() -> AuditCase:
 
 def qdpsgd2_case() -> AuditCase:
   sigma, eta = 2.0, 0.125
-  quantizer = transforms.low_precision_quantizer(eta, 8)
+  quantizer = compression.low_precision_quantizer(eta, 8)
 
   def mech(noise_multiplier):
     alg = distributed.qdpsgd2(

@@ -18,8 +18,8 @@ Example:
 import jax
 import jax.numpy as jnp
 
+from dpjax import _clipped_sum
 from dpjax import clipping
-from dpjax.clipping import _clipped_sum
 from dpjax import transforms
 from dpjax.audit._cases import _epsilon
 from dpjax.audit._cases import _poisson_full

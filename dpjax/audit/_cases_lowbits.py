@@ -29,8 +29,8 @@ _LOW_BIT_WEIGHT = 4.0
 
 def _exact(key, data):
   x, y = data
-  release, _ = nonparametric.private_histogram(key, x, y, epsilon=_EPSILON,
-                                               **_COUNT_KW)
+  release, _ = nonparametric.dp_histogram(key, x, y, epsilon=_EPSILON,
+                                          **_COUNT_KW)
   return release.counts[0].astype(jnp.float32)
 
 
@@ -38,7 +38,7 @@ def _float_laplace(key, data):
   """Today's leak: exact counts + float32 Laplace(1 / eps)."""
   x, y = data
   k_release, k_noise = jax.random.split(key)
-  release, _ = nonparametric.private_histogram(
+  release, _ = nonparametric.dp_histogram(
       k_release, x, y, epsilon=float('inf'), **_COUNT_KW)
   counts = release.counts[0].astype(jnp.float32)
   return counts + noise.laplace(k_noise, counts.shape, scale=1.0 / _EPSILON)
@@ -58,7 +58,7 @@ def private_histogram_case() -> AuditCase:
   # One record in the single cell flips its label: counts (1, 0) -> (0, 1).
   x = jnp.full((1, 1), 0.5, jnp.float32)
   # Replace-one moves two counts by 1: twice the add/remove event.
-  eps = 2 * nonparametric.private_histogram_event(_EPSILON).epsilon
+  eps = 2 * nonparametric.dp_histogram_event(_EPSILON).epsilon
   case = AuditCase(
       'private_histogram', _exact, (x, jnp.array([0])), (x, jnp.array([1])),
       _score, float(eps), 0.0, REPLACE_ONE,

@@ -10,7 +10,7 @@ Example:
   (2,)
 """
 
-from dpjax.clipping._clipped_sum import ClippedSum
+from dpjax._clipped_sum import ClippedSum
 from dpjax.clipping._data_parallel import sharded_clipped_grad_sum
 from dpjax.clipping._ghost import ghost_grads
 from dpjax.clipping._ghost import ghost_plan

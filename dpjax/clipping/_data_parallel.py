@@ -46,7 +46,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 import jax.numpy as jnp
 
-from dpjax.clipping import _clipped_sum
+from dpjax import _clipped_sum
 from dpjax.clipping import _ghost_plan
 from dpjax.clipping import _per_example
 

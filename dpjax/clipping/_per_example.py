@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpjax.clipping import _clipped_sum
+from dpjax import _clipped_sum
 from dpjax.clipping import _ghost
 from dpjax.clipping import _ghost_plan
 from dpjax.clipping import _sharding
@@ -112,13 +112,10 @@ def clipped_norm_bound(l2_norm_clip: Any) -> Any:
   return float(np.sqrt(np.sum(bounds**2)))
 
 
-def validate_l2_norm_clip(l2_norm_clip: Any) -> None:
-  leaves = jax.tree.leaves(l2_norm_clip)
-  if not leaves:
-    raise ValueError(f'Expected l2_norm_clip={l2_norm_clip} to be non-empty.')
-  for c in leaves:
-    _validate.positive(l2_norm_clip=c)
-    _validate.finite(l2_norm_clip=c)
+validate_l2_norm_clip = _validate.l2_norm_clip
+check_per_example = _validate.per_example_grads
+_keep = _validate.row_mask
+_weighted_sum = _numerics.weighted_row_sum
 
 
 def _leaf_sq_norm(x: jax.Array) -> jax.Array:
@@ -126,78 +123,11 @@ def _leaf_sq_norm(x: jax.Array) -> jax.Array:
                  axis=tuple(range(1, x.ndim)))
 
 
-def _weighted_sum(g: jax.Array, weight: jax.Array, valid: jax.Array):
-  """sum_i weight_i g_i over rows with ``valid``; other rows give exactly 0.
-
-  Weighted, summed and returned in float32 for a narrower float ``g`` (bf16,
-  f16), at ``precision=HIGHEST`` (no TF32 on GPUs).
-  """
-  g = jnp.where(valid.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0)
-  g = g.astype(_numerics.wide(g.dtype))
-  return jnp.tensordot(weight.astype(g.dtype), g, axes=1,
-                       precision=jax.lax.Precision.HIGHEST)
-
-
 def _clip_weight(clip: Any, norm: jax.Array, valid: jax.Array) -> jax.Array:
   """min(1, C / norm) in float32 on valid rows, else 0."""
   clip = jnp.asarray(clip, jnp.float32)
   return jnp.where(valid, jnp.minimum(1.0, clip / norm.astype(jnp.float32)),
                    0.0)
-
-
-def _keep(mask: jax.typing.ArrayLike, batch: int) -> jax.Array:
-  """The row mask, checked: a boolean array of shape [B] (required)."""
-  if mask is None:
-    raise ValueError(
-        'Expected mask= (bool [B], False on padded rows): an aggregator '
-        'cannot tell padding from data without it. Pass batch.mask from the '
-        'sampler, or jnp.ones(B, bool) for a batch without padding.')
-  mask = jnp.asarray(mask)
-  if mask.dtype != jnp.bool_:
-    raise ValueError(f'Expected a boolean mask, got dtype {mask.dtype}.')
-  if mask.shape != (batch,):
-    raise ValueError(f'Expected mask of shape ({batch},) (one flag per row), '
-                     f'got {mask.shape}.')
-  return mask
-
-
-def check_per_example(grads: PyTree, params: PyTree | None = None) -> int:
-  """Checks a per-example gradient pytree; returns the batch size B.
-
-  Every leaf must be floating with one leading batch axis B shared by all
-  leaves, and (when ``params`` is given) shaped ``(B,) + param.shape``: a
-  gradient without its batch axis would be clipped coordinate by coordinate.
-  """
-  leaves = jax.tree.leaves(grads)
-  if not leaves:
-    raise ValueError('Expected per-example gradients, got an empty pytree.')
-  for path, g in jax.tree_util.tree_leaves_with_path(grads):
-    if not jnp.issubdtype(jnp.result_type(g), jnp.floating):
-      raise ValueError(f'Expected floating per-example gradients, got '
-                       f'{jnp.result_type(g)} at {jax.tree_util.keystr(path)}.')
-    if jnp.ndim(g) < 1:
-      raise ValueError('Expected a leading batch axis on every gradient leaf, '
-                       f'got a scalar at {jax.tree_util.keystr(path)}.')
-  batch = jnp.shape(leaves[0])[0]
-  if params is not None:
-    named, param_def = jax.tree_util.tree_flatten_with_path(params)
-    try:
-      grad_leaves = param_def.flatten_up_to(grads)
-    except (ValueError, TypeError) as e:
-      raise ValueError('Expected per-example gradients with the structure of '
-                       f'params: {e}') from None
-    for (path, p), g in zip(named, grad_leaves):
-      want = (batch,) + tuple(jnp.shape(p))
-      if tuple(jnp.shape(g)) != want:
-        raise ValueError(
-            f'Expected the per-example gradient at {jax.tree_util.keystr(path)}'
-            f' to have shape {want} (batch axis + parameter shape), got '
-            f'{tuple(jnp.shape(g))}. Missing batch axis?')
-  for path, g in jax.tree_util.tree_leaves_with_path(grads):
-    if jnp.shape(g)[0] != batch:
-      raise ValueError(f'Expected batch size {batch} on every leaf, got '
-                       f'{jnp.shape(g)[0]} at {jax.tree_util.keystr(path)}.')
-  return batch
 
 
 def _clip_factored(sq_norms: list[jax.Array],

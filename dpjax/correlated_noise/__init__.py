@@ -37,8 +37,8 @@ from dpjax.correlated_noise._strategies import tree_aggregation
 from dpjax.correlated_noise._strategies import tree_matrix
 
 __all__ = [
-    'bandmf_event',
     'banded_toeplitz',
+    'bandmf_event',
     'fixed_epoch_sensitivity',
     'identity',
     'inverse_square_root_coefs',

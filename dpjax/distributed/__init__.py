@@ -34,6 +34,10 @@ sum (optionally pairwise-masked) is decoded by the server. Their companion
 is ``distributed_dp_round_event``, their bits ``distributed_dp_bits`` and
 ``calibrate_distributed_dp`` chooses gamma and the noise as the papers do.
 
+``Protocol`` is what a training loop needs from any of these client
+protocols: a traceable mean of the client vectors, the DpEvent of one round
+and the bits one client sends.
+
 Example:
   >>> cfg = dpjax.distributed.CpsgdConfig(l2_norm_clip=1.0, levels=16,
   ...                                     trials=32)
@@ -66,6 +70,7 @@ from dpjax.distributed._decentralized_privacy import run_epsilon
 from dpjax.distributed._gossip import agent_mesh
 from dpjax.distributed._gossip import gossip
 from dpjax.distributed._gossip import run_agents
+from dpjax.distributed._protocol import Protocol
 from dpjax.distributed._cpsgd import cpsgd_round_event
 from dpjax.distributed._cpsgd import distributed_mean
 from dpjax.distributed._cpsgd import distributed_mean_sharded
@@ -114,22 +119,12 @@ __all__ = [
     'calibrate_decentralized',
     'calibrate_distributed_dp',
     'centered',
-    'client_encode_modular',
-    'conditional_round',
-    'distributed_dp_bits',
-    'distributed_dp_round_event',
-    'DistributedDpConfig',
-    'MAX_SKELLAM_MU',
-    'pairwise_mask',
-    'secure_sum',
-    'secure_sum_round',
-    'SecureSumRound',
-    'server_decode_modular',
-    'to_modular',
     'client_encode',
+    'client_encode_modular',
     'client_keys',
     'client_sum',
     'complete',
+    'conditional_round',
     'cpsgd_bits',
     'cpsgd_expected_mse',
     'cpsgd_mse_bound',
@@ -138,8 +133,11 @@ __all__ = [
     'DecentralizedAlgorithm',
     'DecentralizedPrivacy',
     'DecentralizedState',
+    'distributed_dp_bits',
+    'distributed_dp_round_event',
     'distributed_mean',
     'distributed_mean_sharded',
+    'DistributedDpConfig',
     'dsgd',
     'erdos_renyi',
     'gaussian_distributed_mean',
@@ -147,11 +145,14 @@ __all__ = [
     'gaussian_protocol_round_event',
     'gossip',
     'laplacian',
+    'MAX_SKELLAM_MU',
     'mixing_matrix',
     'num_components',
+    'pairwise_mask',
     'paper_epsilon',
     'paper_is_upper_bound',
     'paper_rdp_coefficients',
+    'Protocol',
     'qdpsgd1',
     'qdpsgd2',
     'qdpsgd2_sensitivities',
@@ -163,7 +164,12 @@ __all__ = [
     'run_agents',
     'run_epsilon',
     'sdm',
+    'secure_sum',
+    'secure_sum_round',
+    'SecureSumRound',
     'server_decode',
+    'server_decode_modular',
     'shared_key',
     'spectral_gap',
+    'to_modular',
 ]

@@ -39,12 +39,12 @@ import jax.numpy as jnp
 from dpjax import _validate
 from dpjax import accounting
 from dpjax import noise
+from dpjax.compression import inverse_randomized_hadamard
+from dpjax.compression import next_power_of_two
+from dpjax.compression import randomized_hadamard
 from dpjax.distributed import _harness
 from dpjax.distributed._cpsgd_config import _check_int
 from dpjax.distributed._cpsgd_config import CpsgdConfig
-from dpjax.transforms._rotating import inverse_randomized_hadamard
-from dpjax.transforms._rotating import next_power_of_two
-from dpjax.transforms._rotating import randomized_hadamard
 
 
 # --- Privacy -----------------------------------------------------------------

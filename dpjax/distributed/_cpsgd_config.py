@@ -17,9 +17,9 @@ import numpy as np
 
 from dpjax import _validate
 from dpjax import noise
-from dpjax.transforms._quantizing import GridQuantizer
-from dpjax.transforms._quantizing import k_level_quantizer
-from dpjax.transforms._rotating import next_power_of_two
+from dpjax.compression import GridQuantizer
+from dpjax.compression import k_level_quantizer
+from dpjax.compression import next_power_of_two
 
 
 def _check_int(name: str, value, minimum: int) -> int:

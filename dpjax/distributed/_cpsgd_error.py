@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import _validate
+from dpjax.compression import inverse_randomized_hadamard
 from dpjax.distributed import _harness
 from dpjax.distributed._cpsgd import _check_config
 from dpjax.distributed._cpsgd import _prepare
@@ -19,7 +20,6 @@ from dpjax.distributed._cpsgd import _rotation_key
 from dpjax.distributed._cpsgd_config import _check_int
 from dpjax.distributed._cpsgd_config import _check_positive_finite
 from dpjax.distributed._cpsgd_config import CpsgdConfig
-from dpjax.transforms._rotating import inverse_randomized_hadamard
 
 
 def cpsgd_mse_bound(dimension: int, num_clients: int, levels: int,

@@ -15,7 +15,7 @@ leading client axis on the client harness, vmapped or sharded with
 3. adds its noise share: N_Z(0, sigma^2)^d' from the exact sampler
    (``noise.discrete_gaussian``), or Sk(mu)^d' = Poisson(mu) - Poisson(mu)
    from ``jax.random.poisson``, which is NOT an exact sampler (float32
-   arithmetic; rates above ``MAX_POISSON_RATE`` = 2^16 are split into J
+   arithmetic; rates above 2^16 are split into J
    i.i.d. parts, since its law is visibly wrong from about 1e6 on; its
    distribution is tested against the Poisson and Skellam pmfs, and the
    accounting assumes the ideal distribution);
@@ -31,7 +31,6 @@ whose wrap-around rate exceeds ``max_wraparound_rate`` is flagged
 """
 
 import functools
-import math
 from typing import NamedTuple
 
 import jax
@@ -40,22 +39,19 @@ import jax.numpy as jnp
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import noise
+from dpjax.compression import inverse_randomized_hadamard
+from dpjax.compression import randomized_hadamard
 from dpjax.distributed import _harness
 from dpjax.distributed import _secure_sum
 from dpjax.distributed._cpsgd_config import _check_int
 from dpjax.distributed._ddp_config import _check_config
 from dpjax.distributed._ddp_config import DistributedDpConfig
-from dpjax.transforms._rotating import inverse_randomized_hadamard
-from dpjax.transforms._rotating import randomized_hadamard
 
 _MASKS = _keys.register('secure_sum_masks', __name__)  # the masks' stream
 _U = 2.0**-24  # float32 unit roundoff
-# Largest rate passed to jax.random.poisson (its law is tested up to here;
-# at 1e6 and above its float32 acceptance test visibly distorts the law).
-MAX_POISSON_RATE = 2.0**16
-# Largest Skellam parameter a client may draw: 64 parts of 2^16 (the cost
-# grows with mu / MAX_POISSON_RATE; mu grows as 4^b at a fixed noise).
-MAX_SKELLAM_MU = 64 * MAX_POISSON_RATE
+# Largest Skellam parameter a client may draw (``dpjax.noise.skellam``'s
+# range; mu grows as 4^b at a fixed noise).
+MAX_SKELLAM_MU = noise.MAX_SKELLAM_MU
 
 
 def _check_sampler_range(config: DistributedDpConfig) -> None:
@@ -135,19 +131,7 @@ def _noise(config: DistributedDpConfig, key: jax.Array,
     return jnp.zeros((length,), jnp.int32)
   if config.mechanism == 'ddg':
     return noise.discrete_gaussian(key, (length,), sigma=config.local_sigma)
-  return _skellam(key, config.local_mu, length)
-
-
-def _skellam(key: jax.Array, mu: float, length: int) -> jax.Array:
-  """Sk(mu) = Poisson(mu) - Poisson(mu), each Poisson(mu) drawn as the sum
-  of J = ceil(mu / MAX_POISSON_RATE) i.i.d. Poisson(mu / J) (an exact
-  identity), since ``jax.random.poisson`` is unreliable at larger rates
-  (float32 log-gamma in its acceptance test)."""
-  parts = max(1, math.ceil(mu / MAX_POISSON_RATE))
-  rate = jnp.asarray(mu / parts, jnp.float32)
-  draws = jax.random.poisson(key, rate, (2, parts, length), dtype=jnp.int32)
-  sums = jnp.sum(draws, axis=1)
-  return sums[0] - sums[1]
+  return noise.skellam(key, (length,), mu=config.local_mu)
 
 
 def _client_values(config, key, x, rotation_key):

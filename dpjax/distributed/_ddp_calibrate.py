@@ -23,6 +23,7 @@ import math
 
 import dp_accounting
 
+from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.distributed._cpsgd_config import _check_int
@@ -57,22 +58,14 @@ def _epsilon(mechanism, gamma, stddev, s) -> float:
 def _stddev(mechanism, gamma, s) -> float:
   """Smallest central stddev (within ``_RTOL``) meeting the target."""
   target, c = s['epsilon'], s['l2_norm_clip']
-  hi = c
-  while _epsilon(mechanism, gamma, hi, s) > target:
-    hi *= 2
-    if hi > 1e6 * c:
-      raise ValueError(f"epsilon={target} is unreachable with stddev <= "
-                       f'{hi:g} at gamma={gamma:g}.')
-  lo = hi / 2
-  while _epsilon(mechanism, gamma, lo, s) <= target:
-    hi, lo = lo, lo / 2
-  while hi / lo - 1 > _RTOL:
-    mid = math.sqrt(lo * hi)
-    if _epsilon(mechanism, gamma, mid, s) <= target:
-      hi = mid
-    else:
-      lo = mid
-  return hi
+
+  def unreachable(hi):
+    raise ValueError(f'epsilon={target} is unreachable with stddev <= '
+                     f'{hi:g} at gamma={gamma:g}.')
+
+  return _solve.smallest_float(
+      lambda stddev: _epsilon(mechanism, gamma, stddev, s) <= target,
+      start=c, rtol=_RTOL, ceiling=1e6 * c, unreachable=unreachable)
 
 
 def _excess(mechanism, gamma, s, k) -> tuple[float, float]:
@@ -168,18 +161,12 @@ def calibrate_distributed_dp(mechanism: str, *, epsilon: float, delta: float,
   dprime = 2**max(0, (d - 1).bit_length())
   signal = c**2 * (n if sqrtn_norm_growth else n**2) / dprime
   gamma = math.sqrt((signal + stddev0**2) / (4.0**b / (4 * k**2) - n / 4))
-  lo = hi = gamma
-  while _excess(mechanism, lo, s, k)[0] <= 0:
-    lo /= 2
-  while _excess(mechanism, hi, s, k)[0] > 0:
-    hi *= 2
-    if hi > 2**20 * gamma:
-      raise ValueError(f'bits={b} cannot hold the aggregate of n={n} clients '
-                       f'at epsilon={epsilon}: no gamma fits.')
-  while hi / lo - 1 > _RTOL:
-    mid = math.sqrt(lo * hi)
-    if _excess(mechanism, mid, s, k)[0] > 0:
-      lo = mid
-    else:
-      hi = mid
+
+  def unreachable(_):
+    raise ValueError(f'bits={b} cannot hold the aggregate of n={n} clients '
+                     f'at epsilon={epsilon}: no gamma fits.')
+
+  hi = _solve.smallest_float(
+      lambda g: _excess(mechanism, g, s, k)[0] <= 0, start=gamma,
+      rtol=_RTOL, ceiling=2**20 * gamma, tight=False, unreachable=unreachable)
   return _config(mechanism, hi, _excess(mechanism, hi, s, k)[1], s)

@@ -11,9 +11,9 @@ import math
 
 from dpjax import accounting
 from dpjax import noise
+from dpjax.compression import next_power_of_two
 from dpjax.distributed._cpsgd_config import _check_int
 from dpjax.distributed._cpsgd_config import _check_positive_finite
-from dpjax.transforms._rotating import next_power_of_two
 
 MECHANISMS = ('ddg', 'skellam')
 DEFAULT_BETA = math.exp(-0.5)

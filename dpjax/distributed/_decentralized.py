@@ -48,10 +48,10 @@ import numpy as np
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import clipping
+from dpjax import compression
 from dpjax import noise
 from dpjax.distributed import _gossip
 from dpjax.distributed import _harness
-from dpjax.transforms import _quantizing
 
 PyTree = Any
 LossFn = Callable[[PyTree, PyTree], jax.Array]
@@ -266,7 +266,7 @@ def _quantized_bits(quantizer):
 
 def qdpsgd1(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
             noise_multiplier: float, learning_rate: float, mixing_rate: float,
-            quantizer: _quantizing.GridQuantizer,
+            quantizer: compression.GridQuantizer,
             mesh: jax.sharding.Mesh | None = None,
             axis_name: str = 'agents') -> DecentralizedAlgorithm:
   """Q-DPSGD-1: quantized gossip, Gaussian noise on the clipped gradient.
@@ -279,7 +279,7 @@ def qdpsgd1(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
       sigma K (traceable).
     learning_rate: alpha (> 0, traceable).
     mixing_rate: the averaging step epsilon (> 0, traceable).
-    quantizer: ``dpjax.transforms.low_precision_quantizer(eta, bits)``.
+    quantizer: ``dpjax.compression.low_precision_quantizer(eta, bits)``.
     mesh, axis_name: shard agents over this mesh axis (default: vmap).
 
   Returns:
@@ -302,7 +302,7 @@ def qdpsgd1(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
   Example:
     >>> loss = lambda p, ex: 0.5 * jnp.sum((p * ex)**2)
     >>> w = dpjax.distributed.mixing_matrix(dpjax.distributed.ring(4))
-    >>> q = dpjax.transforms.low_precision_quantizer(0.125, 4)
+    >>> q = dpjax.compression.low_precision_quantizer(0.125, 4)
     >>> alg = qdpsgd1(loss, w, l2_norm_clip=0.5, noise_multiplier=1.0,
     ...               learning_rate=0.1, mixing_rate=0.5, quantizer=q)
     >>> batch = AgentBatch(jnp.ones((4, 2, 3)), jnp.ones((4, 2), bool))
@@ -345,7 +345,7 @@ def qdpsgd1(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
 
 def qdpsgd2(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
             noise_multiplier: float, learning_rate: float, mixing_rate: float,
-            quantizer: _quantizing.GridQuantizer,
+            quantizer: compression.GridQuantizer,
             mesh: jax.sharding.Mesh | None = None,
             axis_name: str = 'agents') -> DecentralizedAlgorithm:
   """Q-DPSGD-2: exact discrete Gaussian noise on the quantized broadcast.
@@ -418,6 +418,6 @@ def _split_keys(keys):
 
 
 def _check_quantizer(quantizer):
-  if not isinstance(quantizer, _quantizing.GridQuantizer):
+  if not isinstance(quantizer, compression.GridQuantizer):
     raise ValueError('Expected quantizer to be a GridQuantizer (e.g. '
                      f'low_precision_quantizer(eta, bits)), got {quantizer!r}.')

@@ -46,6 +46,8 @@ from typing import NamedTuple
 import dp_accounting
 import numpy as np
 
+from dpjax import _deprecation
+from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
 from dpjax.distributed import _decentralized
@@ -351,6 +353,7 @@ def _gaussian_round_curve(num_examples: int, size: int, sigma: float,
 
 
 def agent_epsilons(setting: DecentralizedPrivacy, batch_sizes, delta: float,
+                   noise_multiplier: float | None = None, *,
                    sigma: float | None = None) -> np.ndarray:
   """Sound epsilon of every agent after the given rounds.
 
@@ -359,8 +362,11 @@ def agent_epsilons(setting: DecentralizedPrivacy, batch_sizes, delta: float,
   converted at the orders ``ORDERS`` instead of dp_accounting's defaults
   (both are valid bounds; they agree within a few percent).
   ``batch_sizes`` may be the rounds' stacked ``RoundMetrics``: then sigma
-  must be the one that ran (``agent_ledgers``).
+  must be the one that ran (``agent_ledgers``). ``noise_multiplier``
+  overrides the setting's (``sigma=`` is its deprecated name).
   """
+  sigma = _deprecation.renamed_argument('agent_epsilons', 'sigma', sigma,
+                                        'noise_multiplier', noise_multiplier)
   _check(setting)
   _validate.open_unit(delta=delta)
   sizes = _sizes(batch_sizes, setting, sigma)
@@ -402,20 +408,13 @@ def calibrate_decentralized(setting: DecentralizedPrivacy, batch_sizes,
     # Amplified epsilon <= unsampled epsilon: the unsampled sigma is above.
     hi = calibrate_decentralized(setting._replace(amplified=False), sizes,
                                  target_epsilon, delta, rtol)
-  while eps(hi) > target_epsilon:
-    hi *= 2
-    if hi > 1e8:
-      raise ValueError(f'target_epsilon={target_epsilon} is unreachable.')
-  lo = hi / 2
-  while eps(lo) <= target_epsilon and lo > 1e-8:
-    hi, lo = lo, lo / 2
-  while hi / lo - 1 > rtol:
-    mid = math.sqrt(lo * hi)
-    if eps(mid) <= target_epsilon:
-      hi = mid
-    else:
-      lo = mid
-  return hi
+
+  def unreachable(_):
+    raise ValueError(f'target_epsilon={target_epsilon} is unreachable.')
+
+  return _solve.smallest_float(
+      lambda sigma: eps(sigma) <= target_epsilon, start=hi, rtol=rtol,
+      ceiling=1e8, floor=1e-8, unreachable=unreachable)
 
 
 def paper_rdp_coefficients(setting: DecentralizedPrivacy,

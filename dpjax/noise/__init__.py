@@ -5,7 +5,8 @@ dtype=...)`` and is a pure function of its key; ``tree_noise`` draws one for
 every leaf of a pytree. Floating point: ``gaussian``, ``laplace``. Exact
 (integer arithmetic only, exact in distribution up to the PRNG):
 ``discrete_gaussian``, ``discrete_laplace``, their versions on the grid
-eta Z, and ``binomial``; ``discrete_gaussian_sigma_squared``,
+eta Z, and ``binomial``; ``skellam`` draws Poisson(mu) - Poisson(mu) from
+``jax.random.poisson`` (not exact); ``discrete_gaussian_sigma_squared``,
 ``discrete_laplace_scale`` and ``binomial_p`` give the exact parameter each
 one samples.
 
@@ -31,6 +32,8 @@ from dpjax.noise._float import gaussian
 from dpjax.noise._float import laplace
 from dpjax.noise._float import tree_noise
 from dpjax.noise._rounding import randomized_round
+from dpjax.noise._skellam import MAX_SKELLAM_MU
+from dpjax.noise._skellam import skellam
 
 __all__ = [
     'binomial',
@@ -45,6 +48,8 @@ __all__ = [
     'laplace',
     'MAX_DISCRETE_SCALE',
     'MAX_DISCRETE_SIGMA',
+    'MAX_SKELLAM_MU',
     'randomized_round',
+    'skellam',
     'tree_noise',
 ]

@@ -19,6 +19,7 @@ import numbers
 import jax
 import jax.numpy as jnp
 
+from dpjax import _numerics
 from dpjax.noise import _exact
 
 _Fraction = fractions.Fraction
@@ -54,20 +55,7 @@ def _dyadic_floor(x: _Fraction, what: str) -> tuple[int, int]:
   return c, k
 
 
-def as_fraction(value, name: str) -> _Fraction:
-  """Exact rational value of a concrete Python/NumPy number."""
-  if isinstance(value, jax.core.Tracer):
-    raise ValueError(
-        f'Expected {name} to be a concrete number (exact sampling precomputes '
-        f'rational constants on the host), got a traced value.')
-  if isinstance(value, _Fraction):
-    return value
-  try:
-    if isinstance(value, numbers.Integral):
-      return _Fraction(int(value))
-    return _Fraction(float(value))
-  except (TypeError, ValueError, OverflowError) as e:
-    raise ValueError(f'Expected {name}={value!r} to be a finite number.') from e
+as_fraction = _numerics.as_fraction
 
 
 def shape_tuple(shape) -> tuple[int, ...]:

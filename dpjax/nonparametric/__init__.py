@@ -6,7 +6,7 @@ separate pure ``predict(release, x)`` reads, and ``event`` is the
 ``DpEvent`` a ``PrivacyLedger`` records (pure DP, or (epsilon, delta) where
 the exponential mechanism's float noise adds a delta). Feature bounds are a
 public input: data are clipped to them (``to_unit_cube``), never scaled by
-the range of the private data; ``private_bounds`` spends budget when no
+the range of the private data; ``dp_bounds`` spends budget when no
 public bounds exist.
 The exponential mechanism is here as a general primitive.
 
@@ -21,7 +21,7 @@ Example:
 from dpjax.nonparametric._bounds import check_bounds
 from dpjax.nonparametric._bounds import check_features
 from dpjax.nonparametric._bounds import check_labels
-from dpjax.nonparametric._bounds import private_bounds
+from dpjax.nonparametric._bounds import dp_bounds
 from dpjax.nonparametric._bounds import to_unit_cube
 from dpjax.nonparametric._cells import jl_projection
 from dpjax.nonparametric._ensembles import pte
@@ -32,12 +32,12 @@ from dpjax.nonparametric._exponential import exponential_mechanism_delta
 from dpjax.nonparametric._exponential import exponential_mechanism_event
 from dpjax.nonparametric._histogram import HistogramRelease
 from dpjax.nonparametric._histogram import NoisyRegRelease
-from dpjax.nonparametric._histogram import PrivateHistogramRelease
+from dpjax.nonparametric._histogram import DpHistogramRelease
 from dpjax.nonparametric._histogram import histogram
 from dpjax.nonparametric._histogram import noisy_reg
 from dpjax.nonparametric._histogram import noisy_reg_event
-from dpjax.nonparametric._histogram import private_histogram
-from dpjax.nonparametric._histogram import private_histogram_event
+from dpjax.nonparametric._histogram import dp_histogram
+from dpjax.nonparametric._histogram import dp_histogram_event
 from dpjax.nonparametric._knn import DpKnnRelease
 from dpjax.nonparametric._knn import dp_knn
 from dpjax.nonparametric._knn import dp_knn_event
@@ -47,14 +47,19 @@ from dpjax.nonparametric._random_trees import random_decision_trees
 from dpjax.nonparametric._random_trees import random_decision_trees_event
 from dpjax.nonparametric._trees import TreeEnsemble
 from dpjax.nonparametric._trees import depth_budgets
+from dpjax import _deprecation
 
 __all__ = [
     'check_bounds',
     'check_features',
     'check_labels',
     'depth_budgets',
+    'dp_bounds',
+    'dp_histogram',
+    'dp_histogram_event',
     'dp_knn',
     'dp_knn_event',
+    'DpHistogramRelease',
     'DpKnnRelease',
     'exponential_mechanism',
     'exponential_mechanism_delta',
@@ -66,10 +71,6 @@ __all__ = [
     'noisy_reg_event',
     'NoisyRegRelease',
     'predict',
-    'private_bounds',
-    'private_histogram',
-    'private_histogram_event',
-    'PrivateHistogramRelease',
     'pte',
     'random_decision_trees',
     'random_decision_trees_event',
@@ -79,3 +80,11 @@ __all__ = [
     'to_unit_cube',
     'TreeEnsemble',
 ]
+
+# One prefix for the private version of an algorithm: dp_ (kept one release).
+__getattr__ = _deprecation.deprecated_aliases(__name__, {
+    'private_bounds': 'dpjax.nonparametric.dp_bounds',
+    'private_histogram': 'dpjax.nonparametric.dp_histogram',
+    'private_histogram_event': 'dpjax.nonparametric.dp_histogram_event',
+    'PrivateHistogramRelease': 'dpjax.nonparametric.DpHistogramRelease',
+})

@@ -4,7 +4,7 @@ Non-parametric releases take the feature bounds as a public input. Data are
 clipped to the bounds (a point outside them is moved to the nearest point of
 the box, which is what the privacy analysis assumes); nothing is ever scaled
 by the minimum and maximum of the private data. A user with no public bounds
-can spend part of the budget on ``private_bounds``.
+can spend part of the budget on ``dp_bounds``.
 """
 
 from typing import Any
@@ -37,7 +37,7 @@ def check_bounds(bounds: Any, num_features: int) -> tuple[np.ndarray,
     raise ValueError(
         'Expected bounds=(low, high): feature bounds are a public input. '
         'Pass bounds known without looking at the data, or spend budget on '
-        'dpjax.nonparametric.private_bounds.')
+        'dpjax.nonparametric.dp_bounds.')
   try:
     low, high = bounds
   except (TypeError, ValueError):
@@ -135,9 +135,9 @@ def to_unit_cube(x: ArrayLike, bounds: Any) -> jax.Array:
   return (clip_to_box(x, low, high) - low) / (high - low)
 
 
-def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
-                   domain: Any, quantiles: tuple[float, float] = (0.05, 0.95),
-                   num_candidates: int = 1024):
+def dp_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
+              domain: Any, quantiles: tuple[float, float] = (0.05, 0.95),
+              num_candidates: int = 1024):
   """Per-feature private quantiles as bounds, when no public bounds exist.
 
   For each feature, the lower and upper ``quantiles`` are chosen by the
@@ -166,7 +166,7 @@ def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
 
   Example:
     >>> x = jnp.linspace(0.0, 1.0, 1000)[:, None]
-    >>> (low, high), event = private_bounds(jax.random.key(0), x,
+    >>> (low, high), event = dp_bounds(jax.random.key(0), x,
     ...                                     epsilon=1.0, domain=(-10, 10))
     >>> bool(-0.5 < low[0] < high[0] < 1.5), event.epsilon
     (True, 1.0)
@@ -176,7 +176,7 @@ def private_bounds(key: jax.Array, x: ArrayLike, *, epsilon: float,
   _validate.integer_at_least(2, num_candidates=num_candidates)
   x = check_features(x)
   if domain is None:
-    raise ValueError('private_bounds needs a public domain=(low, high) known '
+    raise ValueError('dp_bounds needs a public domain=(low, high) known '
                      'without the data; without one no private bound exists.')
   q_low, q_high = quantiles
   if not 0 <= q_low < q_high <= 1:

@@ -117,20 +117,21 @@ def nearest_cells(stored: jax.Array, num_stored: jax.Array,
   return jnp.where(ok, idx[:, 0], -1).astype(jnp.int32)
 
 
-def jl_projection(key: jax.Array, num_features: int, dim: int) -> jax.Array:
-  """A Gaussian Johnson-Lindenstrauss matrix ``[dim, num_features]``.
+def jl_projection(key: jax.Array, num_features: int,
+                  dimension: int) -> jax.Array:
+  """A Gaussian Johnson-Lindenstrauss matrix ``[dimension, num_features]``.
 
-  Entries are i.i.d. N(0, 1 / dim). It depends on the key only, so it is
-  public: releasing it costs no privacy.
+  Entries are i.i.d. N(0, 1 / dimension). It depends on the key only, so it
+  is public: releasing it costs no privacy.
 
   Example:
     >>> jl_projection(jax.random.key(0), 10, 3).shape
     (3, 10)
   """
   key = _keys.stream(_validate.key(key), _STREAM)
-  _validate.positive_int(num_features=num_features, dim=dim)
-  return jax.random.normal(key, (dim, num_features), jnp.float32) / jnp.sqrt(
-      jnp.float32(dim))
+  _validate.positive_int(num_features=num_features, dimension=dimension)
+  return jax.random.normal(key, (dimension, num_features),
+                           jnp.float32) / jnp.sqrt(jnp.float32(dimension))
 
 
 def project_unit(u: jax.Array, projection: ArrayLike) -> jax.Array:

@@ -22,9 +22,9 @@ import math
 import jax
 import jax.numpy as jnp
 
+from dpjax import _numerics
 from dpjax import _validate
 from dpjax import noise
-from dpjax.noise import _discrete
 
 _Fraction = fractions.Fraction
 # The sampler's smallest scale: DLap(2^-10) is 0 but with chance < e^-1000.
@@ -54,9 +54,9 @@ def count_noise_scale(epsilon: float, sensitivity: int) -> _Fraction:
   _validate.positive(epsilon=epsilon)
   if _is_inf(epsilon):
     return _Fraction(0)
-  eps = _discrete.as_fraction(epsilon, 'epsilon')
+  eps = _numerics.as_fraction(epsilon, 'epsilon')
   scale = max(_Fraction(int(sensitivity)) / eps, MIN_COUNT_SCALE)
-  if scale > _discrete.MAX_DISCRETE_SCALE:
+  if scale > noise.MAX_DISCRETE_SCALE:
     raise ValueError(
         f'Expected epsilon={epsilon} large enough that the count noise scale '
         f'(L1 sensitivity {sensitivity} / epsilon) is at most 2^21.')

@@ -7,7 +7,7 @@ bounds derived from Phi and the box only), then binned into cells of width
 again exactly at prediction; an empty query cell takes the label of the
 nearest occupied cell within squared cell-index distance m (the thesis's
 "within distance d", Alg. 2: the Moore neighbourhood and beyond along a
-few axes), else class ``default_class``. ``private_histogram`` releases
+few axes), else class ``default_class``. ``dp_histogram`` releases
 every one of the b^m cells.
 """
 
@@ -62,8 +62,8 @@ class NoisyRegRelease(HistogramRelease):
   privacy_model = 'label'
 
 
-class PrivateHistogramRelease(NamedTuple):
-  """``private_histogram``'s release: noisy counts of all b^m cells.
+class DpHistogramRelease(NamedTuple):
+  """``dp_histogram``'s release: noisy counts of all b^m cells.
 
   Attributes:
     counts: int32 ``[b^m, K]`` noisy class counts (cell index sum c_i b^i):
@@ -219,7 +219,7 @@ def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   features are private: the noise scale 1/(n_j eps) depends on the data, so
   adding a point to a cell changes the scale and the density ratio of far
   outputs is unbounded (a test shows it). Thm 5.5 of the thesis claims
-  eps-DP without this restriction. For full DP use ``private_histogram``.
+  eps-DP without this restriction. For full DP use ``dp_histogram``.
 
   References:
     Huang thesis (paper 002), Alg. 4, Thm 5.5-5.6, Alg. 2; Canonne, Kamath,
@@ -273,24 +273,24 @@ def _noisy_fractions(counts, noisy):
   return noisy.astype(jnp.float32) / n_j[:, None]
 
 
-def private_histogram_event(epsilon: float):
-  """The epsilon-DP (add/remove) event of ``private_histogram``.
+def dp_histogram_event(epsilon: float):
+  """The epsilon-DP (add/remove) event of ``dp_histogram``.
 
   The epsilon is that of the discrete Laplace noise actually sampled,
   1 / b' (``dpjax.noise.discrete_laplace_scale``): at most ``epsilon``.
 
   Example:
-    >>> private_histogram_event(1.0)
+    >>> dp_histogram_event(1.0)
     EpsilonDeltaDpEvent(epsilon=1.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
   return accounting.pure_dp_event(_count_noise.count_epsilon(epsilon, 1))
 
 
-def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
-                      epsilon: float, bounds: Any, num_classes: int,
-                      bins: int, projection_dim: int | None = None,
-                      max_cells: int = MAX_DENSE_CELLS):
+def dp_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
+                 epsilon: float, bounds: Any, num_classes: int,
+                 bins: int, projection_dim: int | None = None,
+                 max_cells: int = MAX_DENSE_CELLS):
   """The fully private histogram: Laplace(1/eps) on every (cell, class) count.
 
   The release is int32 counts plus exact discrete Laplace noise of scale
@@ -314,8 +314,8 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
     max_cells: the largest b^m allowed.
 
   Returns:
-    ``(release, event)``: a ``PrivateHistogramRelease`` and
-    ``private_histogram_event(epsilon)``.
+    ``(release, event)``: a ``DpHistogramRelease`` and
+    ``dp_histogram_event(epsilon)``.
 
   Privacy: epsilon-DP under add-or-remove-one (one record moves one count
   by 1: L1 sensitivity 1 against discrete Laplace of scale b' >= 1/eps);
@@ -328,7 +328,7 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
     Laplace).
 
   Example:
-    >>> release, event = private_histogram(
+    >>> release, event = dp_histogram(
     ...     jax.random.key(0), jnp.array([[0.1], [0.9]]), jnp.array([0, 1]),
     ...     epsilon=1.0, bounds=(0.0, 1.0), num_classes=2, bins=4)
     >>> release.counts.shape, event.epsilon
@@ -349,9 +349,9 @@ def private_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
   counts = _dense_counts(x, y, w, low, high, projection, num_classes, bins,
                          bins ** m)
   counts = _count_noise.add_count_noise(k_noise, counts, scale)
-  release = PrivateHistogramRelease(counts, low, high, projection,
-                                    jnp.int32(bins))
-  return release, private_histogram_event(epsilon)
+  release = DpHistogramRelease(counts, low, high, projection,
+                               jnp.int32(bins))
+  return release, dp_histogram_event(epsilon)
 
 
 def _flat_index(cells, bins):
@@ -389,8 +389,8 @@ def _(release: HistogramRelease, x: ArrayLike) -> jax.Array:
   return _predict_sparse(release, x)
 
 
-@_predict.predict.register(PrivateHistogramRelease)
-def _(release: PrivateHistogramRelease, x: ArrayLike) -> jax.Array:
+@_predict.predict.register(DpHistogramRelease)
+def _(release: DpHistogramRelease, x: ArrayLike) -> jax.Array:
   x = _bounds.check_features(x, num_features=release.low.shape[0])
   x = x.astype(jnp.float32)
   return _predict_dense(release, x)

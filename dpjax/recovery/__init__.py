@@ -8,6 +8,7 @@ Example:
   True
 """
 
+from dpjax.recovery._balls import ball_projection
 from dpjax.recovery._balls import l1_threshold
 from dpjax.recovery._balls import project_l1_ball
 from dpjax.recovery._balls import project_l2_ball
@@ -15,19 +16,23 @@ from dpjax.recovery._constrained import constrained_lift
 from dpjax.recovery._constrained import ConstrainedSolve
 from dpjax.recovery._constrained import operator_norm_squared
 from dpjax.recovery._cosamp import cosamp
-from dpjax.recovery._cosamp import keep_top_k
 from dpjax.recovery._sensing import gaussian_sensing_matrix
 from dpjax.recovery._sensing import sensing_l1_sensitivity
+from dpjax import _deprecation
 
 __all__ = [
+    'ball_projection',
     'constrained_lift',
     'ConstrainedSolve',
+    'cosamp',
+    'gaussian_sensing_matrix',
     'l1_threshold',
     'operator_norm_squared',
     'project_l1_ball',
     'project_l2_ball',
-    'cosamp',
-    'gaussian_sensing_matrix',
-    'keep_top_k',
     'sensing_l1_sensitivity',
 ]
+
+# Moved to dpjax.compression (kept one release).
+__getattr__ = _deprecation.deprecated_aliases(
+    __name__, {'keep_top_k': 'dpjax.compression.keep_top_k'})

@@ -13,9 +13,7 @@ import jax.numpy as jnp
 from dpjax import _validate
 
 
-def _radius(radius):
-  _validate.positive(radius=radius)
-  _validate.finite(radius=radius)
+_radius = _validate.radius
 
 
 def project_l2_ball(x: jax.typing.ArrayLike,
@@ -88,7 +86,12 @@ BALLS = {'l1': project_l1_ball, 'l2': project_l2_ball}
 
 
 def ball_projection(ball: str):
-  """The projection onto the named ball ('l1' or 'l2')."""
+  """The projection onto the named ball: 'l1' or 'l2'.
+
+  Example:
+    >>> ball_projection('l2')(jnp.array([3.0, 4.0]), 5.0).tolist()
+    [3.0, 4.0]
+  """
   if ball not in BALLS:
     raise ValueError(f"Expected ball={ball!r} in {tuple(BALLS)}.")
   return BALLS[ball]

@@ -33,7 +33,7 @@ class ConstrainedSolve(NamedTuple):
   residual: jax.Array
 
 
-def operator_norm_squared(matvec: Matvec, rmatvec: Matvec, dim: int,
+def operator_norm_squared(matvec: Matvec, rmatvec: Matvec, dimension: int,
                           key: jax.Array, num_iterations: int = 20
                           ) -> jax.Array:
   """An estimate of ||Phi||_op^2 by power iteration on Phi^T Phi.
@@ -41,7 +41,7 @@ def operator_norm_squared(matvec: Matvec, rmatvec: Matvec, dim: int,
   Power iteration approaches the top eigenvalue from below; callers that need
   an upper bound (a FISTA step size) multiply by a margin.
   """
-  v = jax.random.normal(_validate.key(key), (dim,))
+  v = jax.random.normal(_validate.key(key), (dimension,))
   v = v / jnp.linalg.norm(v)
 
   def body(_, v):

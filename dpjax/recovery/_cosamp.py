@@ -11,28 +11,10 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import _validate
+from dpjax import compression
 
 
-def validate_sparsity(sparsity: int, dimension: int, name: str = 'sparsity'):
-  """Raises ValueError unless ``1 <= sparsity <= dimension`` (an int)."""
-  _validate.positive_int(**{name: sparsity})
-  if sparsity > dimension:
-    raise ValueError(
-        f'Expected {name}={sparsity} <= the dimension {dimension}.')
-
-
-def keep_top_k(v: jax.Array, k: int) -> jax.Array:
-  """``v`` with all but its ``k`` largest-magnitude entries set to zero (eq. 2).
-
-  Ties are broken towards the lower index (``jax.lax.top_k``), so exactly
-  ``min(k, nnz)`` nonzeros survive and the result is deterministic.
-
-  Example:
-    >>> keep_top_k(jnp.array([3., -5., 1., 4.]), 2)
-    Array([ 0., -5.,  0.,  4.], dtype=float32)
-  """
-  _, idx = jax.lax.top_k(jnp.abs(v), k)
-  return jnp.zeros_like(v).at[idx].set(v[idx])
+validate_sparsity = _validate.sparsity
 
 
 def cosamp(sensing_matrix: jax.typing.ArrayLike,
@@ -111,7 +93,7 @@ def cosamp(sensing_matrix: jax.typing.ArrayLike,
     else:
       coef = jnp.linalg.pinv(sub) @ y
     b = jnp.zeros(n, dtype).at[idx].add(jnp.where(ok, coef, 0))
-    z_new = keep_top_k(b, sparsity)
+    z_new = compression.keep_top_k(b, sparsity)
     u_new = y - psi @ z_new
     norm = jnp.linalg.norm(u_new)
     better = norm < best_norm

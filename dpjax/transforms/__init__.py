@@ -46,9 +46,10 @@ from dpjax.transforms._compressed_gd import projected_gd
 from dpjax.transforms._compressed_gd_events import calibrate_dp_compgd
 from dpjax.transforms._compressed_gd_events import calibrate_dp_compsgd
 from dpjax.transforms._compressed_gd_events import dp_compgd_event
-from dpjax.transforms._compressed_gd_events import dp_compgd_state_event
+from dpjax.transforms._compressed_gd_events import dp_compgd_step_event
 from dpjax.transforms._compressed_gd_events import dp_compsgd_event
-from dpjax.transforms._compressed_gd_events import dp_compsgd_state_event
+from dpjax.transforms._compressed_gd_events import dp_compsgd_step_event
+from dpjax.transforms._compressing import compressive_measurements
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
 from dpjax.transforms._compressing import compressive_privatizer_bits
@@ -77,29 +78,13 @@ from dpjax.transforms._projecting import l1_ball_gaussian_width
 from dpjax.transforms._projecting import l2_ball_gaussian_width
 from dpjax.transforms._projecting import project_gaussian
 from dpjax.transforms._projecting import projection_dim_schedule
-from dpjax.transforms._quantizing import GridQuantizer
-from dpjax.transforms._quantizing import k_level_quantizer
-from dpjax.transforms._quantizing import low_precision_quantizer
 from dpjax.transforms._quantizing import quantize_stochastic
-from dpjax.transforms._quantizing import stochastic_round
-from dpjax.transforms._rotating import fwht
-from dpjax.transforms._rotating import inverse_randomized_hadamard
-from dpjax.transforms._rotating import next_power_of_two
-from dpjax.transforms._rotating import randomized_hadamard
 from dpjax.transforms._rotating import rotate_hadamard
-from dpjax.transforms._rotating import rotate_tree
-from dpjax.transforms._rotating import rotated_size
 from dpjax.transforms._rotating import unrotate_hadamard
-from dpjax.transforms._rotating import unrotate_tree
-from dpjax.transforms._sparse_coding import decode_sparse
 from dpjax.transforms._sparse_coding import dpsgd_bits
-from dpjax.transforms._sparse_coding import encode_sparse
 from dpjax.transforms._sparse_coding import rs_dpsgd_bits
-from dpjax.transforms._sparse_coding import sparse_message_bits
-from dpjax.transforms._sparse_coding import SparseMessage
-from dpjax.transforms._sparsifying import random_mask
-from dpjax.transforms._sparsifying import ranked_mask
 from dpjax.transforms._sparsifying import ranked_sparsified_privatizer
+from dpjax.transforms._sparsifying import ranked_sparsified_privatizer_event
 from dpjax.transforms._sparsifying import RankedSparsifiedPrivatizerState
 from dpjax.transforms._sparsifying import sparsify_random
 from dpjax.transforms._sparsifying import sparsify_top_k
@@ -110,29 +95,9 @@ from dpjax.transforms._sparsifying import SparsifyRandomState
 from dpjax.transforms._state import AdaptiveClipState
 from dpjax.transforms._state import KeyStepState
 from dpjax.transforms._state import keyed_transformation
+from dpjax import _deprecation
 
 __all__ = [
-    'average_iterate',
-    'calibrate_dp_compgd',
-    'calibrate_dp_compsgd',
-    'compgd',
-    'CompressedGdState',
-    'dp_compgd',
-    'dp_compgd_event',
-    'dp_compgd_state_event',
-    'dp_compsgd',
-    'dp_compsgd_event',
-    'dp_compsgd_state_event',
-    'dp_projected_gd',
-    'dp_projected_sgd',
-    'private_estimate',
-    'projected_gd',
-    'gaussian_projection',
-    'GaussianProjection',
-    'l1_ball_gaussian_width',
-    'l2_ball_gaussian_width',
-    'project_gaussian',
-    'projection_dim_schedule',
     'adaptive_clip_noise_multiplier',
     'adaptive_clip_per_example',
     'adaptive_dpsgd',
@@ -140,20 +105,26 @@ __all__ = [
     'AdaptiveClipState',
     'add_correlated_noise',
     'add_discrete_gaussian_noise',
+    'add_discrete_gaussian_noise_event',
     'add_dpsgd_noise',
     'add_exact_dpsgd_noise',
     'add_exact_gaussian_noise',
     'add_exact_gaussian_noise_event',
-    'add_discrete_gaussian_noise_event',
     'add_gaussian_noise',
     'add_gaussian_noise_event',
     'add_laplace_noise',
     'add_laplace_noise_event',
+    'average_iterate',
     'bandmf',
     'bandmf_step_event',
+    'calibrate_dp_compgd',
+    'calibrate_dp_compsgd',
     'clip_per_example',
     'ClipPerExampleState',
+    'compgd',
+    'CompressedGdState',
     'compressive_dpsgd',
+    'compressive_measurements',
     'compressive_mechanism',
     'compressive_privatizer',
     'compressive_privatizer_bits',
@@ -161,52 +132,78 @@ __all__ = [
     'compressive_privatizer_event',
     'compressive_sensitivity_margin',
     'CompressivePrivatizerState',
-    'CorrelatedNoiseState',
     'CompressiveRelease',
-    'decode_sparse',
+    'CorrelatedNoiseState',
+    'dp_compgd',
+    'dp_compgd_event',
+    'dp_compgd_step_event',
+    'dp_compsgd',
+    'dp_compsgd_event',
+    'dp_compsgd_step_event',
+    'dp_projected_gd',
+    'dp_projected_sgd',
     'dpsgd',
     'dpsgd_bits',
     'dpsgd_step_event',
     'DpsgdNoiseState',
     'exact_gaussian_grid',
     'ExactDpsgdNoiseState',
-    'encode_sparse',
-    'fwht',
-    'GridQuantizer',
-    'inverse_randomized_hadamard',
-    'k_level_quantizer',
+    'gaussian_projection',
+    'GaussianProjection',
     'keyed_transformation',
     'KeyStepState',
+    'l1_ball_gaussian_width',
+    'l2_ball_gaussian_width',
     'laplace_grid_scale',
     'laplace_grid_spacing',
     'laplace_privatizer',
     'laplace_privatizer_bits',
     'laplace_privatizer_event',
-    'low_precision_quantizer',
-    'next_power_of_two',
     'normalize',
     'NormalizeState',
     'privacy_states',
+    'private_estimate',
+    'project_gaussian',
+    'projected_gd',
+    'projection_dim_schedule',
     'quantize_stochastic',
-    'random_mask',
-    'randomized_hadamard',
-    'ranked_mask',
     'ranked_sparsified_privatizer',
+    'ranked_sparsified_privatizer_event',
     'RankedSparsifiedPrivatizerState',
     'rotate_hadamard',
-    'rotate_tree',
-    'rotated_size',
     'rs_dpsgd',
     'rs_dpsgd_bits',
-    'sparse_message_bits',
-    'SparseMessage',
     'sparsify_random',
     'sparsify_top_k',
     'SparsifyRandomState',
     'sparsity_mask',
     'sparsity_schedule',
     'SparsityMaskSchedule',
-    'stochastic_round',
     'unrotate_hadamard',
-    'unrotate_tree',
 ]
+
+# Renamed or moved public names (kept one release): the array primitives
+# moved to dpjax.compression; the *_state_event readers follow the
+# <transform>_step_event rule.
+__getattr__ = _deprecation.deprecated_aliases(__name__, {
+    'dp_compgd_state_event': 'dpjax.transforms.dp_compgd_step_event',
+    'dp_compsgd_state_event': 'dpjax.transforms.dp_compsgd_step_event',
+    **{name: 'dpjax.compression.' + name for name in (
+        'decode_sparse',
+        'encode_sparse',
+        'fwht',
+        'GridQuantizer',
+        'inverse_randomized_hadamard',
+        'k_level_quantizer',
+        'low_precision_quantizer',
+        'next_power_of_two',
+        'random_mask',
+        'randomized_hadamard',
+        'ranked_mask',
+        'rotate_tree',
+        'rotated_size',
+        'sparse_message_bits',
+        'SparseMessage',
+        'stochastic_round',
+        'unrotate_tree',
+    )}})

@@ -36,8 +36,8 @@ import optax
 
 from dpjax import _keys
 from dpjax import _validate
+from dpjax import clipping
 from dpjax import noise as noise_lib
-from dpjax.clipping import _per_example as _clipping
 from dpjax.transforms import _alias
 from dpjax.transforms import _dpsgd_noise
 from dpjax.transforms import _normalizing
@@ -130,9 +130,9 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
     if params is None:
       raise ValueError('adaptive_clip_per_example needs params in update() '
                        'to check that every gradient has its batch axis.')
-    _clipping.check_per_example(updates, params)
+    _validate.per_example_grads(updates, params)
     clip = state.l2_norm_clip
-    grad_sum, norms = _clipping.clip_and_sum(updates, clip, mask)
+    grad_sum, norms = clipping.clip_and_sum(updates, clip, mask)
     keep = jnp.asarray(mask, bool)
     # b_i - 1/2 is +1/2 for an unclipped real row, -1/2 for a clipped (or
     # dropped) one, 0 for padding: one record moves the sum by <= 1/2.
@@ -141,7 +141,7 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
         state.stream.step_key(), (), stddev=count_stddev)
     fraction = noisy / expected_batch_size + 0.5
     new_clip = clip * jnp.exp(-learning_rate * (fraction - target_quantile))
-    dropped = _clipping.count_nonfinite(norms, mask)
+    dropped = clipping.count_nonfinite(norms, mask)
     return grad_sum, AdaptiveClipState(
         state.stream.advance(), new_clip.astype(jnp.float32),
         jnp.asarray(count_stddev, jnp.float32), fraction.astype(jnp.float32),

@@ -368,10 +368,24 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
                     eta=eta)
 
 
-def add_gaussian_noise_event(stddev: float, l2_sensitivity: float = 1.0
-                             ) -> dp_accounting.DpEvent:
-  """DpEvent of one ``add_gaussian_noise(stddev)`` step on a query of
-  ``l2_sensitivity``: ``GaussianDpEvent(stddev / l2_sensitivity)``.
+def repeated(event: dp_accounting.DpEvent,
+             steps: int) -> dp_accounting.DpEvent:
+  """``event`` for one step, else ``steps`` self-compositions of it.
+
+  Example:
+    >>> repeated(dp_accounting.GaussianDpEvent(1.0), 3).count
+    3
+  """
+  _validate.positive_int(steps=steps)
+  return event if steps == 1 else dp_accounting.SelfComposedDpEvent(event,
+                                                                    steps)
+
+
+def add_gaussian_noise_event(stddev: float, l2_sensitivity: float = 1.0, *,
+                             steps: int = 1) -> dp_accounting.DpEvent:
+  """DpEvent of ``steps`` ``add_gaussian_noise(stddev)`` steps on a query of
+  ``l2_sensitivity``: ``GaussianDpEvent(stddev / l2_sensitivity)`` (composed
+  ``steps`` times when steps > 1).
 
   Example:
     >>> add_gaussian_noise_event(2.0, 0.5).noise_multiplier
@@ -379,33 +393,38 @@ def add_gaussian_noise_event(stddev: float, l2_sensitivity: float = 1.0
   """
   _validate.positive(l2_sensitivity=l2_sensitivity)
   _validate.non_negative(stddev=stddev)
-  return dp_accounting.GaussianDpEvent(float(stddev) / float(l2_sensitivity))
+  return repeated(
+      dp_accounting.GaussianDpEvent(float(stddev) / float(l2_sensitivity)),
+      steps)
 
 
-def add_laplace_noise_event(scale: float, l1_sensitivity: float = 1.0
-                            ) -> dp_accounting.DpEvent:
-  """DpEvent of one ``add_laplace_noise(scale)`` step on a query of
-  ``l1_sensitivity``: (l1_sensitivity / scale)-DP.
+def add_laplace_noise_event(scale: float, l1_sensitivity: float = 1.0, *,
+                            steps: int = 1) -> dp_accounting.DpEvent:
+  """DpEvent of ``steps`` ``add_laplace_noise(scale)`` steps on a query of
+  ``l1_sensitivity``: each (l1_sensitivity / scale)-DP.
 
   Example:
     >>> dpjax.accounting.basic_composition(add_laplace_noise_event(4.0, 2.0))
     (0.5, 0.0)
   """
   _validate.positive(scale=scale, l1_sensitivity=l1_sensitivity)
-  return accounting.laplace_event(float(l1_sensitivity) / float(scale))
+  return repeated(
+      accounting.laplace_event(float(l1_sensitivity) / float(scale)), steps)
 
 
-def add_discrete_gaussian_noise_event(sigma: float, l2_sensitivity: float
+def add_discrete_gaussian_noise_event(sigma: float, l2_sensitivity: float,
+                                      *, steps: int = 1
                                       ) -> dp_accounting.DpEvent:
-  """DpEvent of one ``add_discrete_gaussian_noise(sigma)`` step on a query on
-  the grid with L2 sensitivity ``l2_sensitivity`` (same units as sigma):
-  rho-zCDP with rho = l2_sensitivity^2 / (2 sigma^2).
+  """DpEvent of ``steps`` ``add_discrete_gaussian_noise(sigma)`` steps on a
+  query on the grid with L2 sensitivity ``l2_sensitivity`` (same units as
+  sigma): each rho-zCDP with rho = l2_sensitivity^2 / (2 sigma^2).
 
   Example:
     >>> add_discrete_gaussian_noise_event(2.0, 1.0).rho
     0.125
   """
-  return accounting.discrete_gaussian_event(sigma, l2_sensitivity)
+  return repeated(accounting.discrete_gaussian_event(sigma, l2_sensitivity),
+                  steps)
 
 
 def laplace_privatizer_event(epsilon: float,

@@ -12,7 +12,7 @@ import jax
 import optax
 
 from dpjax import _validate
-from dpjax.clipping import _per_example as _clipping
+from dpjax import clipping
 from dpjax.transforms import _alias
 from dpjax.transforms import _clipping as _clip_tx
 from dpjax.transforms import _correlated_noise
@@ -65,10 +65,10 @@ def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
   _validate.positive(expected_batch_size=expected_batch_size)
   _validate.non_negative(noise_multiplier=noise_multiplier)
   _validate.finite(noise_multiplier=noise_multiplier)
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  _validate.l2_norm_clip(l2_norm_clip)
   strategy = _correlated_noise.as_strategy(strategy)
   column_norm = float(strategy.column_norms().max())
-  stddev = (noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
+  stddev = (noise_multiplier * clipping.clipped_norm_bound(l2_norm_clip)
             * column_norm)
   parts = [_correlated_noise.add_correlated_noise(
       strategy, stddev=stddev, key=key, l2_norm_clip=l2_norm_clip)]

@@ -6,7 +6,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dpjax.clipping import _per_example as _clipping
+from dpjax import _numerics
+from dpjax import _validate
+from dpjax import clipping
 
 
 class ClipPerExampleState(NamedTuple):
@@ -51,7 +53,7 @@ def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs
     >>> out.value['w']
     Array([0.90000004, 1.2       ], dtype=float32)
   """
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  _validate.l2_norm_clip(l2_norm_clip)
 
   def init_fn(params):
     del params
@@ -62,9 +64,9 @@ def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs
     if params is None:
       raise ValueError('clip_per_example needs params in update() to check '
                        'that every gradient has its batch axis.')
-    _clipping.check_per_example(updates, params)
-    grad_sum, norms = _clipping.clip_and_sum(updates, l2_norm_clip, mask)
-    dropped = _clipping.count_nonfinite(norms, mask)
+    _validate.per_example_grads(updates, params)
+    grad_sum, norms = clipping.clip_and_sum(updates, l2_norm_clip, mask)
+    dropped = clipping.count_nonfinite(norms, mask)
     return grad_sum, ClipPerExampleState(state.num_dropped + dropped)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
@@ -89,14 +91,14 @@ def sum_per_example() -> optax.GradientTransformationExtraArgs:
     if params is None:
       raise ValueError('sum_per_example needs params in update() to check '
                        'that every gradient has its batch axis.')
-    batch = _clipping.check_per_example(updates, params)
-    keep = _clipping._keep(mask, batch)  # pylint: disable=protected-access
+    batch = _validate.per_example_grads(updates, params)
+    keep = _validate.row_mask(mask, batch)
     finite = jnp.ones_like(keep)
     for g in jax.tree.leaves(updates):
       finite = finite & jnp.all(jnp.isfinite(g.reshape(batch, -1)), axis=1)
     rows = keep & finite
     summed = jax.tree.map(
-        lambda g: _clipping._weighted_sum(g, rows, rows),  # pylint: disable=protected-access
+        lambda g: _numerics.weighted_row_sum(g, rows, rows),
         updates)
     return summed, state
 

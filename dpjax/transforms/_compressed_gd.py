@@ -31,8 +31,8 @@ example changes one summand, each of norm <= L, so ||sum - sum'|| <= 2L
 <= L (k = 1, Poisson sampling, add/remove-one). This holds for EVERY Phi_t,
 so each step is the Gaussian mechanism with noise multiplier sigma, composed
 over T steps (``dp_compgd_event``) or Poisson-subsampled
-(``dp_compsgd_event``); ``dp_compgd_state_event`` and
-``dp_compsgd_state_event`` read sigma and T from the state of the run
+(``dp_compsgd_event``); ``dp_compgd_step_event`` and
+``dp_compsgd_step_event`` read sigma and T from the state of the run
 (``_compressed_gd_events``). No rescaling s_t is needed: E ||Phi u||^2 =
 ||u||^2. A non-finite row is dropped (counted in the state), as
 ``clip_and_sum`` does: zero is inside the clipping ball.
@@ -49,9 +49,7 @@ from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import noise as noise_lib
-from dpjax.clipping import _per_example as _clipping
-from dpjax.recovery import _balls
-from dpjax.recovery import _constrained
+from dpjax import recovery
 from dpjax.transforms import _projecting
 from dpjax.transforms._state import KeyStepState
 
@@ -72,8 +70,8 @@ class CompressedGdState(NamedTuple):
       at the last step (0 for the baselines, whose projection is exact).
     sensitivity_factor: float32 k of the release (stddev k L sigma): 2 for
       the full-batch (replace-one) steps, 1 for the Poisson (add/remove-one)
-      steps, 0 if non-private; ``dp_compgd_state_event`` and
-      ``dp_compsgd_state_event`` read it with sigma.
+      steps, 0 if non-private; ``dp_compgd_step_event`` and
+      ``dp_compsgd_step_event`` read it with sigma.
     num_dropped: int32, real rows dropped so far for a non-finite gradient
       (data-dependent, not private: a diagnostic).
   """
@@ -182,9 +180,9 @@ def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
 def _check_batch(updates, params, mask, *, require_mask, num_examples):
   """Checks the batch axis and the mask (required for Poisson steps; else
   a batch without one must have ``num_examples`` rows); returns the mask."""
-  batch = _clipping.check_per_example(updates, params)
+  batch = _validate.per_example_grads(updates, params)
   if mask is not None or require_mask:
-    return _clipping._keep(mask, batch)  # pylint: disable=protected-access
+    return _validate.row_mask(mask, batch)
   if num_examples is not None and batch != num_examples:
     raise ValueError(
         f'Expected the full batch of num_examples={num_examples} rows, got '
@@ -198,8 +196,8 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
              sensitivity_factor=1.0, block_size=None, rows_schedule=None,
              solver_iterations=50, require_mask=False, num_examples=None):
   """The shared step: compressed when ``num_rows``, else projected GD."""
-  project_c = _balls.ball_projection(ball)
-  _balls._radius(radius)  # pylint: disable=protected-access
+  project_c = recovery.ball_projection(ball)
+  _validate.radius(radius)
   if num_rows is not None:
     _projecting.validate_rows(num_rows)
     _validate.positive_int(solver_iterations=solver_iterations)
@@ -255,10 +253,10 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
     if phi is None:
       w_next = proj(w - eta * grad)
     else:
-      lip = LIPSCHITZ_MARGIN * _constrained.operator_norm_squared(
+      lip = LIPSCHITZ_MARGIN * recovery.operator_norm_squared(
           phi.matvec, phi.rmatvec, dim, power_key)
       target = phi.matvec(w) - eta * grad
-      solve = _constrained.constrained_lift(
+      solve = recovery.constrained_lift(
           phi.matvec, phi.rmatvec, target, w, proj, lip,
           num_iterations=solver_iterations)
       w_next, residual = solve.w, solve.residual.astype(jnp.float32)
@@ -351,7 +349,7 @@ def dp_compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
     2L, not 2L / n, and is not used). Each step is the Gaussian mechanism
     with noise multiplier sigma under replace-one; T steps are
     ``dp_compgd_event(sigma, T)``, read from the run's state by
-    ``dp_compgd_state_event(state)``; ``calibrate_dp_compgd`` picks sigma for a
+    ``dp_compgd_step_event(state)``; ``calibrate_dp_compgd`` picks sigma for a
     target (epsilon, delta).
 
   References:
@@ -403,7 +401,7 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
     Add/remove-one sensitivity of the clipped sum is L for every Phi_t, so a
     step is the Poisson-subsampled Gaussian mechanism;
     ``dp_compsgd_event(sigma, q, T)`` (or ``sampler.dp_event(sigma)`` per
-    step) is the event; ``dp_compsgd_state_event(state, sampler)`` reads it
+    step) is the event; ``dp_compsgd_step_event(state, sampler)`` reads it
     from the run's state.
 
   References:

@@ -4,7 +4,7 @@ A full-batch step (``dp_compgd``, ``dp_projected_gd``) is the Gaussian
 mechanism with noise multiplier sigma under replace-one; a Poisson step
 (``dp_compsgd``, ``dp_projected_sgd``) is the Poisson-subsampled Gaussian
 under add/remove-one (Huang thesis, Algs. 8-9, with the release of
-``_compressed_gd``). ``dp_compgd_state_event`` and ``dp_compsgd_state_event``
+``_compressed_gd``). ``dp_compgd_step_event`` and ``dp_compsgd_step_event``
 build the event of a run from its ``CompressedGdState`` (the sigma and the
 release that ran, and the steps taken), so a ledger cannot record another
 sigma; ``dp_compgd_event`` and ``dp_compsgd_event`` take the values as
@@ -24,7 +24,7 @@ from dpjax.transforms._dpsgd_noise import _scalar
 FULL_BATCH, POISSON = 2.0, 1.0  # CompressedGdState.sensitivity_factor
 
 
-def dp_compgd_event(noise_multiplier: float, steps: int
+def dp_compgd_event(noise_multiplier: float, steps: int = 1
                     ) -> dp_accounting.DpEvent:
   """T full-batch steps of ``dp_compgd`` / ``dp_projected_gd``.
 
@@ -43,7 +43,7 @@ def dp_compgd_event(noise_multiplier: float, steps: int
 
 
 def dp_compsgd_event(noise_multiplier: float, sampling_rate: float,
-                     steps: int) -> dp_accounting.DpEvent:
+                     steps: int = 1) -> dp_accounting.DpEvent:
   """T Poisson-sampled steps of ``dp_compsgd`` / ``dp_projected_sgd``.
 
   Example:
@@ -106,7 +106,7 @@ def _ran(opt_state: Any, factor: float, claimed: float | None,
   return sigma, steps
 
 
-def dp_compgd_state_event(opt_state: Any, *,
+def dp_compgd_step_event(opt_state: Any, *,
                           noise_multiplier: float | None = None,
                           rtol: float = 1e-6) -> dp_accounting.DpEvent:
   """The event of every full-batch step that produced ``opt_state``.
@@ -129,7 +129,7 @@ def dp_compgd_state_event(opt_state: Any, *,
     ...                                 key=jax.random.key(0))
     >>> w = jnp.zeros(4)
     >>> _, s = tx.update(jnp.ones((3, 4)), tx.init(w), w)
-    >>> e = dp_compgd_state_event(s)
+    >>> e = dp_compgd_step_event(s)
     >>> round(e.event.noise_multiplier, 6), e.count
     (0.7, 1)
   """
@@ -137,7 +137,7 @@ def dp_compgd_state_event(opt_state: Any, *,
   return dp_compgd_event(sigma, steps)
 
 
-def dp_compsgd_state_event(opt_state: Any, sampler: Any, *,
+def dp_compsgd_step_event(opt_state: Any, sampler: Any, *,
                            noise_multiplier: float | None = None,
                            rtol: float = 1e-6) -> dp_accounting.DpEvent:
   """The event of every Poisson step that produced ``opt_state``.
@@ -153,7 +153,7 @@ def dp_compsgd_state_event(opt_state: Any, sampler: Any, *,
     rtol: relative tolerance of that check.
 
   Raises:
-    ValueError: as ``dp_compgd_state_event``, for a full-batch state.
+    ValueError: as ``dp_compgd_step_event``, for a full-batch state.
 
   Example:
     >>> sampler = dpjax.sampling.PoissonSampler(100, 0.05)
@@ -162,7 +162,7 @@ def dp_compsgd_state_event(opt_state: Any, sampler: Any, *,
     >>> w = jnp.zeros(4)
     >>> _, s = tx.update(jnp.ones((3, 4)), tx.init(w), w,
     ...                  mask=jnp.ones(3, bool))
-    >>> dp_compsgd_state_event(s, sampler).count
+    >>> dp_compsgd_step_event(s, sampler).count
     1
   """
   sigma, steps = _ran(opt_state, POISSON, noise_multiplier, rtol)

@@ -58,9 +58,9 @@ from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
+from dpjax import compression
 from dpjax import noise as noise_lib
-from dpjax.recovery import _cosamp
-from dpjax.recovery import _sensing
+from dpjax import recovery
 from dpjax.transforms import _adding_noise
 
 
@@ -158,7 +158,7 @@ def _exact_measurements(noise_key, psi, x, kappa, epsilon, calibration):
   p = psi.shape[0]
   measured = jnp.dot(psi, x, precision=jax.lax.Precision.HIGHEST)
   # bound >= the L1 sensitivity of ``measured`` as computed
-  bound = _sensing.sensing_l1_sensitivity(
+  bound = recovery.sensing_l1_sensitivity(
       psi, kappa) * compressive_sensitivity_margin(p, kappa)
   scale, eta = _grid(p, epsilon, calibration)
   if calibration == 'certified':
@@ -170,6 +170,37 @@ def _exact_measurements(noise_key, psi, x, kappa, epsilon, calibration):
   y = unit * _adding_noise.grid_laplace(noise_key, measured / unit, grid, eta)
   noise_scale = unit * (eta * float(noise_lib.discrete_laplace_scale(grid)))
   return y, realized, noise_scale
+
+
+def compressive_measurements(key: jax.Array,
+                             sensing_matrix: jax.typing.ArrayLike,
+                             x: jax.typing.ArrayLike, *, kappa: int,
+                             epsilon: float,
+                             noise_calibration: str = 'certified'):
+  """Alg. 2's noisy measurements y = Psi x + Laplace on a given Psi.
+
+  The measuring and noising step of ``compressive_mechanism`` (exact grid
+  Laplace, the module docstring) for a fixed sensing matrix, e.g. to audit
+  one Psi; ``x`` is the clipped, scaled kappa-sparse vector.
+
+  Returns:
+    ``(y, realized epsilon, noise scale)``.
+
+  Example:
+    >>> psi = dpjax.recovery.gaussian_sensing_matrix(jax.random.key(0), 3, 4)
+    >>> y, eps, _ = compressive_measurements(
+    ...     jax.random.key(1), psi, jnp.zeros(4).at[0].set(0.5), kappa=1,
+    ...     epsilon=1.0)
+    >>> y.shape, float(eps)
+    ((3,), 1.0)
+  """
+  if noise_calibration not in ('certified', 'paper'):
+    raise ValueError(f'Expected noise_calibration={noise_calibration!r} in '
+                     "('certified', 'paper').")
+  _validate.positive(epsilon=epsilon)
+  return _exact_measurements(_validate.key(key), jnp.asarray(sensing_matrix),
+                             jnp.asarray(x), kappa, epsilon,
+                             noise_calibration)
 
 
 def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
@@ -226,28 +257,28 @@ def compressive_mechanism(key: jax.Array, v: jax.typing.ArrayLike, *,
     raise ValueError(f'Expected a flat vector v, got shape {v.shape}.')
   _validate_mechanism(kappa, num_measurements, epsilon, linf_clip,
                       noise_calibration, exact)
-  _cosamp.validate_sparsity(kappa, v.shape[0], 'kappa')
+  _validate.sparsity(kappa, v.shape[0], 'kappa')
   psi_key, noise_key = jax.random.split(_validate.key(key))
-  psi = _sensing.gaussian_sensing_matrix(psi_key, num_measurements, v.shape[0])
+  psi = recovery.gaussian_sensing_matrix(psi_key, num_measurements, v.shape[0])
   xi = linf_clip
   if exact:
-    x = jnp.clip(_cosamp.keep_top_k(v.astype(jnp.float32), kappa), -xi,
+    x = jnp.clip(compression.keep_top_k(v.astype(jnp.float32), kappa), -xi,
                  xi) / (2 * xi * kappa)
     y, realized, scale = _exact_measurements(noise_key, psi, x, kappa,
                                              epsilon, noise_calibration)
-    x_star = _cosamp.cosamp(psi, y, kappa, **cosamp_options)
+    x_star = recovery.cosamp(psi, y, kappa, **cosamp_options)
     return CompressiveRelease((2 * xi * kappa * x_star).astype(v.dtype),
                               realized, scale, psi, y)
   psi = psi.astype(v.dtype)
-  sensitivity = _sensing.sensing_l1_sensitivity(psi, kappa)
+  sensitivity = recovery.sensing_l1_sensitivity(psi, kappa)
   if noise_calibration == 'certified':
     scale = sensitivity / epsilon
   else:
     scale = jnp.asarray(math.sqrt(num_measurements) / epsilon, v.dtype)
-  x = jnp.clip(_cosamp.keep_top_k(v, kappa), -xi, xi) / (2 * xi * kappa)
+  x = jnp.clip(compression.keep_top_k(v, kappa), -xi, xi) / (2 * xi * kappa)
   y = psi @ x + noise_lib.laplace(noise_key, (num_measurements,), scale=1.0,
                                   dtype=v.dtype) * scale
-  x_star = _cosamp.cosamp(psi, y, kappa, **cosamp_options)
+  x_star = recovery.cosamp(psi, y, kappa, **cosamp_options)
   return CompressiveRelease(2 * xi * kappa * x_star, sensitivity / scale,
                             scale, psi, y)
 
@@ -358,16 +389,16 @@ def compressive_privatizer_epsilons(kappa: int, num_measurements: int,
   _validate_mechanism(kappa, num_measurements, epsilon, 1.0,
                       noise_calibration, exact)
   _validate.positive_int(dimension=dimension, steps=steps)
-  _cosamp.validate_sparsity(kappa, dimension, 'kappa')
+  _validate.sparsity(kappa, dimension, 'kappa')
   if noise_calibration == 'certified':
     return np.full(steps, float(epsilon))
   key = _keys.stream(_validate.key(key), _STREAM)
 
   def one(t):
     psi_key, _ = jax.random.split(jax.random.fold_in(key, t))
-    psi = _sensing.gaussian_sensing_matrix(psi_key, num_measurements,
+    psi = recovery.gaussian_sensing_matrix(psi_key, num_measurements,
                                            dimension)
-    return _sensing.sensing_l1_sensitivity(psi, kappa)
+    return recovery.sensing_l1_sensitivity(psi, kappa)
 
   sens = jax.jit(jax.vmap(one))(jnp.arange(first_step, first_step + steps))
   sens = np.asarray(sens, np.float64)
@@ -378,7 +409,7 @@ def compressive_privatizer_epsilons(kappa: int, num_measurements: int,
 
 def compressive_privatizer_event(kappa: int, num_measurements: int,
                                  epsilon: float, *, key: jax.Array,
-                                 dimension: int, steps: int,
+                                 dimension: int, steps: int = 1,
                                  first_step: int = 0,
                                  noise_calibration: str = 'certified',
                                  exact: bool = True) -> dp_accounting.DpEvent:

@@ -23,9 +23,9 @@ from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import noise as noise_lib
-from dpjax.clipping import _clipped_sum
-from dpjax.clipping import _per_example as _clipping
-from dpjax.correlated_noise import _strategies
+from dpjax import _clipped_sum
+from dpjax import clipping
+from dpjax import correlated_noise as cn_lib
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._state import KeyStepState
 
@@ -60,11 +60,11 @@ class CorrelatedNoiseState(NamedTuple):
   num_steps: jax.Array
 
 
-def as_strategy(strategy: Any) -> _strategies.Strategy:
+def as_strategy(strategy: Any) -> cn_lib.Strategy:
   """A ``Strategy`` as it is, or a concrete matrix validated into one."""
-  if isinstance(strategy, _strategies.Strategy):
+  if isinstance(strategy, cn_lib.Strategy):
     return strategy
-  return _strategies.lower_triangular(strategy)
+  return cn_lib.lower_triangular(strategy)
 
 
 def add_correlated_noise(strategy: Any, *, stddev: Any, key: jax.Array,
@@ -109,14 +109,14 @@ def add_correlated_noise(strategy: Any, *, stddev: Any, key: jax.Array,
   _validate.finite(stddev=stddev)
   clipped = l2_norm_clip is not None
   if clipped:
-    _clipping.validate_l2_norm_clip(l2_norm_clip)
+    _validate.l2_norm_clip(l2_norm_clip)
   band = np.asarray(strategy.band, np.float32)
   n, bands = band.shape
   column_norm = float(strategy.column_norms().max())
   stream0 = KeyStepState.create(key, stream=_STREAM)
 
   def bound():
-    return (_clipping.clipped_norm_bound(l2_norm_clip) if clipped
+    return (clipping.clipped_norm_bound(l2_norm_clip) if clipped
             else float('inf'))
 
   def state(stream, history, sum_bound):

@@ -19,12 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax import _clipped_sum
 from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
+from dpjax import clipping
 from dpjax import noise as noise_lib
-from dpjax.clipping import _clipped_sum
-from dpjax.clipping import _per_example as _clipping
 from dpjax.transforms import _exact_gaussian
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._state import AdaptiveClipState
@@ -99,7 +99,7 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
   """
   carried = l2_norm_clip is None
   if not carried:
-    _clipping.validate_l2_norm_clip(l2_norm_clip)
+    _validate.l2_norm_clip(l2_norm_clip)
   elif not clipped:
     raise ValueError('Expected an l2_norm_clip with clipped=False: an '
                      'unclipped sum carries no bound to calibrate to.')
@@ -109,7 +109,7 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
 
   def noise_bound(updates):
     if not carried:
-      return _clipping.clipped_norm_bound(l2_norm_clip)
+      return clipping.clipped_norm_bound(l2_norm_clip)
     if not isinstance(updates, _clipped_sum.ClippedSum):
       _clipped_sum.unwrap(updates, 0.0)  # raises, naming updates
     return updates.l2_norm_clip
@@ -124,7 +124,7 @@ def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
     del params
     return state(stream0, noise_multiplier,
                  float('nan') if carried
-                 else _clipping.clipped_norm_bound(l2_norm_clip),
+                 else clipping.clipped_norm_bound(l2_norm_clip),
                  float('inf'))
 
   def update_fn(updates, s, params=None):

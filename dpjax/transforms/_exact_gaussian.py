@@ -51,13 +51,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpjax import _clipped_sum
 from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
+from dpjax import clipping
 from dpjax import noise as noise_lib
-from dpjax.clipping import _clipped_sum
-from dpjax.clipping import _per_example as _clipping
+from dpjax.transforms import _adding_noise
 from dpjax.transforms._state import keyed_transformation
 from dpjax.transforms._state import KeyStepState
 
@@ -238,9 +239,10 @@ def add_exact_gaussian_noise(stddev: float, *, key: jax.Array,
 
 def add_exact_gaussian_noise_event(stddev: float, l2_sensitivity: float,
                                    dimension: int, *,
-                                   gamma: float | None = None
-                                   ) -> dp_accounting.DpEvent:
-  """DpEvent of one ``add_exact_gaussian_noise(stddev, gamma=gamma)`` step.
+                                   gamma: float | None = None,
+                                   steps: int = 1) -> dp_accounting.DpEvent:
+  """DpEvent of ``steps`` ``add_exact_gaussian_noise(stddev, gamma=gamma)``
+  steps (one event, self-composed when steps > 1).
 
   The discrete Gaussian with the sampler's sigma_z' and L2 sensitivity
   ``grid_sensitivity(l2_sensitivity, gamma, dimension)``, as
@@ -256,9 +258,9 @@ def add_exact_gaussian_noise_event(stddev: float, l2_sensitivity: float,
   _validate.positive_int(dimension=dimension)
   gamma, sigma_z = grid_sigma(stddev, gamma)
   delta2 = grid_sensitivity(l2_sensitivity, gamma, dimension)
-  return accounting.ddg_event(
+  return _adding_noise.repeated(accounting.ddg_event(
       exact_sigma(sigma_z), 1, delta2,
-      accounting.rounded_l1_norm_bound(delta2, dimension), dimension)
+      accounting.rounded_l1_norm_bound(delta2, dimension), dimension), steps)
 
 
 class ExactDpsgdNoiseState(NamedTuple):
@@ -315,7 +317,7 @@ def add_exact_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: float, *,
     >>> int(s.stream.count), float(s.grid_sigma) / 2**18
     (1, 1.100000023841858)
   """
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  _validate.l2_norm_clip(l2_norm_clip)
   for c in jax.tree.leaves(l2_norm_clip) + [noise_multiplier]:
     if not _validate.concrete(c):
       raise ValueError('add_exact_dpsgd_noise needs concrete l2_norm_clip and '
@@ -323,7 +325,7 @@ def add_exact_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: float, *,
                        'constants); use the float path to trace them.')
   _validate.non_negative(noise_multiplier=noise_multiplier)
   _validate.finite(noise_multiplier=noise_multiplier)
-  bound = _clipping.clipped_norm_bound(l2_norm_clip)
+  bound = clipping.clipped_norm_bound(l2_norm_clip)
   stddev = float(noise_multiplier) * bound
   if gamma is None:
     gamma = exact_gaussian_grid(stddev, bound=bound)

@@ -110,7 +110,7 @@ class GaussianProjection(NamedTuple):
     return out.reshape(-1)[:self.dim]
 
 
-def gaussian_projection(key: jax.Array, num_rows: int, dim: int, *,
+def gaussian_projection(key: jax.Array, num_rows: int, dimension: int, *,
                         block_size: int | None = None,
                         active_rows: jax.typing.ArrayLike | None = None
                         ) -> GaussianProjection:
@@ -118,8 +118,8 @@ def gaussian_projection(key: jax.Array, num_rows: int, dim: int, *,
 
   Args:
     key: PRNG key (required).
-    num_rows: rows allocated, 1 <= num_rows <= dim (static).
-    dim: d (static).
+    num_rows: rows allocated, 1 <= num_rows <= dimension (static).
+    dimension: d (static).
     block_size: None for one dense draw; else columns per block (static),
       each block from ``fold_in(key, block)``, applied without ever holding
       the whole matrix.
@@ -138,36 +138,36 @@ def gaussian_projection(key: jax.Array, num_rows: int, dim: int, *,
     >>> bool(jnp.allclose(phi.matvec(v), phi.matrix() @ v, atol=1e-5))
     True
   """
-  _validate.positive_int(dim=dim)
-  validate_rows(num_rows, dim)
+  _validate.positive_int(dimension=dimension)
+  validate_rows(num_rows, dimension)
   if block_size is not None:
     _validate.positive_int(block_size=block_size)
   if active_rows is None:
     active_rows = num_rows
   elif _validate.concrete(active_rows):
     validate_rows(int(active_rows), num_rows)
-  phi = GaussianProjection(_validate.key(key), num_rows, dim, block_size,
+  phi = GaussianProjection(_validate.key(key), num_rows, dimension, block_size,
                            jnp.asarray(active_rows, jnp.int32))
   if block_size is None:  # draw once; every product reuses it
     phi = phi._replace(dense=phi.matrix())
   return phi
 
 
-def l1_ball_gaussian_width(dim: int, radius: float = 1.0) -> float:
+def l1_ball_gaussian_width(dimension: int, radius: float = 1.0) -> float:
   """omega(B_1(r)) = r E ||g||_inf <= r sqrt(2 log(2 d)) (the bound returned)."""
-  _validate.positive_int(dim=dim)
+  _validate.positive_int(dimension=dimension)
   _validate.positive(radius=radius)
-  return float(radius) * math.sqrt(2 * math.log(2 * dim))
+  return float(radius) * math.sqrt(2 * math.log(2 * dimension))
 
 
-def l2_ball_gaussian_width(dim: int, radius: float = 1.0) -> float:
+def l2_ball_gaussian_width(dimension: int, radius: float = 1.0) -> float:
   """omega(B_2(r)) = r E ||g||_2 <= r sqrt(d) (the bound returned)."""
-  _validate.positive_int(dim=dim)
+  _validate.positive_int(dimension=dimension)
   _validate.positive(radius=radius)
-  return float(radius) * math.sqrt(dim)
+  return float(radius) * math.sqrt(dimension)
 
 
-def projection_dim_schedule(gaussian_width: float, dim: int
+def projection_dim_schedule(gaussian_width: float, dimension: int
                             ) -> Callable[[jax.Array], jax.Array]:
   """count -> m_t = min(d, ceil(omega^2 / beta_t^2)), beta_t = 1 / (t + 1).
 
@@ -182,12 +182,12 @@ def projection_dim_schedule(gaussian_width: float, dim: int
     16
   """
   _validate.positive(gaussian_width=gaussian_width)
-  _validate.positive_int(dim=dim)
+  _validate.positive_int(dimension=dimension)
 
   def schedule(count):
     t = jnp.asarray(count, jnp.float32) + 1
     m = jnp.ceil(gaussian_width**2 * (t + 1)**2)
-    return jnp.minimum(m, dim).astype(jnp.int32)
+    return jnp.minimum(m, dimension).astype(jnp.int32)
 
   return schedule
 

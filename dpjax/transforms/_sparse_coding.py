@@ -1,40 +1,20 @@
-"""Sparse messages on the wire: kept values plus positions, and their bit cost."""
+"""Bits an update of DP-SGD or of its randomly sparsified variant sends.
 
-import math
-from typing import Any, NamedTuple
+The message format and ``sparse_message_bits`` are in ``dpjax.compression``.
+"""
+
+from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dpjax import _validate
+from dpjax import compression
 from dpjax.transforms import _sparsifying
 
 
-def sparse_message_bits(num_coordinates: int, num_kept: int,
-                        value_bits: int = 32, send_indices: bool = True) -> int:
-  """Bits of one sparse message: kept values, plus where they are.
-
-  The positions cost the cheaper of a bitmask (d bits) and a list of indices
-  (num_kept * ceil(log2 d) bits), nothing for a dense message; with per-epoch masks they are sent only at
-  a refresh (``send_indices=False`` otherwise). A dense message is
-  ``d * value_bits`` (Zhu & Blaschko, Sec. 5).
-
-  Example:
-    >>> sparse_message_bits(1000, 100)  # 100 * 32 + min(1000, 100 * 10)
-    4200
-  """
-  _validate.positive_int(num_coordinates=num_coordinates,
-                         value_bits=value_bits)
-  _validate.non_negative_int(num_kept=num_kept)
-  positions = 0 if num_kept == num_coordinates else min(
-      num_coordinates,
-      num_kept * max(1, math.ceil(math.log2(num_coordinates))))
-  return num_kept * value_bits + (positions if send_indices else 0)
-
-
 def rs_dpsgd_bits(schedule: _sparsifying.SparsityMaskSchedule,
-                  num_coordinates: int, value_bits: int = 32) -> np.ndarray:
+                  dimension: int, value_bits: int = 32) -> np.ndarray:
   """Bits each step of an ``rs_dpsgd`` run sends, over the whole schedule.
 
   A step sends its kept values; the positions go only at a mask refresh.
@@ -45,16 +25,16 @@ def rs_dpsgd_bits(schedule: _sparsifying.SparsityMaskSchedule,
     >>> rs_dpsgd_bits(sched, 8).tolist()  # epoch 1 keeps 4 of 8
     [256, 256, 136, 128]
   """
-  _validate.positive_int(num_coordinates=num_coordinates)
+  _validate.positive_int(dimension=dimension)
   num_zeros = np.asarray(schedule.num_zeros)
   spe, refresh_per_epoch = schedule.steps_per_epoch, schedule.refresh_per_epoch
   bits = []
   for t in range(len(num_zeros) * spe):
-    kept = num_coordinates - int(num_zeros[t // spe])
+    kept = dimension - int(num_zeros[t // spe])
     refresh = t == 0 or (t * refresh_per_epoch // spe !=
                          (t - 1) * refresh_per_epoch // spe)
-    bits.append(sparse_message_bits(num_coordinates, kept, value_bits,
-                                    send_indices=refresh))
+    bits.append(compression.sparse_message_bits(
+        dimension, kept, value_bits, send_indices=refresh))
   return np.asarray(bits, np.int64)
 
 
@@ -66,47 +46,4 @@ def dpsgd_bits(like: Any, value_bits: int = 32) -> int:
     256
   """
   d = sum(int(np.prod(np.shape(x))) for x in jax.tree.leaves(like))
-  return sparse_message_bits(d, d, value_bits)
-
-
-class SparseMessage(NamedTuple):
-  """A sparsified update as kept values plus their flat positions.
-
-  Attributes:
-    values: the kept coordinates, in flat order.
-    indices: int32 flat positions of ``values`` (send once per mask refresh).
-    num_coordinates: d, the length of the flattened update.
-  """
-  values: jax.Array
-  indices: jax.Array
-  num_coordinates: int
-
-  def bits(self, value_bits: int = 32, send_indices: bool = True) -> int:
-    """Size on the wire (``sparse_message_bits``)."""
-    return sparse_message_bits(self.num_coordinates, int(self.values.size),
-                               value_bits, send_indices)
-
-
-def encode_sparse(update: Any, mask: Any) -> SparseMessage:
-  """Packs the coordinates of ``update`` where ``mask`` is nonzero (not jittable:
-  the message length is the number of kept coordinates).
-
-  Example:
-    >>> msg = encode_sparse(jnp.array([0., 2., 0., 5.]), jnp.array([0, 1, 0, 1]))
-    >>> msg.values.tolist(), msg.indices.tolist(), msg.bits()
-    ([2.0, 5.0], [1, 3], 68)
-  """
-  flat = jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(update)])
-  keep = np.flatnonzero(np.concatenate(
-      [np.ravel(np.asarray(m)) for m in jax.tree.leaves(mask)]))
-  return SparseMessage(flat[keep], jnp.asarray(keep, jnp.int32), flat.size)
-
-
-def decode_sparse(message: SparseMessage, like: Any) -> Any:
-  """The dense update (zeros where nothing was sent), shaped like ``like``."""
-  flat = jnp.zeros(message.num_coordinates, message.values.dtype)
-  flat = flat.at[message.indices].set(message.values)
-  leaves, treedef = jax.tree.flatten(like)
-  sizes = [int(np.prod(x.shape)) for x in leaves]
-  parts = jnp.split(flat, np.cumsum(sizes)[:-1])
-  return treedef.unflatten([p.reshape(x.shape) for p, x in zip(parts, leaves)])
+  return compression.sparse_message_bits(d, d, value_bits)

@@ -32,16 +32,18 @@ import optax
 
 from dpjax import _keys
 from dpjax import _validate
-from dpjax.clipping import _per_example as _clipping
+from dpjax import accounting
+from dpjax import clipping
+from dpjax import compression
 from dpjax import noise as noise_lib
-from dpjax.recovery import _cosamp
+from dpjax.transforms import _adding_noise
 
 _MASK = _keys.register('sparsity_mask', __name__)
 _RANKED_NOISE = _keys.register('ranked_sparsified_noise', __name__)
 
 
 def sparsity_schedule(final_rate: float, epochs: int,
-                      num_coordinates: int) -> np.ndarray:
+                      dimension: int) -> np.ndarray:
   """Number of zeroed coordinates per epoch under gradual cooling.
 
   ``k[e] = int(final_rate * e / (E - 1) * d)`` computed in float64 (for E = 1,
@@ -52,12 +54,12 @@ def sparsity_schedule(final_rate: float, epochs: int,
     [0, 3, 6, 9]
   """
   _validate_rate(final_rate)
-  _validate.positive_int(epochs=epochs, num_coordinates=num_coordinates)
+  _validate.positive_int(epochs=epochs, dimension=dimension)
   if epochs == 1:
-    return np.array([int(final_rate * num_coordinates)], np.int32)
+    return np.array([int(final_rate * dimension)], np.int32)
   rates = final_rate * np.arange(epochs, dtype=np.float64) / (epochs - 1)
   # A tiny guard so that e.g. 0.3 * 10 = 2.9999999999999996 floors to 3.
-  return np.floor(rates * num_coordinates + 1e-9).astype(np.int32)
+  return np.floor(rates * dimension + 1e-9).astype(np.int32)
 
 
 def _validate_rate(final_rate: float) -> None:
@@ -67,26 +69,6 @@ def _validate_rate(final_rate: float) -> None:
 
 def _num_coordinates(tree: Any) -> int:
   return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(tree))
-
-
-def random_mask(key: jax.Array, like: Any, num_zeros: jax.typing.ArrayLike):
-  """A 0/1 mask shaped like ``like`` with exactly ``num_zeros`` zeros.
-
-  The zeroed set is uniform over all subsets of that size of the flattened
-  coordinates: coordinate j is zeroed iff ``perm[j] < num_zeros`` for a
-  uniformly random permutation ``perm``. ``num_zeros`` may be traced.
-
-  Example:
-    >>> m = random_mask(jax.random.key(0), {'w': jnp.zeros((2, 3))}, 4)
-    >>> int(m['w'].sum())
-    2
-  """
-  leaves, treedef = jax.tree.flatten(like)
-  sizes = [int(np.prod(x.shape)) for x in leaves]
-  keep = jax.random.permutation(_validate.key(key), sum(sizes)) >= num_zeros
-  parts = jnp.split(keep, np.cumsum(sizes)[:-1])
-  return treedef.unflatten([
-      p.reshape(x.shape).astype(x.dtype) for p, x in zip(parts, leaves)])
 
 
 class SparsityMaskSchedule(NamedTuple):
@@ -128,9 +110,10 @@ def sparsity_mask(key: jax.Array, step: jax.typing.ArrayLike, like: Any,
   """The mask of ``step``: ``random_mask(fold_in(stream(key, 'sparsity_mask'),
   period), like, k(e))``, the key separated from every other consumer's."""
   step = jnp.asarray(step, jnp.int32)
-  return random_mask(jax.random.fold_in(_keys.stream(_validate.key(key), _MASK),
-                                        schedule.period(step)),
-                     like, schedule.zeros_at(step))
+  return compression.random_mask(
+      jax.random.fold_in(_keys.stream(_validate.key(key), _MASK),
+                         schedule.period(step)),
+      like, schedule.zeros_at(step))
 
 
 class SparsifyRandomState(NamedTuple):
@@ -201,25 +184,6 @@ def sparsify_random(schedule: SparsityMaskSchedule, *, key: jax.Array,
   return optax.GradientTransformation(init_fn, update_fn)
 
 
-def ranked_mask(scores: Any, num_zeros: jax.typing.ArrayLike):
-  """A 0/1 mask zeroing the ``num_zeros`` coordinates of smallest |score|.
-
-  Ties are broken by position (a stable sort), so the mask is deterministic.
-
-  Example:
-    >>> ranked_mask({'w': jnp.array([3., -1., 0.5, 2.])}, 2)['w']
-    Array([1., 0., 0., 1.], dtype=float32)
-  """
-  leaves, treedef = jax.tree.flatten(scores)
-  flat = jnp.concatenate([jnp.abs(x).ravel() for x in leaves])
-  rank = jnp.argsort(jnp.argsort(flat, stable=True), stable=True)
-  keep = rank >= num_zeros
-  sizes = [int(np.prod(x.shape)) for x in leaves]
-  parts = jnp.split(keep, np.cumsum(sizes)[:-1])
-  return treedef.unflatten([p.reshape(x.shape).astype(x.dtype)
-                            for p, x in zip(parts, leaves)])
-
-
 class RankedSparsifiedPrivatizerState(NamedTuple):
   """Step counter, noise key, the mask in use and this epoch's scores z."""
   count: jax.Array  # int32 scalar
@@ -262,7 +226,7 @@ def ranked_sparsified_privatizer(
   References:
     Zhu & Blaschko, Alg. 4 and Appendix I.
   """
-  _clipping.validate_l2_norm_clip(l2_norm_clip)
+  _validate.l2_norm_clip(l2_norm_clip)
   _validate.non_negative(noise_multiplier=noise_multiplier)
   _validate.finite(noise_multiplier=noise_multiplier)
   if not isinstance(schedule, SparsityMaskSchedule):
@@ -270,7 +234,7 @@ def ranked_sparsified_privatizer(
                      f'{type(schedule).__name__}.')
   steps_per_epoch = schedule.steps_per_epoch
   key = _keys.stream(_validate.key(key), _RANKED_NOISE)
-  stddev = noise_multiplier * _clipping.clipped_norm_bound(l2_norm_clip)
+  stddev = noise_multiplier * clipping.clipped_norm_bound(l2_norm_clip)
 
   def init_fn(params):
     ones = jax.tree.map(jnp.ones_like, params)
@@ -283,14 +247,14 @@ def ranked_sparsified_privatizer(
     count = state.count
     new_epoch = (count > 0) & (count % steps_per_epoch == 0)
     m = jax.lax.cond(new_epoch,
-                     lambda: ranked_mask(state.scores,
+                     lambda: compression.ranked_mask(state.scores,
                                          schedule.zeros_at(count)),
                      lambda: state.mask)
     scores = jax.tree.map(lambda z: jnp.where(new_epoch, 0.0, z).astype(
         z.dtype), state.scores)
     masked = jax.tree.map(lambda g, mm: g * mm[None].astype(g.dtype),
                           updates, m)
-    grad_sum = _clipping.clip_and_sum(masked, l2_norm_clip,
+    grad_sum = clipping.clip_and_sum(masked, l2_norm_clip,
                                       mask).grad_sum.value
     noise = noise_lib.tree_noise(noise_lib.gaussian,
                                  jax.random.fold_in(state.key, count),
@@ -302,6 +266,23 @@ def ranked_sparsified_privatizer(
         optax.safe_increment(count), state.key, m, scores)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def ranked_sparsified_privatizer_event(noise_multiplier: float,
+                                       sampling_rate: float = 1.0, *,
+                                       steps: int = 1):
+  """DpEvent of ``steps`` ``ranked_sparsified_privatizer`` steps: DP-SGD's.
+
+  Each step is the (Poisson-subsampled, at ``sampling_rate``) Gaussian
+  mechanism of noise multiplier sigma; the mask is post-processing (Zhu &
+  Blaschko, Appendix I).
+
+  Example:
+    >>> ranked_sparsified_privatizer_event(1.1).noise_multiplier
+    1.1
+  """
+  return _adding_noise.repeated(
+      accounting.gaussian_step_event(noise_multiplier, sampling_rate), steps)
 
 
 def _apply(tree: Any, mask: Any) -> Any:
@@ -336,7 +317,7 @@ def sparsify_top_k(k: int) -> optax.GradientTransformation:
   def update_fn(updates, state, params=None):
     del params
     flat, unflatten = flatten_util.ravel_pytree(updates)
-    _cosamp.validate_sparsity(k, flat.shape[0], 'k')
-    return unflatten(_cosamp.keep_top_k(flat, k)), state
+    _validate.sparsity(k, flat.shape[0], 'k')
+    return unflatten(compression.keep_top_k(flat, k)), state
 
   return optax.GradientTransformation(lambda _: optax.EmptyState(), update_fn)

@@ -27,7 +27,6 @@ shards ``numpy.random.default_rng(seed)``.
 import functools
 from typing import Any, Callable, NamedTuple, Sequence
 
-import dp_accounting
 import jax
 from jax import flatten_util
 import jax.numpy as jnp
@@ -39,25 +38,8 @@ from experiments.common import models
 from experiments.common import train as train_lib
 
 Mean = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
-
-
-class Protocol(NamedTuple):
-  """A distributed mean protocol, as the federated loop runs and accounts it.
-
-  Attributes:
-    mean: ``(key, vectors [n, d], param) -> estimate [d]``, traceable (the
-      loop jits it inside the round scan). ``param`` is a traced float32
-      scalar (e.g. the Gaussian clients' stddev): runs whose protocols share
-      ``mean`` and differ only in ``param`` share one compilation.
-    param: the value passed as ``param``.
-    event: the DpEvent of one round, from the protocol's companion built
-      from the same hyperparameters; None where a round has no guarantee.
-    bits_per_client: bits one client sends per round.
-  """
-  mean: Mean
-  param: float = 0.0
-  event: dp_accounting.DpEvent | None = None
-  bits_per_client: float = 0
+# The protocol type lives in dpjax.distributed; re-exported for the loops here.
+Protocol = distributed.Protocol
 
 
 def plain_mean(key: jax.Array, vectors: jax.Array,

@@ -1,0 +1,103 @@
+"""The package's shape: no subpackage reaches into another's private modules,
+and every public ``__all__`` is sorted and complete."""
+
+import ast
+import importlib
+import pathlib
+import pkgutil
+
+import pytest
+
+import dpjax
+
+ROOT = pathlib.Path(dpjax.__file__).parent
+SUBPACKAGES = sorted(m.name for m in pkgutil.iter_modules(dpjax.__path__)
+                     if m.ispkg)
+
+
+def _imported_modules(tree):
+  """(line, dotted module) for every module an import statement binds."""
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        yield node.lineno, alias.name
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      for alias in node.names:  # `from dpjax.x import _y` binds module _y
+        yield node.lineno, f'{node.module}.{alias.name}'
+
+
+def cross_private_imports(root=ROOT):
+  """Imports of ``dpjax.<other>._private`` from inside ``dpjax.<one>``.
+
+  The root package's own private modules (``dpjax._validate``, ...) are the
+  shared internals every subpackage may use; a subpackage's private modules
+  are its own.
+  """
+  found = []
+  for path in sorted(root.rglob('*.py')):
+    rel = path.relative_to(root).parts
+    owner = rel[0] if len(rel) > 1 else None
+    for line, name in _imported_modules(ast.parse(path.read_text())):
+      parts = name.split('.')
+      private = [i for i, p in enumerate(parts) if i >= 2 and p[0] == '_']
+      if parts[0] == 'dpjax' and parts[1] != owner and private:
+        found.append(
+            f'{"/".join(rel)}:{line}: {".".join(parts[:private[0] + 1])}')
+  return found
+
+
+def test_no_subpackage_imports_another_subpackages_private_module():
+  assert cross_private_imports() == []
+
+
+def test_the_check_sees_all_three_import_forms(tmp_path):
+  pkg = tmp_path / 'one'
+  pkg.mkdir()
+  (pkg / '__init__.py').write_text(
+      'from dpjax.other._mod import thing\n'
+      'from dpjax.other import _mod\n'
+      'import dpjax.other._mod\n'
+      'from dpjax.one._own import fine\n'
+      'from dpjax import _validate\n'
+      'from dpjax import other\n')
+  assert [f.split(': ')[1] for f in cross_private_imports(tmp_path)] == [
+      'dpjax.other._mod', 'dpjax.other._mod', 'dpjax.other._mod']
+
+
+@pytest.mark.parametrize('name', ['dpjax'] + [f'dpjax.{s}' for s in
+                                              SUBPACKAGES])
+def test_all_is_sorted_unique_and_resolves(name):
+  module = importlib.import_module(name)
+  names = module.__all__
+  assert names == sorted(names, key=str.lower), name
+  assert len(set(names)) == len(names), name
+  for public in names:
+    assert hasattr(module, public), f'{name}.{public}'
+
+
+MOVED = [('dpjax.transforms', 'fwht', 'dpjax.compression.fwht'),
+         ('dpjax.transforms', 'GridQuantizer',
+          'dpjax.compression.GridQuantizer'),
+         ('dpjax.transforms', 'encode_sparse',
+          'dpjax.compression.encode_sparse'),
+         ('dpjax.recovery', 'keep_top_k', 'dpjax.compression.keep_top_k'),
+         ('dpjax.nonparametric', 'private_histogram',
+          'dpjax.nonparametric.dp_histogram'),
+         ('dpjax.nonparametric', 'PrivateHistogramRelease',
+          'dpjax.nonparametric.DpHistogramRelease'),
+         ('dpjax.nonparametric', 'private_bounds',
+          'dpjax.nonparametric.dp_bounds')]
+
+
+@pytest.mark.parametrize('old, name, new', MOVED)
+def test_a_moved_name_still_works_and_warns_with_its_new_home(old, name, new):
+  with pytest.warns(DeprecationWarning, match=f'use {new}.'):
+    got = getattr(importlib.import_module(old), name)
+  module, attr = new.rsplit('.', 1)
+  assert got is getattr(importlib.import_module(module), attr)
+  assert name not in importlib.import_module(old).__all__
+
+
+def test_an_unknown_name_is_still_an_attribute_error():
+  with pytest.raises(AttributeError, match='no_such_name'):
+    dpjax.transforms.no_such_name  # pylint: disable=pointless-statement
