@@ -9,6 +9,9 @@ import pytest
 
 from experiments.common import data as data_lib
 from experiments.dpsgd_baseline import _run as baseline_run
+from experiments.rs_privacy import _claims as privacy_claims
+from experiments.rs_privacy import _config as privacy_config
+from experiments.rs_privacy import _run as privacy_run
 from experiments.rs_tradeoff import _claims as tradeoff_claims
 from experiments.rs_tradeoff import _config as tradeoff_config
 from experiments.rs_tradeoff import _run as tradeoff_run
@@ -114,9 +117,6 @@ def test_with_validation_holds_out_part_of_train_and_keeps_a_given_split():
 
 
 def test_rs_privacy_tunes_both_methods_on_validation_over_one_clip_grid():
-  from experiments.rs_privacy import _claims as privacy_claims  # pylint: disable=g-import-not-at-top
-  from experiments.rs_privacy import _config as privacy_config  # pylint: disable=g-import-not-at-top
-  from experiments.rs_privacy import _run as privacy_run  # pylint: disable=g-import-not-at-top
   # DP-SGD's best C on validation (1.0) is also its best on test; RS's best
   # on validation (C 0.5, r* 0.9) is worse on test than DP-SGD: RS loses.
   grid = {(0.5, 0.0): (.70, .80), (1.0, 0.0): (.75, .90),

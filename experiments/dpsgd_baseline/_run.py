@@ -57,7 +57,8 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
       data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback),
       cfg.validation_fraction, cfg.seed)
   n = len(ds.x_train)
-  base = train_lib.sweep_base(dict(cfg.to_dict(), l2_norm_clip=1.0), n)
+  base = dict(train_lib.sweep_base(dict(cfg.to_dict(), l2_norm_clip=1.0), n),
+              clipping=cfg.clipping)
   sampler = train_lib.make_sampler(train_lib.TrainConfig(**base), n)
   sigmas = {eps: accounting.calibrate(sampler.dp_event, eps, cfg.delta,
                                       steps=base['steps'])

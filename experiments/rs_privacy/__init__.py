@@ -12,7 +12,7 @@ selection bias. Claims: ``_claims``.
 
 Presets: ``_config.Config``. Both on mnist5k (real MNIST digits; the paper's
 nearest rows are FMNIST), 10 seeds, expected batch 256. Quick: the MLP, C in
-{0.5, 1}, r* in {0.5, 0.9}, 10 epochs. Full: the 26K-parameter DP-CNN (the
+{0.5, 1}, r* in {0.5, 0.9}, 5 epochs. Full: the 26K-parameter DP-CNN (the
 paper's DP-CNN/S), the paper's grids C in {0.1, 0.5, 1} and r* in {0.5,
 0.7, 0.9}, 30 epochs.
 """

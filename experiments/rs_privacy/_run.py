@@ -51,7 +51,8 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   model = models.make_model(model_name, ds.num_classes,
                             input_shape=ds.input_shape)
   n = len(ds.x_train)
-  base = train_lib.sweep_base(dict(cfg.to_dict(), l2_norm_clip=1.0), n)
+  base = dict(train_lib.sweep_base(dict(cfg.to_dict(), l2_norm_clip=1.0), n),
+              clipping=cfg.clipping)
   steps = base['steps']
   sampler = train_lib.make_sampler(train_lib.TrainConfig(**base), n)
   runs = []

@@ -18,7 +18,7 @@ seeds. Quick: the two panels (sigma, C) = (1, 1/4) and (4, 1/2) (sigma C =
 3 x 3 grid sigma in {1, 2, 4} x C in {1/4, 1/2, 1} of Fig. 2, r* in {0, 0.3,
 0.5, 0.7, 0.9}, every ablation of Fig. 3, 30 epochs, and the dataset's
 default model (``model=''``: the 26K-parameter DP-CNN for MNIST, the model
-of the paper's FMNIST rows). Quick trains the 784-64-10 MLP for 10 epochs
+of the paper's FMNIST rows). Quick trains the 784-64-10 MLP for 5 epochs
 instead: on CPU the CNN's per-example gradients cost about 20 times as much.
 The paper trains DP-CNN on CIFAR-10 with batch 1000 for 100 epochs; here the
 expected batch is 256 (3,500 training digits), lr 0.2, momentum 0.9, fixed

@@ -23,8 +23,9 @@ class Config(sgd_config.SgdConfig):
   Both: mnist5k, 10 seeds (docs/rs_tradeoff.md gives the power)."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      model='', sigmas=(1.0, 2.0, 4.0), clips=(0.25, 0.5, 1.0),
-      rates=(0.0, 0.3, 0.5, 0.7, 0.9), epochs=30, panels=())}
+      clipping='vmap', model='', sigmas=(1.0, 2.0, 4.0),
+      clips=(0.25, 0.5, 1.0), rates=(0.0, 0.3, 0.5, 0.7, 0.9), epochs=30,
+      panels=())}
 
   dataset: str = setting('mnist5k', 'a classification dataset (see list)')
   validation_fraction: float = setting(
@@ -34,7 +35,7 @@ class Config(sgd_config.SgdConfig):
                        '(the 26K-parameter DP-CNN for MNIST)', choices=('',) +
                        models.MODELS)
   num_seeds: int = setting(10, 'seeds, trained as one vmapped program', ge=2)
-  epochs: int = setting(10, 'training epochs', ge=1)
+  epochs: int = setting(5, 'training epochs', ge=1)
   expected_batch_size: int = setting(256, 'expected Poisson batch size',
                                      ge=1)
   learning_rate: float = setting(0.2, 'SGD learning rate', gt=0)
@@ -51,6 +52,10 @@ class Config(sgd_config.SgdConfig):
   flat_tolerance: float = setting(
       0.02, 'largest test-accuracy loss of tuned RS that still counts as '
       '"maintained" where sigma C <= 1', ge=0)
+  clipping: str = setting(
+      'ghost', "per-example clipping: 'ghost' (no per-example gradients; the "
+      "same clipped sum, several times faster for the MLP) or 'vmap'",
+      choices=('ghost', 'vmap'))
   delta: float = setting(1e-5, 'delta of the reported epsilons', gt=0, lt=1)
 
   def validate(self) -> None:

@@ -53,7 +53,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
                                      len(ds.x_train))
   base = dict(steps=steps, expected_batch_size=cfg.expected_batch_size,
               learning_rate=cfg.learning_rate, momentum=cfg.momentum,
-              eval_every=max(1, steps // cfg.evals))
+              eval_every=max(1, steps // cfg.evals), clipping=cfg.clipping)
   runs = train_lib.run_seeds_and_record(
       model, ds, train_lib.TrainConfig(**base), cfg.seeds, delta=cfg.delta,
       out_dir=ctx.out_dir, label='non-private', progress=ctx.progress,
