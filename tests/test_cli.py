@@ -157,7 +157,8 @@ def test_unwritable_out_fails_before_any_work(tmp_path, monkeypatch):
 def test_tiny_run_writes_results_report_and_plot(tmp_path):
   out = str(tmp_path)
   cli.run_experiments(['dpsgd_baseline'], 'quick', out, progress=False,
-                      epochs=1, num_seeds=1, epsilons=[8.0], seed=4)
+                      epochs=1, num_seeds=1, epsilons=[8.0], seed=4,
+                      dataset='digits', cnn=True)
   exp_dir = os.path.join(out, 'dpsgd_baseline')
   results = report_lib.read_results(exp_dir)
   assert results['config']['epsilons'] == [8.0]
@@ -169,12 +170,13 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
     if run['target_epsilon'] is not None:
       assert run['epsilon_rdp'] <= 8.0 + 1e-6
       assert run['epsilon_pld'] <= run['epsilon_rdp']
-  assert {(r['model'], r['target_epsilon']) for r in results['summary']} == {
+  assert {(r['model'], r['target_epsilon'])
+          for r in results['selected_summary']} == {
       ('mlp', None), ('mlp', 8.0), ('digits_cnn', None), ('digits_cnn', 8.0)}
   assert os.path.getsize(os.path.join(exp_dir, 'accuracy_vs_epsilon.png')) > 0
   with open(os.path.join(out, 'REPORT.md')) as f:
     combined = f.read()
-  assert '| mlp | 8 |' in combined
+  assert '| mlp | 8 | 0.5 |' in combined  # the clip grid, every C
   assert 'dpsgd_baseline/accuracy_vs_epsilon.png' in combined
   assert combined.count(verdict.RULE) == 1  # the rule, stated once
   assert 'dpsgd_baseline: mlp: eps=8 within 0.05 of non-private' in combined
@@ -194,21 +196,25 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
   # Rerunning the same command skips the finished experiment ...
   start = time.time()
   cli.run_experiments(['dpsgd_baseline'], 'quick', out, progress=False,
-                      epochs=1, num_seeds=1, epsilons=[8.0], seed=4)
+                      epochs=1, num_seeds=1, epsilons=[8.0], seed=4,
+                      dataset='digits', cnn=True)
   assert time.time() - start < 5
   assert report_lib.read_results(exp_dir) == results
   # ... and --force reruns it, resuming every run from its checkpoint.
   cli.run_experiments(['dpsgd_baseline'], 'quick', out, progress=False,
                       force=True, epochs=1, num_seeds=1, epsilons=[8.0],
-                      seed=4)
+                      seed=4, dataset='digits', cnn=True)
   again = report_lib.read_results(exp_dir)
   assert all(r['resumed_from'] == r['steps'] for r in again['runs'])
   assert json.dumps(again['summary']) == json.dumps(results['summary'])
 
 
 TINY = {
-    'rs_tradeoff': dict(epochs=1, sigmas=[4.0], rates=[0.0, 0.5]),
-    'rs_privacy': dict(epochs=1, num_seeds=1, rates=[0.5], epsilons=[3.0]),
+    'rs_tradeoff': dict(dataset='digits', model='', epochs=1, num_seeds=2,
+                        sigmas=[4.0], clips=[0.5], panels=[4.0, 0.5],
+                        rates=[0.0, 0.5]),
+    'rs_privacy': dict(dataset='digits', model='', epochs=1, num_seeds=1,
+                       rates=[0.5], clips=[1.0], epsilons=[3.0]),
     'rs_attack': dict(num_images=1, trials=200, attack_steps=20,
                       rates=[0.0, 0.9]),
     'compressive_regression': dict(steps=20, num_seeds=1, n=2000,

@@ -171,6 +171,7 @@ def test_unknown_names_raise():
 
 def test_default_model_name():
   assert models.default_model_name('mnist') == 'mnist_cnn'
+  assert models.default_model_name('mnist5k') == 'mnist_cnn'  # real digits
   assert models.default_model_name('digits') == 'digits_cnn'
   assert models.default_model_name('iris') == 'mlp'
   assert all(models.default_model_name(n) in models.MODELS

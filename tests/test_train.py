@@ -305,3 +305,22 @@ def test_seeds_in_one_program_are_the_single_seed_runs(digits, model,
   with pytest.raises(ValueError, match='seeds_as'):
     train.train_seeds(model, digits, cfg, (1, 2), progress=False,
                       seeds_as='pmap')
+
+
+def test_seeds_share_one_epsilon_computation_and_score_validation(
+    digits, model, tmp_path, monkeypatch):
+  # The seeds' ledgers hold identical events: each accountant runs once per
+  # program, not once per seed. A validation split is scored too.
+  calls = []
+  real = accounting.PrivacyLedger.epsilon
+  monkeypatch.setattr(accounting.PrivacyLedger, 'epsilon',
+                      lambda self, *a: calls.append(a) or real(self, *a))
+  held = data_lib.with_validation(digits, 0.25, seed=0)
+  cfg = train.TrainConfig(**dict(CONFIG, steps=4, eval_every=2))
+  rows = train.run_seeds_and_record(model, held, cfg, (0, 1, 2), delta=DELTA,
+                                    out_dir=str(tmp_path), label='memo',
+                                    progress=False)
+  assert len({r['epsilon_pld'] for r in rows}) == 1
+  assert sum('pld' in a for a in calls) == 1
+  assert len(calls) == 2 + 2  # two evaluations (rdp), then rdp and pld
+  assert all(0 <= r['val_accuracy'] <= 1 and 'val_loss' in r for r in rows)

@@ -290,7 +290,8 @@ def make_model(name: str, num_outputs: int, *,
 
 def default_model_name(dataset_name: str) -> str:
   """The model the experiments use for a dataset (by ``Dataset.name``)."""
-  return {'mnist': 'mnist_cnn', 'fashion_mnist': 'mnist_cnn',
+  return {'mnist': 'mnist_cnn', 'mnist5k': 'mnist_cnn',
+          'fashion_mnist': 'mnist_cnn',
           'cifar10': 'cifar_cnn', 'svhn_cropped': 'cifar_cnn',
           'digits': 'digits_cnn', 'diabetes': 'linear',
           'sphere_logistic': 'logistic'}.get(dataset_name, 'mlp')

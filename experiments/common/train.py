@@ -69,11 +69,31 @@ class TrainResult(NamedTuple):
   seconds: float
 
 
+def _epsilon_memo() -> Callable[..., float]:
+  """``epsilon(ledger, delta, accountant='rdp')``, computed once per
+  distinct composed event: the seeds of one program spend identical events
+  (their ledgers differ only in keys), and a PLD epsilon costs seconds."""
+  memo: dict[tuple, float] = {}
+
+  def epsilon(ledger, delta, accountant='rdp'):
+    key = (repr(ledger.event()), ledger.neighboring_relation, delta,
+           accountant)
+    if key not in memo:
+      memo[key] = ledger.epsilon(delta, accountant)
+    return memo[key]
+
+  return epsilon
+
+
 def _make_evaluate(model, data: Dataset):
-  """Jitted ``evaluate(params [S, ...]) -> dict of [S] lists``: losses and accuracies per seed."""
+  """Jitted ``evaluate(params [S, ...]) -> dict of [S] lists``: losses and
+  accuracies per seed on train and test, and on ``data.x_val`` when the set
+  has a validation split (``val_loss``, ``val_accuracy``)."""
   loss_fn = per_example_loss(model, data.task)
   x_tr, y_tr = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
   x_te, y_te = jnp.asarray(data.x_test), jnp.asarray(data.y_test)
+  val = None if data.x_val is None else (jnp.asarray(data.x_val),
+                                         jnp.asarray(data.y_val))
   batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
   predict = jax.vmap(model.apply, in_axes=(None, 0))
 
@@ -89,6 +109,10 @@ def _make_evaluate(model, data: Dataset):
     if data.task == 'classification':
       out['train_accuracy'] = accuracy(params, x_tr, y_tr)
       out['test_accuracy'] = accuracy(params, x_te, y_te)
+    if val is not None:  # a fixed validation split: metrics to tune on
+      out['val_loss'] = jnp.mean(batch_loss(params, val))
+      if data.task == 'classification':
+        out['val_accuracy'] = accuracy(params, *val)
     return out
 
   return lambda params: {k: [float(x) for x in v]
@@ -171,8 +195,10 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
               f'Checkpoint at step {step} in {checkpoint_dir} has a ledger of '
               f'{ledger.num_events} events; expected {expected_events}.')
 
+  spent = _epsilon_memo()
+
   def epsilon(ledger):
-    return ledger.epsilon(delta) if config.private and ledger.num_events else 0.0
+    return spent(ledger, delta) if config.private and ledger.num_events else 0.0
 
   def log_metrics():
     metrics = evaluate(state['params'])
@@ -268,8 +294,9 @@ def run_seeds_and_record(module: nn.Module, data: Dataset,
       desc=label, checkpoint_dir=os.path.join(out_dir, 'checkpoints',
                                               label.replace(' ', '_')))
   rows = []
+  spent = _epsilon_memo()
   for seed, res in zip(seeds, results):
-    eps = {a: res.ledger.epsilon(delta, a) if config.private else None
+    eps = {a: spent(res.ledger, delta, a) if config.private else None
            for a in ('rdp', 'pld')}
     run_config = dataclasses.replace(config, seed=seed)
     rows.append(dict(

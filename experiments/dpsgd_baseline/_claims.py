@@ -1,5 +1,8 @@
 """dpsgd_baseline's claims, per model, paired by seed, one family.
 
+Every private accuracy is the seed's test accuracy at the C it chose on the
+validation split (``_run.select_clip``).
+
 More privacy budget buys accuracy (eps = max beats eps = min), and at the
 largest epsilon DP-SGD stays within ``within`` of non-private training
 (Abadi et al. report about 1.3 points on MNIST at eps = 8).
@@ -19,7 +22,7 @@ def _accuracy(runs, model, target):
 
 
 def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
-  runs = results['runs']
+  runs = results['selected']
   low, high = min(cfg.epsilons), max(cfg.epsilons)
   family = claims_lib.ClaimFamily()
   for model in dict.fromkeys(r['model'] for r in runs):

@@ -1,13 +1,19 @@
-"""dpsgd_baseline's run: every (model, target epsilon, seed) trained.
+"""dpsgd_baseline's run: every (model, target epsilon, C, seed) trained.
 
 For each target epsilon, sigma is calibrated under RDP for the exact
 mechanism the sampler runs (truncated Poisson subsampling,
 ``PoissonSampler.dp_event``) and the number of steps; the reported epsilons
-are read back from each run's ledger under RDP and PLD. The seeds of a
-setting train as one vmapped program (``train.run_seeds_and_record``).
+are read back from each run's ledger under RDP and PLD. Each seed picks its
+clip norm C on the validation split (``verdict.selected_settings``), and the
+test accuracy at that C is the seed's result (``selected`` rows); the choice
+never sees the test split. The seeds of a setting train as one vmapped
+program (``train.run_seeds_and_record``). Tuning C is not accounted, as in
+the papers.
 """
 
 from typing import Any
+
+import numpy as np
 
 from dpjax import accounting
 from experiments.common import data as data_lib
@@ -15,6 +21,7 @@ from experiments.common import models
 from experiments.common import report as report_lib
 from experiments.common import runner
 from experiments.common import train as train_lib
+from experiments.common import verdict
 from experiments.dpsgd_baseline._config import Config
 
 
@@ -22,16 +29,36 @@ def _model_specs(ds: data_lib.Dataset, cfg: Config):
   specs = {'mlp': dict(hidden=list(cfg.mlp_hidden),
                        activation=cfg.activation)}
   cnn = models.default_model_name(ds.name)
-  if cnn.endswith('_cnn'):
+  if cfg.cnn and cnn.endswith('_cnn'):
     specs[cnn] = {}
   return specs
 
 
+def select_clip(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+  """Per (model, target epsilon) and seed, the run whose C has the best
+  validation accuracy (ties: the first C), marked ``selected``."""
+  groups: dict[tuple, dict[int, list]] = {}
+  for r in runs:
+    groups.setdefault((r['model'], r['target_epsilon']), {}).setdefault(
+        r['seed'], []).append(r)
+  out = []
+  for by_seed in groups.values():
+    for seed in sorted(by_seed):
+      rows = sorted(by_seed[seed], key=lambda r: r['clip'])
+      best = int(verdict.selected_settings(
+          np.array([[r['val_accuracy'] for r in rows]]))[0])
+      out.append(dict(rows[best], selected=True))
+  return out
+
+
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
-  """Trains every (model, setting, seed); returns the numbers."""
-  ds = data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback)
+  """Trains every (model, setting, C, seed); returns the numbers."""
+  ds = data_lib.with_validation(
+      data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback),
+      cfg.validation_fraction, cfg.seed)
   n = len(ds.x_train)
-  base = train_lib.sweep_base(cfg.to_dict(), n)
+  base = dict(train_lib.sweep_base(dict(cfg.to_dict(), l2_norm_clip=1.0), n),
+              clipping=cfg.clipping)
   sampler = train_lib.make_sampler(train_lib.TrainConfig(**base), n)
   sigmas = {eps: accounting.calibrate(sampler.dp_event, eps, cfg.delta,
                                       steps=base['steps'])
@@ -41,13 +68,26 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
     model = models.make_model(model_name, ds.num_classes,
                               input_shape=ds.input_shape, **model_kwargs)
     for target in [None] + list(cfg.epsilons):
-      tc = train_lib.TrainConfig(**base, noise_multiplier=sigmas.get(target))
-      runs += train_lib.run_seeds_and_record(
-          model, ds, tc, cfg.seeds, delta=cfg.delta, out_dir=ctx.out_dir,
-          label=f'{model_name} eps={target}', progress=ctx.progress,
-          model=model_name, target_epsilon=target)
+      # Non-private training does not clip: one run, C recorded as None.
+      for clip in cfg.clips if target is not None else (None,):
+        tc = train_lib.TrainConfig(**dict(base, l2_norm_clip=clip or 1.0),
+                                   noise_multiplier=sigmas.get(target))
+        rows = train_lib.run_seeds_and_record(
+            model, ds, tc, cfg.seeds, delta=cfg.delta, out_dir=ctx.out_dir,
+            label=f'{model_name} eps={target} C={clip}',
+            progress=ctx.progress, model=model_name, target_epsilon=target,
+            clip=clip)
+        for r in rows:  # the per-evaluation histories are not reported
+          r.pop('history', None)
+        runs += rows
+  selected = select_clip(runs)
   return dict(dataset=report_lib.dataset_info(ds),
               sampling_rate=sampler.sampling_rate,
               max_batch_size=sampler.max_batch_size, runs=runs,
+              selected=selected,
               summary=report_lib.summarize_over_seeds(
-                  runs, ('model', 'target_epsilon'), ('test_accuracy',)))
+                  runs, ('model', 'target_epsilon', 'clip'),
+                  ('val_accuracy', 'test_accuracy')),
+              selected_summary=report_lib.summarize_over_seeds(
+                  selected, ('model', 'target_epsilon'),
+                  ('test_accuracy',)))

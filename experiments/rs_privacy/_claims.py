@@ -1,5 +1,11 @@
-"""rs_privacy's claims: per epsilon, RS (r* tuned on validation) minus
-DP-SGD test accuracy, paired by seed; one family over the epsilons."""
+"""rs_privacy's claims: per epsilon, tuned RS minus tuned DP-SGD test
+accuracy, paired by seed; one family over the epsilons.
+
+Each method's accuracy on a seed is the test accuracy at the setting that
+seed chose on the validation split: C for DP-SGD, (C, r*) for RS, over the
+same C grid (``_run.choose``). Zhu & Blaschko, Table 2, report gains of +0.3
+to +3.1 points.
+"""
 
 from typing import Any
 
@@ -10,13 +16,12 @@ from experiments.rs_privacy._config import Config
 def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
   del cfg
   by_eps: dict[float, dict[str, list]] = {}
-  for r in sorted(results['runs'], key=lambda r: r['seed']):
+  for r in sorted(results['selected'], key=lambda r: r['seed']):
     by_eps.setdefault(r['target_epsilon'], {}).setdefault(
-        r['method'], []).append(r)
+        r['method'], []).append(r['test_accuracy'])
   family = claims_lib.ClaimFamily()
-  for eps, rows in by_eps.items():
-    rs, dp = rows['DP-SGD + RS'], rows['DP-SGD']
-    family.add(f"eps={eps:g}: RS (r*={rs[0]['rate']:g}, tuned on validation) "
-               'beats DP-SGD (test acc)', [r['test_accuracy'] for r in rs],
-               [r['test_accuracy'] for r in dp], target_epsilon=eps)
+  for eps, acc in by_eps.items():
+    family.add(f'eps={eps:g}: RS beats DP-SGD, both tuned on validation over '
+               'the same C grid (test acc)', acc['DP-SGD + RS'],
+               acc['DP-SGD'], target_epsilon=eps)
   return family

@@ -1,16 +1,18 @@
-"""rs_privacy's report body: the setting, the test and tuning tables."""
+"""rs_privacy's report body: the setting, the tuned and the grid tables."""
 
 from typing import Any
 
 from experiments.common import report as report_lib
 
 COLUMNS = [('target_epsilon', 'target eps'), ('method', 'method'),
-           ('rate', 'r*'), ('noise_multiplier', 'sigma'),
-           ('epsilon_rdp', 'eps (RDP)'), ('epsilon_pld', 'eps (PLD)'),
-           ('delta', 'delta'), ('test_accuracy_mean', 'test acc'),
+           ('noise_multiplier', 'sigma'), ('epsilon_rdp', 'eps (RDP)'),
+           ('epsilon_pld', 'eps (PLD)'), ('delta', 'delta'),
+           ('test_accuracy_mean', 'test acc (tuned per seed)'),
            ('test_accuracy_sem', 'SEM'), ('seeds', 'seeds')]
-TUNING_COLUMNS = [('target_epsilon', 'target eps'), ('rate', 'r*'),
-                  ('test_accuracy', 'validation acc')]
+GRID_COLUMNS = [('target_epsilon', 'target eps'), ('clip', 'C'),
+                ('rate', 'r*'), ('val_accuracy_mean', 'val acc'),
+                ('test_accuracy_mean', 'test acc'),
+                ('test_accuracy_sem', 'SEM'), ('seeds', 'seeds')]
 
 
 def report(results: dict[str, Any], out_dir: str) -> str:
@@ -18,12 +20,13 @@ def report(results: dict[str, Any], out_dir: str) -> str:
   cfg = results['config']
   return '\n'.join([
       report_lib.dataset_line(results['dataset']), '',
-      f"Model {results['model']}; {results['n_train']} training examples "
-      f"({results['n_validation']} more held out for tuning r*), "
-      f"{results['steps']} steps ({cfg['epochs']} epochs, q = "
-      f"{results['sampling_rate']:.4f}), C = {cfg['l2_norm_clip']}, lr "
-      f"{cfg['learning_rate']}, momentum {cfg['momentum']}.", '',
+      f"Model {results['model']}; {results['n_train']} training examples, "
+      f"{results['n_validation']} validation, {results['steps']} steps "
+      f"({cfg['epochs']} epochs, q = {results['sampling_rate']:.4f}), lr "
+      f"{cfg['learning_rate']}, momentum {cfg['momentum']}. Per seed, DP-SGD "
+      f"chooses C from {list(cfg['clips'])} and RS chooses C and r* from "
+      f"{list(cfg['rates'])} on the validation split; each is scored on the "
+      'test split at its choice.', '',
       report_lib.markdown_table(results['summary'], COLUMNS), '',
-      'Validation accuracy of the tuning runs (seed '
-      f"{cfg['seed']}):", '',
-      report_lib.markdown_table(results['tuning'], TUNING_COLUMNS)])
+      'Every (C, r*) (r* = 0 is DP-SGD):', '',
+      report_lib.markdown_table(results['grid'], GRID_COLUMNS)])

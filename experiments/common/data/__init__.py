@@ -53,6 +53,7 @@ from experiments.common.data._csv import CSV_DROP
 from experiments.common.data._csv import CSV_PREFIX
 from experiments.common.data._csv import load_csv
 from experiments.common.data._dataset import Dataset
+from experiments.common.data._dataset import with_validation
 from experiments.common.data._generated import GENERATED_DATASETS
 from experiments.common.data._generated import make_regression_problem
 from experiments.common.data._generated import make_sphere_logistic
@@ -85,4 +86,5 @@ __all__ = [
     'require_classification',
     'SKLEARN_DATASETS',
     'TFDS_DATASETS',
+    'with_validation',
 ]

@@ -125,3 +125,32 @@ def split_and_standardize(name: str, x: np.ndarray, y: np.ndarray,
                  x_test=x_test.astype(np.float32),
                  y_test=y_test.astype(y_dtype),
                  num_classes=num_classes, source=source, extras=extras)
+
+
+def with_validation(ds: Dataset, fraction: float, seed: int) -> Dataset:
+  """``ds`` itself if it has a validation split, else ``ds`` with a seeded
+  random ``fraction`` of its training examples moved to ``x_val``/``y_val``
+  (so hyperparameters can be chosen without touching the test split).
+
+  >>> import numpy as np
+  >>> ds = Dataset('toy', 'toy', np.zeros((10, 2)), np.arange(10),
+  ...              np.zeros((3, 2)), np.zeros(3), 10, 'generated')
+  >>> held = with_validation(ds, 0.2, seed=0)
+  >>> len(held.x_train), len(held.x_val)
+  (8, 2)
+  >>> sorted(np.concatenate([held.y_train, held.y_val]).tolist())
+  [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+  """
+  if ds.x_val is not None:
+    return ds
+  if not 0 < fraction < 1:
+    raise ValueError(f'Expected fraction={fraction} in (0, 1).')
+  perm = np.random.default_rng(seed).permutation(len(ds.x_train))
+  n_val = int(round(fraction * len(perm)))
+  if not 0 < n_val < len(perm):
+    raise ValueError(f'fraction={fraction} leaves an empty train or '
+                     'validation split.')
+  val, train = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+  return dataclasses.replace(ds, x_train=ds.x_train[train],
+                             y_train=ds.y_train[train], x_val=ds.x_train[val],
+                             y_val=ds.y_train[val])
