@@ -292,7 +292,9 @@ def main(argv=None, prog: str = 'python -m experiments bench dpsgd') -> dict:
   lines = [head_text] + [f'skipped: {s}; install with pip install -e '
                          '".[bench]"' for s in skipped]
   lines += [f'load average (1, 5, 15 min): {load_start} at start, '
-            f'{load_end} at end; {time.strftime("%Y-%m-%d")}.', '',
+            f'{load_end} at end; {time.strftime("%Y-%m-%d")}.']
+  lines += [f'Note: {args.note}'] if args.note else []
+  lines += ['',
             settings, '', text]
   for row in rows:
     for column, reason in sorted(row['skipped'].items()):

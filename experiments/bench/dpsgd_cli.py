@@ -113,6 +113,9 @@ def parser(prog: str = 'python -m experiments bench dpsgd'
                  metavar='SETTING', help='compiler settings, each run in '
                  'its own process when its XLA_FLAGS differ from this '
                  f'one\'s (default: all of {", ".join(SETTINGS)})')
+  p.add_argument('--note', default='',
+                 help='a line for the page header, e.g. what else ran on '
+                 'the machine during the run')
   p.add_argument('--child-json', help=argparse.SUPPRESS)
   p.add_argument('--not-first', action='store_true', help=argparse.SUPPRESS)
   p.add_argument('--no-baselines', dest='baselines', action='store_false',
