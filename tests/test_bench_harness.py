@@ -1,5 +1,6 @@
 """The benchmark harness: interleaving, passes, threads, clipped-sum checks."""
 
+import ast
 import os
 
 import jax
@@ -57,6 +58,47 @@ def test_interleaved_budget_min_calls_and_slow_methods():
   assert rounds == 3
   assert times['slow'] == [[50.0]] and log.count('slow') == 1
   assert [len(t) for t in times['fast']] == [3, 3]
+
+
+def test_interleaved_without_rewarm_makes_only_timed_calls():
+  log, clock = [], _Clock()
+  costs = {'a': 1.0, 'b': 2.0}
+  times, rounds = timing.interleaved(
+      _runners(log, clock, costs), passes=2, repeats=3, warmup=1, burst=1,
+      rewarm=False, clock=clock)
+  assert rounds == 3
+  assert log == ['a', 'b'] + ['a', 'b'] * rounds * 2
+  assert times == {'a': [[1.0] * 3] * 2, 'b': [[2.0] * 3] * 2}
+
+
+def test_rate_cell_inverts_the_time_range_and_timed_call_blocks():
+  stat = timing.summarize([[0.5], [0.25]], scale=1.0)  # seconds per call
+  assert stat['disagree']
+  assert timing.rate_cell(stat, 100.0) == '267 [200-400] !'
+  seconds, out = timing.timed_call(lambda: 3, lambda x: x + 1)
+  assert out == 4 and seconds >= 0
+
+
+def test_every_benchmark_times_through_the_timing_module():
+  """No benchmark reads the clock itself: its figures come from ``timing``
+  (interleaved medians with pass ranges, or a timed first call)."""
+  from experiments import bench  # pylint: disable=g-import-not-at-top
+  folder = os.path.dirname(bench.__file__)
+  for name in bench.NAMES:
+    with open(os.path.join(folder, f'{name}.py')) as f:
+      tree = ast.parse(f.read())
+    clocks = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+              and n.attr in ('perf_counter', 'time', 'median')
+              and getattr(n.value, 'id', None) in ('time', 'statistics')]
+    assert not clocks, name
+
+
+@pytest.mark.parametrize('flag', ['--repeats', '--warmup'])
+def test_call_options_refuse_values_below_one(flag, capsys):
+  from experiments.bench import exact_gaussian  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit):
+    exact_gaussian.parse_args([flag, '0'])
+  assert f'{flag} must be at least 1, got 0' in capsys.readouterr().err
 
 
 @pytest.mark.parametrize('medians,flag', [

@@ -1,66 +1,37 @@
 """The benchmarks (not tests): ``python -m experiments bench NAME|all|list``.
 
-Every benchmark is a module of this package with ``main(argv)``; ``QUICK``
-holds each one's smallest setting (``bench all --quick`` and the harness
+Every benchmark is a module of this package with ``main(argv)`` and a
+``QUICK`` string, its smallest setting (``bench all --quick`` and the harness
 check run it). Shared timing (interleaved medians over passes, load average,
 machine/versions/threads header, compiled memory) is ``timing``. Importing
 this package imports neither JAX nor PyTorch.
 """
 
+import ast
 import importlib
 from importlib import metadata
+import os
 import sys
 
+# The benchmarks, in the order ``bench all`` runs them.
+NAMES = ('dpsgd', 'ynnpack_reduce', 'ghost_memory', 'noise', 'exact_gaussian',
+         'audit', 'seeds', 'distributed_dp', 'compgd', 'qdpsgd',
+         'nonparametric', 'trees', 'bandmf')
+
+
+def _describe(name: str) -> tuple[str, str, list[str]]:
+  """(module, its docstring's first line, its ``QUICK`` arguments), read
+  from the source without importing it (which may import JAX)."""
+  with open(os.path.join(os.path.dirname(__file__), f'{name}.py')) as f:
+    tree = ast.parse(f.read())
+  quick = next(ast.literal_eval(node.value) for node in tree.body
+               if isinstance(node, ast.Assign)
+               and [getattr(t, 'id', None) for t in node.targets] == ['QUICK'])
+  return name, ast.get_docstring(tree).splitlines()[0], quick.split()
+
+
 # name -> (module, one line, the arguments of its smallest setting)
-BENCHMARKS = {
-    'dpsgd': (
-        'dpsgd', 'DP-SGD step of dpjax, optax, jax_privacy and Opacus against '
-        'the non-private step, default and no-YNNPACK-reduce XLA settings; '
-        'time, memory, plot',
-        ['--quick', '--no-plot', '--models', 'mlp-784-512-512-10',
-         '--batch-sizes', '64', '--out', 'results/bench-quick']),
-    'ynnpack_reduce': (
-        'ynnpack_reduce', 'minimal reproducer: sum(axis=0) under the default '
-        'XLA CPU flags vs YNNPACK reduce fusion off',
-        ['--shape', '64', '784', '512', '--repeats', '3']),
-    'ghost_memory': (
-        'ghost_memory', 'compiled temp memory of ghost clipping vs '
-        'non-private on the benchmark models',
-        ['--batch-sizes', '8', '--models', 'mlp']),
-    'noise': (
-        'noise', 'exact discrete Gaussian, FWHT and binomial noise samplers',
-        ['--draws', '10000', '--oracle-draws', '1000', '--repeats', '2',
-         '--warmup', '1', '--fwht-batch', '8']),
-    'exact_gaussian': (
-        'exact_gaussian', 'exact vs float Gaussian path of DP-SGD',
-        ['--dims', '1000', '--repeats', '2', '--warmup', '1', '--steps',
-         '10']),
-    'audit': (
-        'audit', 'audit throughput and trials',
-        ['--max-trials', '10000', '--keys', '1', '--epsilons', '1.0']),
-    'seeds': (
-        'seeds', 'S seeds of a training run at once vs one by one',
-        ['--model', 'mlp', '--seeds', '2', '--steps', '10', '--repeats',
-         '1']),
-    'distributed_dp': (
-        'distributed_dp', 'distributed DP mechanisms, clients x dimension',
-        ['--num-clients', '100', '--dimension', '64', '--repeats', '2']),
-    'compgd': (
-        'compgd', 'DP-CompGD step vs DP-GD',
-        ['--dims', '100', '--repeats', '1', '--solver-iterations', '5']),
-    'qdpsgd': (
-        'qdpsgd', 'one jitted QDP-SGD round vs a Python loop',
-        ['--agents', '10', '--repeats', '1', '--loop-max', '10']),
-    'nonparametric': (
-        'nonparametric', 'DP non-parametric classifiers vs sklearn',
-        ['--n', '5000', '--n-test', '1000']),
-    'trees': (
-        'trees', 'DP random trees vs sklearn',
-        ['--n', '2000', '--trees', '5', '--depth', '4', '--n-test', '500']),
-    'bandmf': (
-        'bandmf', 'BandMF step time and memory vs DP-SGD (ghost, sharded)',
-        ['--batch', '8', '--bands', '1', '4', '--repeats', '1']),
-}
+BENCHMARKS = {name: _describe(name) for name in NAMES}
 PROG = 'python -m experiments bench'
 
 

@@ -11,7 +11,9 @@ likelihood-ratio test for this pair).
 Prints, in one run:
 
 * trials per second of ``dpjax.audit.distinguishing_audit`` (both inputs,
-  after compilation), and of the bare vmapped mechanism for comparison;
+  after compilation), and of the bare vmapped mechanism for comparison,
+  their calls interleaved in two passes (``timing.time_medians``: a median
+  with the range of the pass medians);
 * for eps = 1 and 4: the 95% lower bound / stated eps at trials = 10^3 ...
   ``--max-trials`` (per input; the median over ``--keys`` audits, since the
   bound varies from key to key), and the fewest trials on that ladder whose
@@ -22,7 +24,6 @@ Run: ``python -m experiments bench audit [--max-trials 10000000]
 """
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +32,10 @@ import numpy as np
 import dpjax
 from dpjax import accounting
 from dpjax import audit
+from experiments.bench import timing
+
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--max-trials 10000 --keys 1 --epsilons 1.0'
 
 
 def dpsgd_step(sigma: float, clip: float = 1.0):
@@ -59,20 +64,19 @@ def score(update):
   return update[0]
 
 
-def _throughput(mechanism, d, d_prime, delta, trials) -> tuple[float, float]:
-  audit.distinguishing_audit(jax.random.key(0), mechanism, d, d_prime,
-                             trials=trials, delta=delta, score=score)
-  start = time.perf_counter()
-  audit.distinguishing_audit(jax.random.key(1), mechanism, d, d_prime,
-                             trials=trials, delta=delta, score=score)
-  audit_rate = 2 * trials / (time.perf_counter() - start)
+def _throughput(mechanism, d, d_prime, delta, trials, repeats=3
+                ) -> tuple[str, str]:
+  """Trials per second of the audit and of the bare mechanism (cells)."""
   run = jax.jit(jax.vmap(lambda k: score(mechanism(k, d))))
   keys = jax.random.split(jax.random.key(2), 4096)
-  run(keys).block_until_ready()
-  start = time.perf_counter()
-  for _ in range(10):
-    run(keys).block_until_ready()
-  return audit_rate, 10 * 4096 / (time.perf_counter() - start)
+  fns = {'audit': lambda: audit.distinguishing_audit(
+      jax.random.key(1), mechanism, d, d_prime, trials=trials, delta=delta,
+      score=score).epsilon_lower_bound,
+         'bare': lambda: run(keys)}
+  stats = timing.time_medians(fns, repeats, block=jax.block_until_ready,
+                              scale=1.0, rewarm=False)
+  return (timing.rate_cell(stats['audit'], 2 * trials),
+          timing.rate_cell(stats['bare'], 4096))
 
 
 def main(argv=None) -> None:
@@ -93,9 +97,9 @@ def main(argv=None) -> None:
   sigma = accounting.gaussian_stddev(1.0, args.delta, 1.0)
   audit_rate, bare_rate = _throughput(dpsgd_step(sigma), d, d_prime,
                                       args.delta, 200_000)
-  print(f'throughput: {audit_rate:,.0f} trials/s through distinguishing_audit'
-        f' (scores + threshold + bound), {bare_rate:,.0f} trials/s for the '
-        f'bare vmapped mechanism')
+  print(f'throughput ({timing.legend()}): {audit_rate} trials/s through '
+        f'distinguishing_audit (scores + threshold + bound), {bare_rate} '
+        'trials/s for the bare vmapped mechanism')
   ladder = [t for t in (10**3, 10**4, 10**5, 10**6, 2 * 10**6, 5 * 10**6,
                         10**7, 2 * 10**7, 5 * 10**7, 10**8)
             if t <= args.max_trials]
@@ -110,16 +114,16 @@ def main(argv=None) -> None:
           'min - max | lower / stated | seconds per audit |')
     print('|---|---|---|---|---|')
     for trials in ladder:
-      start = time.perf_counter()
-      bounds = [audit.distinguishing_audit(
-          jax.random.key(k), mech, d, d_prime, trials=trials,
-          delta=args.delta, score=score, chunk=1 << 16).epsilon_lower_bound
-                for k in range(args.keys)]
+      seconds, bounds = timing.timed_call(lambda: [
+          audit.distinguishing_audit(
+              jax.random.key(k), mech, d, d_prime, trials=trials,
+              delta=args.delta, score=score, chunk=1 << 16
+          ).epsilon_lower_bound for k in range(args.keys)])
       bound = float(np.median(bounds))
       ratio = bound / stated
       print(f'| {trials:,} | {bound:.4f} | {min(bounds):.3f} - '
             f'{max(bounds):.3f} | {ratio:.3f} | '
-            f'{(time.perf_counter() - start) / args.keys:.1f} |')
+            f'{seconds / args.keys:.1f} |')
       if needed is None and ratio >= 0.8:
         needed = trials
     print(f'fewest trials for a lower bound within 20% of eps={eps:g}: '

@@ -16,6 +16,8 @@ Run: ``python -m experiments bench bandmf [--model tb-mnist-cnn]
 [--batch 64] [--bands 1 2 4 8 16 32 64] [--repeats 5]``.
 """
 
+QUICK = '--batch 8 --bands 1 4 --repeats 1'
+
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -7,9 +7,10 @@ one run. DP-CompGD runs twice: with the dense Phi (one m x d draw per step)
 and with the blocked Phi (``--block-size`` columns per block, regenerated
 from the key at every product). Reported per row: the compiled program's
 peak memory from XLA's memory analysis (arguments + outputs + temporaries,
-known without running it), and the median step time over ``--repeats``
-calls after a warmup (compilation excluded), with the ratio to DP-GD of the
-same d. A row is compiled but not run when its estimated work exceeds
+known without running it, ``timing.memory_bytes``), and the step time, a
+median over calls interleaved across the three methods in two passes with
+the range of the pass medians (``timing.time_medians``, compilation
+excluded), with the ratio to DP-GD of the same d. A row is compiled but not run when its estimated work exceeds
 ``--max-entries`` generated or multiplied matrix entries per step (the
 blocked Phi at d = 10^6, m = 10^5 is 10^11 entries per product and about
 2 (solver_iterations + 25) products per step); a dense Phi above
@@ -20,21 +21,15 @@ Run: ``python -m experiments bench compgd [--dims 100 10000 1000000]
 """
 
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 
 import dpjax
+from experiments.bench import timing
 
-
-def _memory(compiled) -> int | None:
-  stats = compiled.memory_analysis()
-  if stats is None:
-    return None
-  return int(stats.argument_size_in_bytes + stats.output_size_in_bytes +
-             stats.temp_size_in_bytes)
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--dims 100 --repeats 1 --solver-iterations 5'
 
 
 def _step(kind: str, d: int, batch: int, block: int, iterations: int):
@@ -55,9 +50,9 @@ def _step(kind: str, d: int, batch: int, block: int, iterations: int):
   grads = jax.ShapeDtypeStruct((batch, d), jnp.float32)
   w = jax.ShapeDtypeStruct((d,), jnp.float32)
   state = jax.eval_shape(tx.init, w)
-  start = time.perf_counter()
-  compiled = jax.jit(step).lower(grads, w, state).compile()
-  return compiled, tx, time.perf_counter() - start, m
+  compile_s, compiled = timing.timed_call(
+      lambda: jax.jit(step).lower(grads, w, state).compile())
+  return compiled, tx, compile_s, m
 
 
 def _fmt_bytes(b):
@@ -75,48 +70,51 @@ def main(argv=None) -> None:
   p.add_argument('--max-entries', type=float, default=2e10)
   p.add_argument('--max-dense-gb', type=float, default=4.0)
   args = p.parse_args(argv)
+  print(f'step s: {timing.legend()}, {args.repeats} calls per pass')
   print('| d | m | method | peak compiled memory | compile s | step s | '
         'step / DP-GD | memory / DP-GD |')
   print('|---|---|---|---|---|---|---|---|')
   for d in args.dims:
-    base_time = base_mem = None
+    rows, runners = [], {}
     for kind in ('dp_gd', 'dense', 'blocked'):
       m = max(1, d // 10)
       if kind == 'dense' and m * d * 4 / 2**30 > args.max_dense_gb:
-        print(f'| {d} | {m} | DP-CompGD dense | {m * d * 4 / 2**30:.0f} GiB '
-              'for Phi alone: not compiled | - | - | - | - |')
+        rows.append(f'| {d} | {m} | DP-CompGD dense | {m * d * 4 / 2**30:.0f} '
+                    'GiB for Phi alone: not compiled | - | - | - | - |')
         continue
       compiled, tx, compile_s, m = _step(kind, d, args.batch,
                                          args.block_size,
                                          args.solver_iterations)
-      mem = _memory(compiled)
       work = (0 if kind == 'dp_gd' else
               m * d * (2 * args.solver_iterations + 25 + args.batch / m))
-      step_s = None
       if work <= args.max_entries:
-        key = jax.random.key(1)
-        grads = jax.random.normal(key, (args.batch, d)) / jnp.sqrt(d)
+        grads = jax.random.normal(jax.random.key(1), (args.batch, d)
+                                  ) / jnp.sqrt(d)
         w = jnp.zeros(d)
-        state = tx.init(w)
-        jax.block_until_ready(compiled(grads, w, state))
-        times = []
-        for _ in range(args.repeats):
-          t = time.perf_counter()
-          jax.block_until_ready(compiled(grads, w, state))
-          times.append(time.perf_counter() - t)
-        step_s = statistics.median(times)
-      if kind == 'dp_gd':
-        base_time, base_mem = step_s, mem
+        runners[kind] = (lambda c=compiled, g=grads, w=w, st=tx.init(w):
+                         c(g, w, st))
+      rows.append((kind, m, timing.memory_bytes(compiled)['peak'], compile_s,
+                   work))
+    stats = timing.time_medians(runners, args.repeats,
+                                block=jax.block_until_ready, scale=1.0)
+    base = stats.get('dp_gd')
+    base_mem = next((r[2] for r in rows if r[0] == 'dp_gd'), None)
+    for row in rows:
+      if isinstance(row, str):
+        print(row)
+        continue
+      kind, m, mem, compile_s, work = row
+      step = stats.get(kind)
       label = {'dp_gd': 'DP-GD', 'dense': 'DP-CompGD dense',
                'blocked': f'DP-CompGD blocked ({min(args.block_size, d)})'
                }[kind]
-      ratio = (f'{step_s / base_time:.1f}x' if step_s and base_time else
-               f'not run (~{work:.1e} entries/step)' if step_s is None
+      ratio = (f"{step['median'] / base['median']:.1f}x" if step and base
+               else f'not run (~{work:.1e} entries/step)' if step is None
                else '-')
       mratio = (f'{mem / base_mem:.1f}x' if mem and base_mem else '-')
       print(f'| {d} | {m if kind != "dp_gd" else "-"} | {label} | '
             f'{_fmt_bytes(mem)} | {compile_s:.1f} | '
-            f'{"-" if step_s is None else f"{step_s:.4g}"} | {ratio} | '
+            f'{"-" if step is None else timing.cell(step, 4)} | {ratio} | '
             f'{mratio} |', flush=True)
 
 

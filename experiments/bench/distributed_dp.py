@@ -2,8 +2,10 @@
 
 One round = every client's encoding, the secure sum and the server's
 decoding, for n clients with vectors of length d, all measured in the same
-run (medians over timed repeats after a warmup call, compilation reported
-separately, each call followed by ``jax.block_until_ready``):
+run (``timing.time_medians``: calls interleaved across the protocols in two
+passes, each cell a median with the range of the pass medians; the first
+call, with compilation, reported separately; each call followed by
+``jax.block_until_ready``):
 
 * DDG and Skellam: ``dpjax.distributed.secure_sum_round`` (clip, rotate,
   scale, conditional rounding, exact discrete Gaussian / Skellam share,
@@ -23,9 +25,6 @@ size: ``python -m experiments bench distributed_dp --num-clients 1000
 
 import argparse
 import math
-import os
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -33,18 +32,21 @@ import numpy as np
 
 from dpjax import accounting
 from dpjax import distributed
+from experiments.bench import timing
+
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--num-clients 100 --dimension 64 --repeats 2'
 
 
-def _time(fn, repeats):
-  start = time.perf_counter()
-  jax.block_until_ready(fn(jax.random.key(0)))
-  compile_s = time.perf_counter() - start
-  times = []
-  for r in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn(jax.random.key(r + 1)))
-    times.append(time.perf_counter() - start)
-  return statistics.median(times), compile_s
+class _Keys:
+  """A fresh key per call: ``fn(next key)``."""
+
+  def __init__(self, fn):
+    self.fn, self.calls = fn, 0
+
+  def __call__(self):
+    self.calls += 1
+    return self.fn(jax.random.key(self.calls))
 
 
 def _cpsgd(args, n, d):
@@ -85,39 +87,34 @@ def parse_args(argv=None):
 def main(argv=None):
   args = parse_args(argv)
   n, d = args.num_clients, args.dimension
-  device = jax.devices()[0]
-  load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
-  print(f'jax {jax.__version__}, device {device.platform}, {os.cpu_count()} '
-        f'CPU cores, load average {load:.2f} at start; n = {n}, d = {d}, '
-        f'b = {args.bits}, eps = {args.epsilon:g} per round, medians over '
-        f'{args.repeats} repeats\n')
+  print(f'device {jax.devices()[0].platform}; n = {n}, d = {d}, '
+        f'b = {args.bits}, eps = {args.epsilon:g} per round; '
+        f'{timing.legend()}, {args.repeats} calls per pass\n')
   rng = np.random.default_rng(0)
   xs = rng.normal(size=(n, d)).astype(np.float32)
   xs = jnp.asarray(xs / np.linalg.norm(xs, axis=1, keepdims=True))
-  rows = []
+  fns = {}
   cp = _cpsgd(args, n, d)
-  t, c = _time(lambda k: distributed.distributed_mean(cp, k, xs),
-               args.repeats)
-  rows.append((f'cpSGD (k={cp.levels}, m={cp.trials}, rotation)', t, c))
+  fns[f'cpSGD (k={cp.levels}, m={cp.trials}, rotation)'] = _Keys(
+      lambda k: distributed.distributed_mean(cp, k, xs))
   for mech in ('ddg', 'skellam'):
     cfg = distributed.calibrate_distributed_dp(
         mech, epsilon=args.epsilon, delta=args.delta, num_clients=n,
         dimension=d, bits=args.bits, l2_norm_clip=1.0, replace_one=True)
-    t, c = _time(lambda k, cfg=cfg: distributed.secure_sum_round(
-        cfg, k, xs).estimate, args.repeats)
-    rows.append((f'{mech.upper() if mech == "ddg" else "Skellam"} '
-                 f'(b={args.bits})', t, c))
+    fns[f'{mech.upper() if mech == "ddg" else "Skellam"} (b={args.bits})'] = (
+        _Keys(lambda k, cfg=cfg: distributed.secure_sum_round(
+            cfg, k, xs).estimate))
   stddev = accounting.calibrate_gaussian_stddev(args.epsilon, args.delta,
                                                 2.0, 'pld') / math.sqrt(n)
-  t, c = _time(lambda k: distributed.gaussian_distributed_mean(
-      k, xs, 1.0, stddev), args.repeats)
-  rows.append(('Gaussian (32-bit floats)', t, c))
-  base = rows[0][1]
-  print('| protocol | s per round | compile s | time / cpSGD |')
+  fns['Gaussian (32-bit floats)'] = _Keys(
+      lambda k: distributed.gaussian_distributed_mean(k, xs, 1.0, stddev))
+  first = {name: timing.timed_call(fn, jax.block_until_ready)[0]
+           for name, fn in fns.items()}
+  stats = timing.time_medians(fns, args.repeats,
+                              block=jax.block_until_ready, scale=1.0)
+  base = next(iter(stats.values()))['median']
+  print('| protocol | s per round | first call s (compile) | time / cpSGD |')
   print('|---|---|---|---|')
-  for name, t, c in rows:
-    print(f'| {name} | {t:.4g} | {c:.3g} | {t / base:.3g} |', flush=True)
-
-
-if __name__ == '__main__':
-  main()
+  for name, stat in stats.items():
+    print(f"| {name} | {timing.cell(stat, 4)} | {first[name]:.3g} | "
+          f"{stat['median'] / base:.3g} |", flush=True)

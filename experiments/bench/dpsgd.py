@@ -31,7 +31,6 @@ Run: ``python -m experiments bench dpsgd [--quick] [--out DIR]``.
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,10 @@ import numpy as np
 from experiments.bench import dpsgd_cli
 from experiments.bench import dpsgd_table
 from experiments.bench import timing
+
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = ('--quick --no-plot --models mlp-784-512-512-10 --batch-sizes 64 '
+         '--out results/bench-quick')
 
 DP_JAX, TORCH_METHODS = dpsgd_table.DP_JAX, dpsgd_table.TORCH_METHODS
 
@@ -162,7 +165,7 @@ def sweep(name: str, args, optional: dict, methods, cache: dict
       calls = [t for p in times.get(m, ()) for t in p]
       point = {'model': name, 'batch_size': b, 'method': m,
                'temp_bytes': memory[m]['temp'], 'peak_bytes': memory[m]['peak'],
-               'ms': 1e3 * statistics.median(calls) if calls else None,
+               'ms': timing.summarize(times[m])['median'] if calls else None,
                'calls': len(calls)}
       if m in too_big:
         point['not_run'] = (f'compiled peak {memory[m]["peak"] / 2**30:.1f} '
@@ -292,7 +295,9 @@ def main(argv=None, prog: str = 'python -m experiments bench dpsgd') -> dict:
   lines = [head_text] + [f'skipped: {s}; install with pip install -e '
                          '".[bench]"' for s in skipped]
   lines += [f'load average (1, 5, 15 min): {load_start} at start, '
-            f'{load_end} at end; {time.strftime("%Y-%m-%d")}.', '',
+            f'{load_end} at end; {time.strftime("%Y-%m-%d")}.']
+  lines += [f'Note: {args.note}'] if args.note else []
+  lines += ['',
             settings, '', text]
   for row in rows:
     for column, reason in sorted(row['skipped'].items()):

@@ -27,6 +27,27 @@ PLOT_SIZES = tuple(2**k for k in range(6, 13))  # 64 .. 4096
 QUICK_PLOT_SIZES = tuple(2**k for k in range(6, 11))  # 64 .. 1024
 
 
+# Numeric options: flag -> (default, help); an int must be >= 1, a float > 0.
+NUMBERS = {
+    '--repeats': (10, 'timing rounds (each method makes --burst calls per '
+                  'round; the median is over all of them)'),
+    '--burst': (3, 'consecutive timed calls per method and round'),
+    '--min-calls': (20, 'timed calls per method at least, whatever the '
+                    'budget'),
+    '--warmup': (2, 'untimed calls first'),
+    '--passes': (2, 'independent timing passes; a cell gives the range of '
+                 'the pass medians and is flagged when they disagree by more '
+                 'than 25%%'),
+    '--time-budget': (20.0, 'seconds of timed calls per row and framework; '
+                      'rounds shrink to fit (down to --min-calls)'),
+    '--slow': (5.0, 'a method whose warmup call takes longer than this many '
+               'seconds is timed by that one call ([1 call] in the table)'),
+    '--plot-calls': (5, 'timed calls per method and batch size in the plot'),
+    '--max-run-gib': (4.0, 'plot points whose compiled memory exceeds this '
+                      'many GiB are compiled (memory) but not run (no time)'),
+}
+
+
 class ArgumentError(ValueError):
   """A bad command-line value (reported in one line, exit status 2)."""
 
@@ -81,38 +102,20 @@ def parser(prog: str = 'python -m experiments bench dpsgd'
                  '--quick: up to 1024)')
   p.add_argument('--no-plot', dest='plot', action='store_false',
                  help='table only')
-  p.add_argument('--repeats', type=int, default=10,
-                 help='timing rounds (each method makes --burst calls per '
-                 'round; the median is over all of them)')
-  p.add_argument('--burst', type=int, default=3,
-                 help='consecutive timed calls per method and round')
-  p.add_argument('--min-calls', type=int, default=20,
-                 help='timed calls per method at least, whatever the budget '
-                 '(default %(default)s)')
-  p.add_argument('--warmup', type=int, default=2, help='untimed calls first')
-  p.add_argument('--time-budget', type=float, default=20.0,
-                 help='seconds of timed calls per row and framework; rounds '
-                 'shrink to fit (down to --min-calls)')
-  p.add_argument('--slow', type=float, default=5.0,
-                 help='a method whose warmup call takes longer than this many '
-                 'seconds is timed by that one call ([1 call] in the table)')
-  p.add_argument('--plot-calls', type=int, default=5,
-                 help='timed calls per method and batch size in the plot')
-  p.add_argument('--max-run-gib', type=float, default=4.0,
-                 help='plot points whose compiled memory exceeds this many '
-                 'GiB are compiled (memory) but not run (no time)')
+  for flag, (default, text) in NUMBERS.items():
+    p.add_argument(flag, type=type(default), default=default,
+                   help=f'{text} (default %(default)s)')
   p.add_argument('--methods', nargs='+', default=list(METHODS),
                  metavar='METHOD', help='JAX methods besides non-private '
                  f'(default: all of {", ".join(METHODS)}); the plot draws '
                  'ghost and vmap when they are among them')
-  p.add_argument('--passes', type=int, default=2,
-                 help='independent timing passes; a cell gives the range of '
-                 'the pass medians and is flagged when they disagree by '
-                 'more than 25%% (default %(default)s)')
   p.add_argument('--xla-settings', nargs='+', default=list(SETTINGS),
                  metavar='SETTING', help='compiler settings, each run in '
                  'its own process when its XLA_FLAGS differ from this '
                  f'one\'s (default: all of {", ".join(SETTINGS)})')
+  p.add_argument('--note', default='',
+                 help='a line for the page header, e.g. what else ran on '
+                 'the machine during the run')
   p.add_argument('--child-json', help=argparse.SUPPRESS)
   p.add_argument('--not-first', action='store_true', help=argparse.SUPPRESS)
   p.add_argument('--no-baselines', dest='baselines', action='store_false',
@@ -154,15 +157,12 @@ def parse_args(argv, prog: str = 'python -m experiments bench dpsgd'
     args.plot_batch_sizes = list(QUICK_PLOT_SIZES if args.quick
                                  else PLOT_SIZES)
   _positive_ints('--plot-batch-sizes', args.plot_batch_sizes)
-  for name in ('repeats', 'burst', 'min_calls', 'warmup', 'plot_calls',
-               'passes'):
-    if getattr(args, name) < 1:
-      raise ArgumentError(f"--{name.replace('_', '-')} must be at least 1, "
-                          f'got {getattr(args, name)}')
-  for name in ('time_budget', 'slow', 'max_run_gib'):
-    if not getattr(args, name) > 0:
-      raise ArgumentError(f"--{name.replace('_', '-')} must be > 0, got "
-                          f'{getattr(args, name)}')
+  for flag, (default, _) in NUMBERS.items():
+    value = getattr(args, flag[2:].replace('-', '_'))
+    if isinstance(default, int) and value < 1:
+      raise ArgumentError(f'{flag} must be at least 1, got {value}')
+    if not value > 0:
+      raise ArgumentError(f'{flag} must be > 0, got {value}')
   return args
 
 

@@ -213,7 +213,13 @@ def _opacus_clipped_sum(torch, opacus, name, mode, weights, x, y, loader):
   model, opt, crit = _private(opacus, torch.nn, model, opt, loader, mode, 0.0)
   opt.zero_grad(set_to_none=True)
   crit(model(x), y).backward()
-  opt.clip_and_accumulate()  # p.summed_grad: the clipped sum, before noise
+  if mode == 'ghost':
+    # Ghost clipping's second backward pass leaves the clipped sum in p.grad
+    # (its clip_and_accumulate is a no-op); accumulate copies it.
+    opt.accumulate()
+  else:
+    opt.clip_and_accumulate()
+  # p.summed_grad: the clipped sum, before noise
   prefix = '_module.'
   return {k[len(prefix):] if k.startswith(prefix) else k:
           p.summed_grad.detach().numpy().copy()

@@ -19,7 +19,6 @@ Run: ``python -m experiments bench exact_gaussian [--dims 10000 1000000]
 [--batch 32] [--repeats 5]``.
 """
 
-import time
 
 import jax
 import jax.numpy as jnp
@@ -29,11 +28,8 @@ from dpjax import clipping
 from dpjax import transforms
 from experiments.bench import timing
 
-
-def _timed(fn):
-  start = time.perf_counter()
-  jax.block_until_ready(fn())
-  return time.perf_counter() - start
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--dims 1000 --repeats 2 --warmup 1 --steps 10'
 
 
 def _clipped_sum(row):
@@ -72,7 +68,9 @@ def time_pair(steps, repeats, warmup):
 
   The two paths take turns (``timing.interleaved``) in two passes.
   """
-  compile_s = {n: _timed(lambda f=f, a=a: f(*a)) for n, (f, a) in steps.items()}
+  compile_s = {n: timing.timed_call(lambda f=f, a=a: f(*a),
+                                    jax.block_until_ready)[0]
+               for n, (f, a) in steps.items()}
   runners = {n: (lambda f=f, a=a: jax.block_until_ready(f(*a)))
              for n, (f, a) in steps.items()}
   times, _ = timing.interleaved(runners, passes=timing.MIN_PASSES,
@@ -104,23 +102,19 @@ def parse_args(argv):
                       help='Poisson rate of the epsilon row')
   parser.add_argument('--steps', type=int, default=1000,
                       help='steps of the epsilon row')
-  parser.add_argument('--repeats', type=int, default=5, help='timed repeats')
-  parser.add_argument('--warmup', type=int, default=2, help='untimed calls')
+  timing.add_call_options(parser)
   args = parser.parse_args(argv)
   if any(d < 1 for d in args.dims) or args.batch < 1:
     parser.error('--dims and --batch must be at least 1')
-  if args.repeats < 1 or args.warmup < 0:
-    parser.error('--repeats must be >= 1 and --warmup >= 0')
+  timing.check_call_options(parser, args)
   return args
 
 
 def main(argv=None):
   args = parse_args(argv)
-  print(f'device {jax.devices()[0].device_kind}; medians over '
-        f'{timing.MIN_PASSES} passes x {args.repeats} interleaved calls '
-        f'[range of the pass medians; ! when they differ by more than '
-        f'{timing.DISAGREE:.0%}] after {args.warmup} warmup calls; noise '
-        f'multiplier {args.sigma}; ratio = exact / float (same run)\n')
+  print(f'device {jax.devices()[0].device_kind}; {timing.legend()}, '
+        f'{args.repeats} calls per pass after {args.warmup} warmup calls; '
+        f'noise multiplier {args.sigma}; ratio = exact / float (same run)\n')
   print('| row | d | float | exact | ratio | compile float / exact |')
   print('|---|---|---|---|---|---|')
   for d in args.dims:

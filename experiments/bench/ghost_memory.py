@@ -37,6 +37,9 @@ from experiments.bench import dpsgd_steps
 from experiments.bench import models
 from experiments.bench import timing
 
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--batch-sizes 8 --models mlp'
+
 MODELS = {'mlp': models.MLP, 'cnn': models.CNN,
           'transformer': models.Transformer}
 

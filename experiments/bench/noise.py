@@ -1,8 +1,9 @@
 """Noise and rotation benchmark (not a test): exact samplers and the FWHT.
 
-Rows, all measured in one run, medians over timed repeats after warmup calls
-(compilation excluded and reported separately), each call followed by
-``jax.block_until_ready``:
+Rows, all measured in one run (``timing.time_medians``: calls interleaved
+across the methods of a row in two passes, a median with the range of the
+pass medians, after warmup calls; compilation excluded and reported
+separately), each call followed by ``jax.block_until_ready``:
 
 * discrete Gaussian: ``dpjax.noise.discrete_gaussian(key, (N,), sigma=sigma)``
   (jitted, N = 10^6 by default) against an exact reference written here in
@@ -11,8 +12,7 @@ Rows, all measured in one run, medians over timed repeats after warmup calls
   K-loop, discrete Laplace by Alg. 2, discrete Gaussian by Alg. 3 with
   t = floor(sigma) + 1), as in IBM's discretegauss.py. The reference draws
   ``--oracle-draws`` samples per repeat; its samples per second are
-  extrapolated per sample. The two are timed round-robin so machine load
-  hits them alike.
+  extrapolated per sample.
 * FWHT: ``dpjax.transforms.fwht`` at d = 2^12 against the dense product
   ``x @ (H / sqrt(d))`` with the d x d Sylvester matrix (both jitted,
   float32), for one vector (dominated by per-call overhead) and for a batch
@@ -24,7 +24,7 @@ Rows, all measured in one run, medians over timed repeats after warmup calls
   compared with p' 2^32, summed: what a sampler drawing each trial costs),
   ``jax.random.bernoulli(key, p, (size, m)).sum(-1)`` (per trial, float
   uniforms, not exact) and ``jax.random.binomial`` (not exact; reference),
-  all jitted and timed round-robin in the same run. The speed-up is against
+  all jitted and timed in the same run. The speed-up is against
   the exact per-trial sampler. p = 1/2 costs one bit per trial; a dyadic
   p = a / 2^b costs b bits; a general p (b = 32) costs 32 bits per trial, as
   many as the per-trial sampler, so there the gain is only the popcount.
@@ -34,11 +34,9 @@ Run: ``python -m experiments bench noise [--draws 1000000] [--repeats 5]
 """
 
 import fractions
+import itertools
 import math
-import os
 import random
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +45,10 @@ from scipy import linalg
 
 import dpjax
 from experiments.bench import timing
+
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = ('--draws 10000 --oracle-draws 1000 --repeats 2 --warmup 1 '
+         '--fwht-batch 8')
 
 SIGMAS = (0.5, 3.0, 50.0, 1000.0, 10000.0)
 
@@ -101,32 +103,34 @@ def reference_discrete_gaussian(rng: random.Random,
 # --- timing ------------------------------------------------------------------
 
 
-def _timed(fn):
-  start = time.perf_counter()
-  jax.block_until_ready(fn())
-  return time.perf_counter() - start
+def _keyed(fn, start=0):
+  """``fn`` of a fresh key at every call."""
+  keys = itertools.count(start)
+  return lambda: fn(jax.random.key(next(keys)))
 
 
 def bench_discrete_gaussian(sigma, draws, oracle_draws, repeats, warmup):
-  """(dpjax samples/s, reference samples/s, compile s) for one sigma."""
+  """(dpjax, reference) samples/s cells and the compile seconds, one sigma."""
   sample = jax.jit(
       lambda k: dpjax.noise.discrete_gaussian(k, (draws,), sigma=sigma))
-  compile_s = _timed(lambda: sample(jax.random.key(0)))
-  for i in range(warmup):
-    sample(jax.random.key(i + 1)).block_until_ready()
+  compile_s, _ = timing.timed_call(lambda: sample(jax.random.key(0)),
+                                   jax.block_until_ready)
   sigma2 = dpjax.noise.discrete_gaussian_sigma_squared(sigma)
   rng = random.Random(0)
-  ours, ref = [], []
-  for r in range(repeats):
-    ours.append(_timed(lambda r=r: sample(jax.random.key(100 + r))))
-    ref.append(_timed(lambda: [reference_discrete_gaussian(rng, sigma2)
-                               for _ in range(oracle_draws)]))
-  return (draws / statistics.median(ours), oracle_draws / statistics.median(ref),
-          compile_s)
+  stats = timing.time_medians(
+      {'dpjax': _keyed(sample, 1),
+       'reference': lambda: [reference_discrete_gaussian(rng, sigma2)
+                             for _ in range(oracle_draws)]},
+      repeats, warmup=max(warmup, 1), block=jax.block_until_ready, scale=1.0)
+  ratio = ((draws / stats['dpjax']['median'])
+           / (oracle_draws / stats['reference']['median']))
+  return (timing.rate_cell(stats['dpjax'], draws / 1e6, ',.2f'),
+          timing.rate_cell(stats['reference'], oracle_draws / 1e3, ',.1f'),
+          ratio, compile_s)
 
 
 def bench_fwht(repeats, warmup, batch):
-  """Median seconds of FWHT and dense products at d = 2^12, FWHT at 2^20."""
+  """Stats in ms of FWHT and dense products at d = 2^12, FWHT at 2^20."""
   small = 2**12
   x = jax.random.normal(jax.random.key(0), (small,))
   xs = jax.random.normal(jax.random.key(2), (batch, small))
@@ -139,14 +143,8 @@ def bench_fwht(repeats, warmup, batch):
            'dense_batch': lambda: dense(dense_h, xs),
            'fwht_big': lambda: fwht(big)}
   err = float(jnp.max(jnp.abs(fwht(x) - dense(dense_h, x))))
-  for _ in range(warmup):
-    for fn in calls.values():
-      jax.block_until_ready(fn())
-  times = {name: [] for name in calls}
-  for _ in range(repeats):
-    for name, fn in calls.items():
-      times[name].append(_timed(fn))
-  return {n: statistics.median(t) for n, t in times.items()}, err
+  return timing.time_medians(calls, repeats, warmup=max(warmup, 1),
+                             block=jax.block_until_ready), err
 
 
 BINOMIAL_PS = (0.5, 0.375, 0.3)
@@ -163,7 +161,7 @@ def per_trial_binomial(key, size, trials, p):
 
 
 def bench_binomial(trials, p, repeats, warmup):
-  """Samples per second of each Binomial sampler, timed round-robin."""
+  """Stats in s of each Binomial sampler, timed interleaved."""
   size = BINOMIAL_SIZES[trials]
   samplers = {
       'dpjax': jax.jit(lambda k: dpjax.noise.binomial(k, (size,),
@@ -174,14 +172,10 @@ def bench_binomial(trials, p, repeats, warmup):
       'jax_binomial': jax.jit(lambda k: jax.random.binomial(
           k, trials, p, (size,))),
   }
-  for i in range(warmup + 1):  # the first call compiles
-    for fn in samplers.values():
-      jax.block_until_ready(fn(jax.random.key(i)))
-  times = {name: [] for name in samplers}
-  for r in range(repeats):
-    for name, fn in samplers.items():
-      times[name].append(_timed(lambda fn=fn, r=r: fn(jax.random.key(50 + r))))
-  return size, {n: size / statistics.median(t) for n, t in times.items()}
+  stats = timing.time_medians({n: _keyed(f, 50) for n, f in samplers.items()},
+                              repeats, warmup=max(warmup, 1) + 1,
+                              block=jax.block_until_ready, scale=1.0)
+  return size, stats  # the first warmup call compiles
 
 
 SECTIONS = ('gaussian', 'fwht', 'binomial')
@@ -195,8 +189,7 @@ def parse_args(argv):
   parser.add_argument('--oracle-draws', type=int, default=20_000,
                       help='reference draws per repeat (extrapolated)')
   parser.add_argument('--sigmas', type=float, nargs='+', default=list(SIGMAS))
-  parser.add_argument('--repeats', type=int, default=5, help='timed repeats')
-  parser.add_argument('--warmup', type=int, default=2, help='untimed calls')
+  timing.add_call_options(parser)
   parser.add_argument('--fwht-batch', type=int, default=256,
                       help='vectors in the batched FWHT row')
   parser.add_argument('--sections', nargs='+', default=list(SECTIONS),
@@ -206,8 +199,7 @@ def parse_args(argv):
     parser.error('--draws and --oracle-draws must be at least 1')
   if args.fwht_batch < 1:
     parser.error('--fwht-batch must be at least 1')
-  if args.repeats < 1 or args.warmup < 0:
-    parser.error('--repeats must be >= 1 and --warmup >= 0')
+  timing.check_call_options(parser, args)
   if any(not 0 < s <= dpjax.noise.MAX_DISCRETE_SIGMA for s in args.sigmas):
     parser.error(f'--sigmas must be in (0, {dpjax.noise.MAX_DISCRETE_SIGMA:g}]')
   return args
@@ -215,22 +207,19 @@ def parse_args(argv):
 
 def main(argv=None):
   args = parse_args(argv)
-  device = jax.devices()[0]
-  load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
-  print(f'jax {jax.__version__}, device {device.platform}: {device.device_kind}, '
-        f'{os.cpu_count()} CPU cores, load average {load:.2f} at start')
-  print(f'medians over {args.repeats} timed repeats after {args.warmup} warmup '
-        'calls; reference = plain-Python exact Canonne et al. Alg. 1-3 '
-        f'({args.oracle_draws} draws per repeat, extrapolated per sample)\n')
+  print(f'{timing.legend()}, {args.repeats} calls per pass after '
+        f'{args.warmup} warmup calls; reference = plain-Python exact Canonne '
+        f'et al. Alg. 1-3 ({args.oracle_draws} draws per call, extrapolated '
+        'per sample)\n')
   print('| benchmark | size | dpjax | baseline | baseline is | speed-up |')
   print('|---|---|---|---|---|---|')
   for sigma in args.sigmas if 'gaussian' in args.sections else ():
-    ours, ref, compile_s = bench_discrete_gaussian(
+    ours, ref, ratio, compile_s = bench_discrete_gaussian(
         sigma, args.draws, args.oracle_draws, args.repeats, args.warmup)
     print(f'| discrete Gaussian sigma={sigma:g} (compile {compile_s:.1f} s) | '
-          f'{args.draws:,} draws | {ours / 1e6:.2f} M samples/s | '
-          f'{ref / 1e3:.1f} k samples/s | Python exact reference | '
-          f'{ours / ref:.0f}x |', flush=True)
+          f'{args.draws:,} draws | {ours} M samples/s | '
+          f'{ref} k samples/s | Python exact reference | '
+          f'{ratio:.0f}x |', flush=True)
   if 'fwht' in args.sections:
     print_fwht(args)
   if 'binomial' in args.sections:
@@ -239,8 +228,8 @@ def main(argv=None):
 
 def print_binomial(args):
   repeats = max(args.repeats, 20)
-  print(f'\nBinomial samplers, samples/s (median of {repeats} interleaved '
-        'calls; speed-up = dpjax / exact per-trial)\n')
+  print(f'\nBinomial samplers, samples/s ({timing.legend()}, {repeats} '
+        'calls per pass; speed-up = dpjax / exact per-trial)\n')
   print('| trials m | p | samples per call | dpjax (exact, bit-sliced) | '
         'per-trial exact (uint32 compare + sum) | bernoulli sum (not exact) | '
         'jax.random.binomial (not exact) | speed-up vs per-trial exact | '
@@ -248,11 +237,12 @@ def print_binomial(args):
   print('|---|---|---|---|---|---|---|---|---|')
   for trials in BINOMIAL_SIZES:
     for p in BINOMIAL_PS:
-      size, rate = bench_binomial(trials, p, repeats, max(args.warmup, 1))
+      size, stats = bench_binomial(trials, p, repeats, max(args.warmup, 1))
+      rate = {k: size / v['median'] for k, v in stats.items()}
       m = '2^20' if trials == 2**20 else f'{trials:,}'
       cells = [m, f'{p:g}', f'{size:,}'] + [
-          f'{rate[k]:,.0f}' for k in ('dpjax', 'per_trial', 'bernoulli',
-                                      'jax_binomial')] + [
+          timing.rate_cell(stats[k], size) for k in (
+              'dpjax', 'per_trial', 'bernoulli', 'jax_binomial')] + [
           f"{rate['dpjax'] / rate['per_trial']:.1f}x",
           f"{rate['dpjax'] / rate['bernoulli']:.1f}x"]
       print('| ' + ' | '.join(cells) + ' |', flush=True)
@@ -261,15 +251,17 @@ def print_binomial(args):
 def print_fwht(args):
   t, err = bench_fwht(max(args.repeats, 20), max(args.warmup, 2),
                       args.fwht_batch)
+  ms = {k: v['median'] for k, v in t.items()}
   print(f'| FWHT vs dense H x, one vector (max abs diff {err:.1e}) | d = 2^12 | '
-        f'{t["fwht_small"] * 1e3:.3f} ms | {t["dense_small"] * 1e3:.3f} ms | '
-        f'dense d x d matvec (jitted) | {t["dense_small"] / t["fwht_small"]:.0f}x |')
+        f'{timing.cell(t["fwht_small"], 3)} ms | '
+        f'{timing.cell(t["dense_small"], 3)} ms | dense d x d matvec (jitted) '
+        f'| {ms["dense_small"] / ms["fwht_small"]:.0f}x |')
   print(f'| FWHT vs dense, batch of {args.fwht_batch} vectors | d = 2^12 | '
-        f'{t["fwht_batch"] * 1e3:.3f} ms | {t["dense_batch"] * 1e3:.3f} ms | '
-        f'dense (B x d) @ (d x d) matmul (jitted) | '
-        f'{t["dense_batch"] / t["fwht_batch"]:.0f}x |')
-  print(f'| FWHT alone | d = 2^20 | {t["fwht_big"] * 1e3:.2f} ms | - | - | - |',
-        flush=True)
+        f'{timing.cell(t["fwht_batch"], 3)} ms | '
+        f'{timing.cell(t["dense_batch"], 3)} ms | dense (B x d) @ (d x d) '
+        f'matmul (jitted) | {ms["dense_batch"] / ms["fwht_batch"]:.0f}x |')
+  print(f'| FWHT alone | d = 2^20 | {timing.cell(t["fwht_big"])} ms | - | - | '
+        '- |', flush=True)
 
 
 if __name__ == '__main__':

@@ -1,26 +1,23 @@
 """Fit + predict timings: dpjax.nonparametric vs scikit-learn and diffprivlib.
 
-n = 1e5 training points, d = 10, 1e4 test points (make_classification), one
-run each, eps = 2. Times include compilation for dpjax (first call) and a
-second, warm call. Ratios are against scikit-learn's brute-force kNN measured
-in the same run. Run: ``python -m experiments bench nonparametric``.
+n = 1e5 training points, d = 10, 1e4 test points (make_classification),
+eps = 2. The cold time is each method's first call (compilation included for
+dpjax); the warm time a median over calls interleaved across the methods in
+two passes, with the range of the pass medians (``timing.time_medians``).
+Ratios are against scikit-learn's brute-force kNN measured in the same run. Run: ``python -m experiments bench nonparametric``.
 """
 
 import argparse
-import time
 
 import jax
 import numpy as np
 from sklearn import datasets, neighbors
 
 from dpjax import nonparametric as npm
+from experiments.bench import timing
 
-
-def _timed(fn):
-  start = time.perf_counter()
-  out = fn()
-  jax.block_until_ready(out)
-  return time.perf_counter() - start, out
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--n 5000 --n-test 1000'
 
 
 def main(argv=None):
@@ -29,6 +26,8 @@ def main(argv=None):
   p.add_argument('--d', type=int, default=10)
   p.add_argument('--n-test', type=int, default=10_000)
   p.add_argument('--epsilon', type=float, default=2.0)
+  p.add_argument('--repeats', type=int, default=1,
+                 help='warm calls per method and pass')
   args = p.parse_args(argv)
   n, d, n_test, eps = args.n, args.d, args.n_test, args.epsilon
   x, y = datasets.make_classification(n + n_test, d, random_state=0)
@@ -56,17 +55,18 @@ def main(argv=None):
             x, y).predict(xt)
   except ImportError as e:
     print(f'diffprivlib unavailable: {e!r}')
-  times = {}
-  for name, fn in runs.items():
-    cold, pred = _timed(fn)
-    warm = _timed(fn)[0] if name.startswith('dpjax') else cold
-    times[name] = (cold, warm, acc(pred))
-  base = times['sklearn kNN brute (k=5)'][1]
-  print(f'n={n} d={d} test={n_test} eps={eps}; {jax.devices()[0].platform}')
-  print(f'{"method":32s} {"cold s":>8s} {"warm s":>8s} {"x sklearn":>9s} '
-        f'{"acc":>6s}')
-  for name, (cold, warm, a) in times.items():
-    print(f'{name:32s} {cold:8.2f} {warm:8.2f} {warm / base:9.2f} {a:6.3f}')
+  cold = {name: timing.timed_call(fn, jax.block_until_ready)
+          for name, fn in runs.items()}
+  warm = timing.time_medians(runs, args.repeats, block=jax.block_until_ready,
+                             scale=1.0, rewarm=False)
+  base = warm['sklearn kNN brute (k=5)']['median']
+  print(f'n={n} d={d} test={n_test} eps={eps}; {jax.devices()[0].platform}; '
+        f'warm s: {timing.legend()}, {args.repeats} calls per pass')
+  print('| method | cold s | warm s | x sklearn | acc |')
+  print('|---|---|---|---|---|')
+  for name, (cold_s, pred) in cold.items():
+    print(f"| {name} | {cold_s:.2f} | {timing.cell(warm[name])} | "
+          f"{warm[name]['median'] / base:.2f} | {acc(pred):.3f} |")
 
 
 if __name__ == '__main__':

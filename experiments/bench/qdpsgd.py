@@ -11,16 +11,15 @@ paper's MNIST model) and a deadline batch (B = 20, cap 36), it times:
   and the gossip as a per-agent weighted sum, as a simulator without an
   agent axis would do it.
 
-Both are measured in the same run, medians over ``--repeats`` calls after a
-warmup call (compilation excluded and reported). The loop is timed at up to
+Both are measured in the same run, their calls interleaved in two passes
+(``timing.time_medians``: a median with the range of the pass medians;
+compilation excluded and reported). The loop is timed at up to
 ``--loop-max`` agents and extrapolated linearly beyond (reported as such).
 
 Run: ``python -m experiments bench qdpsgd [--agents 10 100 1000]``.
 """
 
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +30,10 @@ from dpjax import distributed as dd
 from dpjax import noise
 from dpjax import sampling
 from dpjax import transforms
+from experiments.bench import timing
+
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--agents 10 --repeats 1 --loop-max 10'
 
 
 def _model(key):
@@ -44,16 +47,6 @@ def _loss(p, example):
   x, y = example
   h = jax.nn.sigmoid(x @ p['w1'] + p['b1'])
   return -jax.nn.log_softmax(h @ p['w2'] + p['b2'])[y]
-
-
-def _median_time(fn, repeats):
-  jax.block_until_ready(fn())
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
 
 
 def bench(n: int, repeats: int, loop_max: int) -> dict:
@@ -75,10 +68,8 @@ def bench(n: int, repeats: int, loop_max: int) -> dict:
   y = jnp.zeros((n, b.mask.shape[1]), jnp.int32)
   batch = dd.AgentBatch((x, y), b.mask)
   state = alg.init(params)
-  t0 = time.perf_counter()
-  jax.block_until_ready(alg.round(state, key, batch))
-  compile_s = time.perf_counter() - t0
-  jitted = _median_time(lambda: alg.round(state, key, batch), repeats)
+  compile_s, _ = timing.timed_call(lambda: alg.round(state, key, batch),
+                                   jax.block_until_ready)
 
   # The per-agent loop: the same computation, one agent at a time.
   summed = clipping.clipped_grad_sum(_loss, 0.5)
@@ -116,9 +107,14 @@ def bench(n: int, repeats: int, loop_max: int) -> dict:
                             (x[i], y[i]), b.mask[i]))
     return out
 
-  looped = _median_time(loop, max(1, repeats // 2)) * n / m
-  return dict(agents=n, compile_s=compile_s, jitted_s=jitted, loop_s=looped,
-              loop_extrapolated=m < n, ratio=looped / jitted,
+  stats = timing.time_medians(
+      {'jitted': lambda: alg.round(state, key, batch), 'loop': loop},
+      repeats, block=jax.block_until_ready, scale=1.0)
+  looped = {k: v * n / m if k in ('median', 'lo', 'hi') else v
+            for k, v in stats['loop'].items()}
+  return dict(agents=n, compile_s=compile_s, jitted=stats['jitted'],
+              loop=looped, loop_extrapolated=m < n,
+              ratio=looped['median'] / stats['jitted']['median'],
               params=sum(int(np.prod(v.shape)) for v in jax.tree.leaves(params)))
 
 
@@ -128,19 +124,18 @@ def main(argv=None):
   parser.add_argument('--repeats', type=int, default=5)
   parser.add_argument('--loop-max', type=int, default=100)
   args = parser.parse_args(argv)
-  print(f'devices: {jax.devices()}')
+  print(f'devices: {jax.devices()}; {timing.legend()}, {args.repeats} '
+        'calls per pass')
   print('| agents | params | compile (s) | jitted round (s) | Python loop (s) '
         '| loop / jitted | jitted s per agent |')
   print('|---|---|---|---|---|---|---|')
-  base = None
   for n in args.agents:
     r = bench(n, args.repeats, args.loop_max)
-    base = base or r
-    loop = f"{r['loop_s']:.3f}" + (' (extrapolated)' if r['loop_extrapolated']
-                                   else '')
+    loop = timing.cell(r['loop'], 3) + (' (extrapolated)'
+                                        if r['loop_extrapolated'] else '')
     print(f"| {n} | {r['params']} | {r['compile_s']:.1f} | "
-          f"{r['jitted_s']:.4f} | {loop} | {r['ratio']:.1f} | "
-          f"{r['jitted_s'] / n:.2e} |", flush=True)
+          f"{timing.cell(r['jitted'], 4)} | {loop} | {r['ratio']:.1f} | "
+          f"{r['jitted']['median'] / n:.2e} |", flush=True)
 
 
 if __name__ == '__main__':

@@ -1,23 +1,26 @@
 """Seeds in one program benchmark (not a test): vmap vs lax.map vs a loop.
 
 Trains S seeds of the same DP-SGD setting (digits, sigma 4, expected batch 64)
-with ``experiments.common.train.train_seeds`` three ways, round-robin so
-machine load hits them alike: one program ``jax.vmap``-ed over the seeds,
+with ``experiments.common.train.train_seeds`` three ways, interleaved in
+two passes (``timing.time_medians``) so machine load hits them alike: one program ``jax.vmap``-ed over the seeds,
 one program that loops over them with ``jax.lax.map``, and S separate
 single-seed runs (the baseline). Times exclude compilation (a warmup round
-compiles every variant). Prints each time and its ratio to the baseline.
+compiles every variant). Prints each median with the range of the pass
+medians and its ratio to the baseline.
 
 Run: ``python -m experiments bench seeds [--model cnn|mlp] [--seeds 3]
 [--steps 150] [--repeats 3]``.
 """
 
 import argparse
-import statistics
-import time
 
 from experiments.common import data as data_lib
 from experiments.common import models
+from experiments.bench import timing
 from experiments.common import train
+
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--model mlp --seeds 2 --steps 10 --repeats 1'
 
 
 def main(argv=None) -> None:
@@ -44,19 +47,14 @@ def main(argv=None) -> None:
       'separate runs': lambda: [train.train_seeds(
           model, ds, cfg, (s,), progress=False) for s in seeds],
   }
-  times = {k: [] for k in variants}
-  for rep in range(args.repeats + 1):  # round 0 compiles
-    for k, run in variants.items():
-      start = time.perf_counter()
-      run()
-      if rep:
-        times[k].append(time.perf_counter() - start)
-  base = statistics.median(times['separate runs'])
-  print(f'{args.model}, {args.seeds} seeds x {args.steps} steps '
-        f'(median of {args.repeats}, compilation excluded):')
-  for k, ts in times.items():
-    t = statistics.median(ts)
-    print(f'  {k:14s} {t:7.2f} s   x{t / base:.2f} vs separate runs')
+  stats = timing.time_medians(variants, args.repeats, scale=1.0,
+                              rewarm=False)
+  base = stats['separate runs']['median']
+  print(f'{args.model}, {args.seeds} seeds x {args.steps} steps, compilation '
+        f'excluded; {timing.legend()}, {args.repeats} calls per pass:')
+  for k, stat in stats.items():
+    print(f"  {k:14s} {timing.cell(stat)} s   x{stat['median'] / base:.2f} "
+          'vs separate runs')
 
 
 if __name__ == '__main__':

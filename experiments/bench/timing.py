@@ -32,6 +32,24 @@ class OneLineParser(argparse.ArgumentParser):
     sys.exit(2)
 
 
+def add_call_options(parser: argparse.ArgumentParser, repeats: int = 5,
+                     warmup: int = 2) -> None:
+  """``--repeats`` and ``--warmup`` of a benchmark timed by this module."""
+  parser.add_argument('--repeats', type=int, default=repeats,
+                      help='timed calls per method and pass (default '
+                      '%(default)s)')
+  parser.add_argument('--warmup', type=int, default=warmup,
+                      help='untimed calls first (default %(default)s)')
+
+
+def check_call_options(parser: argparse.ArgumentParser,
+                       args: argparse.Namespace) -> None:
+  """Refuses ``--repeats`` or ``--warmup`` below 1 (``parser.error``)."""
+  for name in ('repeats', 'warmup'):
+    if getattr(args, name) < 1:
+      parser.error(f'--{name} must be at least 1, got {getattr(args, name)}')
+
+
 def load() -> list[float]:
   """The 1, 5 and 15 minute load averages."""
   return [round(x, 2) for x in os.getloadavg()]
@@ -118,13 +136,15 @@ def flops(compiled) -> float | None:
 def interleaved(runners: dict[str, Callable[[], Any]], *, passes: int = 2,
                 repeats: int = 10, warmup: int = 1, burst: int = 1,
                 budget: float = float('inf'), slow: float = float('inf'),
-                min_calls: int = 1, clock=time.perf_counter):
+                min_calls: int = 1, rewarm: bool = True,
+                clock=time.perf_counter):
   """Seconds per call of each runner, per pass; returns (times, rounds).
 
   ``times[method]`` is a list of ``passes`` lists of call times. Each pass
   makes rounds that cycle through the runners; in a round each runner makes
   one untimed call (re-warms caches and allocator pages after the previous
-  runner) and then ``burst`` timed calls. Rounds per pass shrink to fit
+  runner; ``rewarm=False`` drops it, for runners that take seconds) and then
+  ``burst`` timed calls. Rounds per pass shrink to fit
   ``budget`` seconds, but not below ``min_calls`` timed calls. A runner whose
   warmup call takes more than ``slow`` seconds is timed by that call alone
   (one pass). A runner must block until its result is ready.
@@ -140,7 +160,7 @@ def interleaved(runners: dict[str, Callable[[], Any]], *, passes: int = 2,
       if last[method] > slow:
         break
   slow_methods = {m for m, t in last.items() if t > slow}
-  per_round = (burst + 1) * sum(t for m, t in last.items()
+  per_round = (burst + rewarm) * sum(t for m, t in last.items()
                                 if m not in slow_methods)
   fit = budget / max(per_round, 1e-9)
   rounds = max(-(-min_calls // burst),
@@ -152,7 +172,8 @@ def interleaved(runners: dict[str, Callable[[], Any]], *, passes: int = 2,
       for method, run in runners.items():
         if method in slow_methods:
           continue
-        run()  # untimed: re-warm after the previous runner
+        if rewarm:
+          run()  # untimed: re-warm after the previous runner
         for _ in range(burst):
           start = clock()
           run()
@@ -183,16 +204,43 @@ def cell(stat: dict[str, Any], digits: int = 2) -> str:
           f"{stat['hi']:.{digits}f}]{flag}")
 
 
+def timed_call(fn: Callable[[], Any],
+               block: Callable[[Any], Any] | None = None) -> tuple[float, Any]:
+  """Seconds of one call of ``fn`` (until ``block`` of its result returns)
+  and the result: a first call, compilation included."""
+  start = time.perf_counter()
+  out = fn()
+  if block is not None:
+    out = block(out)
+  return time.perf_counter() - start, out
+
+
 def time_medians(fns: dict[str, Callable[[], Any]], repeats: int,
                  warmup: int = 1, passes: int = MIN_PASSES,
-                 block: Callable[[Any], Any] | None = None
+                 block: Callable[[Any], Any] | None = None,
+                 scale: float = 1e3, rewarm: bool = True
                  ) -> dict[str, dict[str, Any]]:
-  """Interleaved timing of small callables, summarized in ms.
+  """Interleaved timing of callables, summarized (``summarize``).
 
-  ``block`` (e.g. ``jax.block_until_ready``) is applied to each result.
+  ``block`` (e.g. ``jax.block_until_ready``) is applied to each result;
+  ``scale`` converts seconds (1e3: ms, 1: s); ``rewarm`` as ``interleaved``.
   """
   block = block or (lambda x: x)
   runners = {m: (lambda f=f: block(f())) for m, f in fns.items()}
   times, _ = interleaved(runners, passes=passes, repeats=repeats,
-                         warmup=warmup)
-  return {m: summarize(t) for m, t in times.items()}
+                         warmup=warmup, rewarm=rewarm)
+  return {m: summarize(t, scale) for m, t in times.items()}
+
+
+def rate_cell(stat: dict[str, Any], amount: float, fmt: str = ',.0f') -> str:
+  """``amount`` per unit of ``stat``'s time: median [lo-hi], ``!`` flag."""
+  flag = ' !' if stat['disagree'] else ''
+  return (f"{amount / stat['median']:{fmt}} [{amount / stat['hi']:{fmt}}-"
+          f"{amount / stat['lo']:{fmt}}]{flag}")
+
+
+def legend(passes: int = MIN_PASSES) -> str:
+  """How a cell reads, for a benchmark's output."""
+  return (f'median over calls interleaved across the methods in {passes} '
+          'passes [range of the pass medians; ! when they differ by more '
+          f'than {DISAGREE:.0%}]')

@@ -1,20 +1,23 @@
-"""Tree-ensemble benchmark (not a test): build + predict, one run.
+"""Tree-ensemble benchmark (not a test): build + predict vs scikit-learn.
 
 An ensemble of ``--trees`` trees of depth ``--depth`` on ``--n`` training
 points in ``--d`` dimensions (``make_classification``, 2 classes), then
 predictions for ``--n-test`` points: ``dpjax.nonparametric.spe`` (private
-median splits, eps = 2; timed once with compilation and once compiled)
+median splits, eps = 2; its first call, with compilation, reported apart
+with every method's first call, whose predictions give the accuracy)
 against diffprivlib's ``RandomForestClassifier`` (eps = 2, explicit public
 bounds, ``max_depth`` = depth) and scikit-learn's ``RandomForestClassifier``
-(not private, ``max_depth`` = depth, one core), all measured in the same run;
-ratios are against scikit-learn.
+(not private, ``max_depth`` = depth, one core), all measured in the same run:
+a median over calls interleaved across the methods in two passes, with the
+range of the pass medians (``timing.time_medians``); ratios are against
+scikit-learn.
 
 Run: ``python -m experiments bench trees [--n 100000] [--d 16]
 [--trees 100] [--depth 10] [--n-test 10000]``.
 """
 
 import argparse
-import time
+import itertools
 import warnings
 
 import jax
@@ -23,12 +26,10 @@ from sklearn import datasets as sk_datasets
 from sklearn import ensemble as sk_ensemble
 
 from dpjax import nonparametric as npm
+from experiments.bench import timing
 
-
-def _time(fn):
-  start = time.perf_counter()
-  out = fn()
-  return time.perf_counter() - start, out
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--n 2000 --trees 5 --depth 4 --n-test 500'
 
 
 def main(argv=None) -> None:
@@ -39,6 +40,8 @@ def main(argv=None) -> None:
   p.add_argument('--depth', type=int, default=10)
   p.add_argument('--n-test', type=int, default=10_000)
   p.add_argument('--epsilon', type=float, default=2.0)
+  p.add_argument('--repeats', type=int, default=1,
+                 help='timed calls per method and pass')
   args = p.parse_args(argv)
   x, y = sk_datasets.make_classification(
       args.n + args.n_test, args.d, n_informative=args.d // 2,
@@ -55,15 +58,15 @@ def main(argv=None) -> None:
     m = sk_ensemble.RandomForestClassifier(args.trees, max_depth=args.depth,
                                            random_state=0, n_jobs=1)
     return m.fit(xtr, ytr).predict(xte)
-  rows['scikit-learn RF (not private)'] = _time(sk)
+  rows['scikit-learn RF (not private)'] = sk
 
   def dp_jax(seed):
     rel, _ = npm.spe(jax.random.key(seed), xtr, ytr, epsilon=args.epsilon,
                      bounds=bounds, num_classes=2, num_trees=args.trees,
                      depth=args.depth)
     return np.asarray(npm.predict(rel, xte))
-  rows['dpjax spe (first call, with compile)'] = _time(lambda: dp_jax(0))
-  rows['dpjax spe (compiled)'] = _time(lambda: dp_jax(1))
+  seeds = itertools.count()
+  rows['dpjax spe'] = lambda: dp_jax(next(seeds))
 
   try:
     from diffprivlib import models  # pylint: disable=g-import-not-at-top
@@ -77,13 +80,18 @@ def main(argv=None) -> None:
             args.trees, epsilon=args.epsilon, bounds=bounds, classes=[0, 1],
             max_depth=args.depth, random_state=0)
         return m.fit(xtr, ytr).predict(xte)
-    rows['diffprivlib RF'] = _time(dpl)
-
-  base = rows['scikit-learn RF (not private)'][0]
-  print(f'{"method":40s} {"seconds":>9s} {"x sklearn":>10s} {"accuracy":>9s}')
-  for name, (sec, pred) in rows.items():
+    rows['diffprivlib RF'] = dpl
+  first = {name: timing.timed_call(fn) for name, fn in rows.items()}
+  stats = timing.time_medians(rows, args.repeats, scale=1.0, rewarm=False)
+  base = stats['scikit-learn RF (not private)']['median']
+  print(f'seconds: {timing.legend()}, {args.repeats} calls per pass, after '
+        'a first call (with compilation for dpjax)')
+  print('| method | first call s | seconds | x sklearn | accuracy |')
+  print('|---|---|---|---|---|')
+  for name, (first_s, pred) in first.items():
     acc = float(np.mean(np.asarray(pred) == yte))
-    print(f'{name:40s} {sec:9.2f} {sec / base:10.2f} {acc:9.3f}')
+    print(f"| {name} | {first_s:.2f} | {timing.cell(stats[name])} | "
+          f"{stats[name]['median'] / base:.2f} | {acc:.3f} |")
 
 
 if __name__ == '__main__':

@@ -7,7 +7,9 @@ slower than XLA's own loop.
 reduce fusion off (the workaround of jax-ml/jax#37465). XLA reads its flags
 once per process, so each setting runs in a child process; the
 settings alternate over ``--passes`` (A B A B ...) so that load drift hits
-them alike, and the children's results are checked to agree.
+them alike, and the children's results are checked to agree. A cell is the
+median over all calls with the range of the per-process medians, flagged
+when they differ by more than 25% (``timing.summarize``).
 
 The ops (``--ops``): ``sum0`` is ``x.sum(0)`` (as jax_privacy sums clipped
 per-example gradients); ``masked_weighted_sum0`` is ``jnp.sum(jnp.where(m,
@@ -25,10 +27,16 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import time
+
+try:
+  from experiments.bench import timing
+except ImportError:  # run as a script: this folder is on sys.path
+  import timing  # pylint: disable=g-import-not-at-top
+
+# The smallest setting (``bench all --quick``, the harness check).
+QUICK = '--shape 64 784 512 --repeats 3'
 
 FLAG = '--xla_cpu_experimental_ynn_fusion_type=-reduce'
 SETTINGS = {'default': '', 'no-ynn-reduce': FLAG}
@@ -52,17 +60,16 @@ def child(shape, ops, repeats, warmup) -> dict:
              jnp.square(x), axis=tuple(range(1, x.ndim)))}
   out = {'jax': jax.__version__, 'xla_flags': os.environ.get('XLA_FLAGS', ''),
          'device': jax.devices()[0].device_kind, 'ms': {}, 'checksum': {}}
+  runners = {}
   for op in ops:
     f = jax.jit(fns[op]).lower(x, w, m).compile()
-    for _ in range(warmup):
-      y = jax.block_until_ready(f(x, w, m))
-    times = []
-    for _ in range(repeats):
-      start = time.perf_counter()
-      jax.block_until_ready(f(x, w, m))
-      times.append(time.perf_counter() - start)
-    out['ms'][op] = [1e3 * t for t in times]
+    y = f(x, w, m)
     out['checksum'][op] = np.asarray(y, np.float64).ravel()[:64].tolist()
+    runners[op] = lambda f=f: jax.block_until_ready(f(x, w, m))
+  # the ops take turns (one untimed call before each op's timed calls)
+  times, _ = timing.interleaved(runners, passes=1, repeats=repeats,
+                                warmup=warmup)
+  out['ms'] = {op: [1e3 * t for t in times[op][0]] for op in ops}
   return out
 
 
@@ -87,12 +94,10 @@ def run(shape, ops, repeats, warmup, passes) -> dict:
     agree = max(abs(a - b) for res in per.values() for r in res
                 for a, b in zip(r['checksum'][op], ref))
     rows[op] = {'max_abs_diff': agree}
-    for setting, res in per.items():
-      medians = [statistics.median(r['ms'][op]) for r in res]
-      rows[op][setting] = {'median_ms': statistics.median(
-          [t for r in res for t in r['ms'][op]]), 'pass_medians': medians}
-    rows[op]['speedup'] = (rows[op]['default']['median_ms']
-                           / rows[op]['no-ynn-reduce']['median_ms'])
+    for setting, res in per.items():  # already in ms
+      rows[op][setting] = timing.summarize([r['ms'][op] for r in res], 1.0)
+    rows[op]['speedup'] = (rows[op]['default']['median']
+                           / rows[op]['no-ynn-reduce']['median'])
   return {'shape': list(shape), 'passes': passes, 'repeats': repeats,
           'jax': per['default'][0]['jax'],
           'device': per['default'][0]['device'],
@@ -106,15 +111,13 @@ def report(result: dict) -> str:
            f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
            f"{platform.python_version()}; float32 x of shape "
            f"{tuple(result['shape'])}; median of {result['repeats']} calls x "
-           f"{result['passes']} processes per setting [pass medians]; load "
-           f"average {[round(v, 2) for v in os.getloadavg()]}", '',
+           f"{result['passes']} processes per setting [range of the process "
+           f"medians; ! when they differ by more than {timing.DISAGREE:.0%}]; "
+           f"load average {timing.load()}", '',
            f'| op | default ms | {FLAG} ms | default / flag | max abs diff |',
            '|---|---|---|---|---|']
   for op, r in result['rows'].items():
-    cells = []
-    for s in SETTINGS:
-      meds = ', '.join(f'{v:.3g}' for v in r[s]['pass_medians'])
-      cells.append(f"{r[s]['median_ms']:.3g} [{meds}]")
+    cells = [timing.cell(r[s], 3) for s in SETTINGS]
     lines.append(f"| {op} | {cells[0]} | {cells[1]} | {r['speedup']:.1f}x | "
                  f"{r['max_abs_diff']:.1e} |")
   lines += ['', 'Reproduce:', '```python', 'import time, jax, jax.numpy as '
