@@ -241,6 +241,8 @@ TINY = {
                   median_depths=[3], median_samples=200),
     'nonparametric': dict(num_seeds=2, datasets=['iris'], sweep=[2.0],
                           sweep_datasets=['iris'], max_test=20, min_test=1),
+    'correlated_noise': dict(num_seeds=2, epochs=1, clips=[0.3, 1.0],
+                             learning_rates=[0.1], expected_users=48),
     'audit': dict(num_seeds=2, trials=400, cases=['gaussian', 'dpsgd_vmap'],
                   one_run_epsilons=[2.0], one_run_canaries=50,
                   one_run_guesses=10),
@@ -249,7 +251,7 @@ TINY = {
 
 # The two slowest tiny runs (about 90 s together) go to the slow stage, which
 # also runs every experiment on every dataset it accepts.
-SLOW_TINY = ('rs_privacy', 'rs_tradeoff')
+SLOW_TINY = ('rs_privacy', 'rs_tradeoff', 'correlated_noise')
 
 
 @pytest.mark.spread

@@ -19,10 +19,14 @@ def test_presets_run_the_papers_network_on_real_digits_with_valid_steps(
     mode):
   cfg = EXP.configure(mode)
   assert cfg.dataset == 'mnist5k' and cfg.hidden == 50
-  assert 300 <= cfg.rounds <= 1000 and cfg.num_seeds >= 10
   alpha, rate = _config.step_sizes(cfg)
   assert 0 < rate <= 1 and 0 < alpha
-  assert set(cfg.epsilons) == {1.0, 1.5}  # the paper's budgets
+  if mode == 'full':
+    assert 300 <= cfg.rounds <= 1000 and cfg.num_seeds >= 10
+    assert set(cfg.epsilons) == {1.0, 1.5}  # the paper's budgets
+  else:  # the main job's budget: the paper's larger epsilon, 3 seeds
+    assert cfg.rounds >= 121 and cfg.num_seeds >= 3
+    assert set(cfg.epsilons) == {1.5}
 
 
 @pytest.mark.parametrize('rounds', [1, 100, 120])
@@ -149,7 +153,7 @@ def test_claims_decide_learning_against_chance_and_loss_at_equal_time():
 def test_report_renders_every_row_and_marks_the_papers_calibration(
     tmp_path):
   from experiments.qdpsgd import _report  # pylint: disable=import-outside-toplevel
-  cfg = EXP.configure('quick', sweep_epsilons=[8.0])
+  cfg = EXP.configure('quick', sweep_epsilons=[8.0], epsilons=[1.0, 1.5])
   seeds, evals = [0, 1], [10, 20]
   rows, curves, privacy = [], {}, []
   for r in _run.settings(cfg):

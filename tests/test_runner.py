@@ -263,7 +263,7 @@ def test_dpsgd_baseline_verdicts_equal_the_hand_counted_ones(epsilons):
                test_accuracy=float(rng.uniform(0.8, 0.95)))
           for model in ('mlp', 'digits_cnn') for target in (None,) + epsilons
           for seed in cfg.seeds]
-  new = claims_lib.verdicts(_claims.claims(dict(runs=runs), cfg))
+  new = claims_lib.verdicts(_claims.claims(dict(selected=runs), cfg))
   assert new == _old_dpsgd_claims(runs, cfg.to_dict())
   assert len(new) == 2 * (1 + (len(epsilons) > 1))
 
