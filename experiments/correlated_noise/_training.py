@@ -56,42 +56,36 @@ def _example_batch(sampler, x, y, t, key):
   return (x[batch.indices], y[batch.indices]), batch.mask
 
 
-def fixed_clip(cfg, sampler, sigma: float, steps: int) -> Callable:
-  """jit(vmap over seeds x (clip, lr) pairs): ghost-clipped DP-SGD."""
+def _over_grid(cfg, sampler, steps: int, make_tx: Callable) -> Callable:
+  """jit(vmap over seeds x (clip, lr) pairs) of ghost-clipped training with
+  the chain ``make_tx(lr, clip, key)``."""
 
   def one(key, clip, lr, x, y):
     grad_sum = dpjax.clipped_grad_sum(example_loss, clip, 'ghost')
-    tx = dpjax.dpsgd(lr, clip, sigma, sampler.expected_batch_size,
-                     key=key, momentum=cfg.momentum, per_example=False)
 
     def step_grads(params, t, key):
       batch, mask = _example_batch(sampler, x, y, t, key)
       return grad_sum(params, batch, mask).grad_sum, {}
 
-    return _scan(init_mlp(jax.random.split(key)[0], cfg.hidden), tx, steps,
-                 step_grads, key)
+    return _scan(init_mlp(jax.random.split(key)[0], cfg.hidden),
+                 make_tx(lr, clip, key), steps, step_grads, key)
 
   over_pairs = jax.vmap(one, in_axes=(None, 0, 0, None, None))
   return jax.jit(jax.vmap(over_pairs, in_axes=(0, None, None, None, None)))
+
+
+def fixed_clip(cfg, sampler, sigma: float, steps: int) -> Callable:
+  """DP-SGD over the (clip, lr) grid (``_over_grid``)."""
+  return _over_grid(cfg, sampler, steps, lambda lr, clip, key: dpjax.dpsgd(
+      lr, clip, sigma, sampler.expected_batch_size, key=key,
+      momentum=cfg.momentum, per_example=False))
 
 
 def bandmf(cfg, sampler, sigma: float, steps: int, strategy) -> Callable:
-  """jit(vmap over seeds x (clip, lr) pairs): ghost-clipped BandMF."""
-
-  def one(key, clip, lr, x, y):
-    grad_sum = dpjax.clipped_grad_sum(example_loss, clip, 'ghost')
-    tx = dpjax.bandmf(lr, clip, sigma, sampler.expected_batch_size, strategy,
-                      key=key, momentum=cfg.momentum, per_example=False)
-
-    def step_grads(params, t, key):
-      batch, mask = _example_batch(sampler, x, y, t, key)
-      return grad_sum(params, batch, mask).grad_sum, {}
-
-    return _scan(init_mlp(jax.random.split(key)[0], cfg.hidden), tx, steps,
-                 step_grads, key)
-
-  over_pairs = jax.vmap(one, in_axes=(None, 0, 0, None, None))
-  return jax.jit(jax.vmap(over_pairs, in_axes=(0, None, None, None, None)))
+  """BandMF over the (clip, lr) grid (``_over_grid``)."""
+  return _over_grid(cfg, sampler, steps, lambda lr, clip, key: dpjax.bandmf(
+      lr, clip, sigma, sampler.expected_batch_size, strategy, key=key,
+      momentum=cfg.momentum, per_example=False))
 
 
 def _over_lrs(one: Callable) -> Callable:
