@@ -17,7 +17,6 @@ def test_config_modes_and_validation():
   for overrides, match in ((dict(target_quantile=1.0), 'target_quantile'),
                            (dict(target_quantile=0.0), 'target_quantile'),
                            (dict(clips=[1.0]), 'clips'),
-                           (dict(dataset='digits'), 'dataset'),
                            (dict(epsilon=0.0), 'epsilon'),
                            (dict(examples_per_user=0), 'examples_per_user')):
     with pytest.raises(ValueError, match=match):

@@ -19,6 +19,8 @@ from experiments.common import runner
 from experiments.correlated_noise import _training
 from experiments.correlated_noise._config import Config
 
+DATASET = 'mnist5k'  # real MNIST digits with a validation split
+
 
 def _epsilon(state, sampler, steps, delta, axes):
   one = jax.tree.map(lambda a: a[(0,) * axes], state)
@@ -60,7 +62,7 @@ def _user_ids(n: int, per_user: int, seed: int) -> np.ndarray:
 
 
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
-  ds = data_lib.load(cfg.dataset, seed=cfg.seed)
+  ds = data_lib.load(DATASET, seed=cfg.seed)
   n = len(ds.x_train)
   keys = jax.vmap(jax.random.key)(np.asarray(cfg.seeds))
   sampler = dpjax.PoissonSampler(n, cfg.expected_batch_size / n)
