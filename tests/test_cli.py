@@ -251,7 +251,7 @@ TINY = {
 
 # The two slowest tiny runs (about 90 s together) go to the slow stage, which
 # also runs every experiment on every dataset it accepts.
-SLOW_TINY = ('rs_privacy', 'rs_tradeoff', 'correlated_noise')
+SLOW_TINY = ('rs_privacy', 'rs_tradeoff')
 
 
 @pytest.mark.spread

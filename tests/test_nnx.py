@@ -109,8 +109,7 @@ def test_dpsgd_step_on_an_nnx_model_with_an_nnx_optimizer_state():
 
 
 # JAX's dot_product_attention cannot run float16 on CPU (F16_F16_F32 dot),
-# so float16 runs the block without attention. Slow stage: 20 programs.
-@pytest.mark.slow
+# so float16 runs the block without attention.
 @pytest.mark.parametrize('dtype, kind, method', [
     (jnp.bfloat16, 'transformer', 'vmap'),
     (jnp.bfloat16, 'transformer', 'ghost'),

@@ -26,6 +26,8 @@ from dpjax import noise as noise_lib
 from dpjax import _clipped_sum
 from dpjax import clipping
 from dpjax import correlated_noise as cn_lib
+from dpjax.transforms._dpsgd_noise import _scalar
+from dpjax.transforms._dpsgd_noise import _states
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._state import KeyStepState
 
@@ -159,19 +161,6 @@ def add_correlated_noise(strategy: Any, *, stddev: Any, key: jax.Array,
     return out, state(s.stream.advance(), history, sum_bound)
 
   return optax.GradientTransformation(init_fn, update_fn)
-
-
-def _states(tree: Any, kind: type) -> list[Any]:
-  return [s for s in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, kind))
-          if isinstance(s, kind)]
-
-
-def _scalar(x: Any, name: str) -> float:
-  x = np.asarray(x)
-  if x.shape:
-    raise ValueError(f'Expected one run\'s state, got {name} of shape '
-                     f'{x.shape}: index the run (e.g. the seed axis) first.')
-  return float(x)
 
 
 def bandmf_step_event(opt_state: Any, sampler: Any, *, rtol: float = 1e-6
