@@ -8,8 +8,16 @@ import argparse
 
 DEFAULT_OUT = 'results/bench'
 LR, CLIP, SIGMA = 0.1, 1.0, 1.1
-# A column's clipped sum must match dpjax's: max |diff| / max(1, max |dpjax|).
+# A column's clipped sum must match the reference, dpjax's vmap path (exact
+# per-example norms): max |diff| / max(1, max |reference|) <= TOL. On the
+# benchmark models at B = 64 and 256, vmap and optax agree with a float64
+# computation of the clipped sum to 4e-7. Ghost clipping's norms are
+# certified upper bounds (dpjax/clipping/_ghost_norms.py: each carries a float32
+# rounding margin of about gamma(T) relative), so its clip factors are slightly
+# smaller by design: 2e-5 to 7e-5 from float64 on the CNN and the transformer
+# at those batch sizes. Its tolerance is GHOST_TOL.
 TOL = 1e-5
+GHOST_TOL = 2e-4
 # Compiler settings: name -> the XLA flag it adds ('' for none). jaxlib 0.10's
 # CPU backend fuses reductions into YNNPACK by default; '-reduce' turns that
 # off (experiments.bench.ynnpack_reduce).
@@ -56,6 +64,12 @@ class _Parser(argparse.ArgumentParser):
 
   def error(self, message):  # one line, no usage dump
     raise ArgumentError(message)
+
+
+def tolerance(method: str) -> float:
+  """The largest clipped-sum disagreement with the reference ``method`` may
+  have and still be timed."""
+  return GHOST_TOL if method == 'ghost' else TOL
 
 
 def xla_flags(setting: str, env: str) -> str:

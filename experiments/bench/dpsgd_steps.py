@@ -19,7 +19,8 @@ clipping) + noise + optimizer update + ``optax.apply_updates``:
 
 Before timing, ``clipped_sums`` computes each framework's sum of clipped
 per-example gradients (no noise) and ``agreement`` compares it with dpjax's
-ghost sum: a column that disagrees by more than ``TOL`` is not timed.
+vmap sum (exact norms): a column that disagrees by more than
+``dpsgd_cli.tolerance(column)`` is not timed.
 """
 
 from typing import Any, Callable

@@ -44,7 +44,7 @@ def _transformer(torch):
     def forward(self, tokens):
       b, t = tokens.shape
       # batch-first and contiguous, as Opacus's per-sample hooks need
-      pos = torch.arange(t).expand(b, t).contiguous()
+      pos = torch.arange(t, device=tokens.device).expand(b, t).contiguous()
       x = self.tok(tokens) + self.pos(pos)
       h = self.ln1(x)
       q, k, v = (z.reshape(b, t, cfg.heads, -1).transpose(1, 2).contiguous()
@@ -133,12 +133,32 @@ def _load(torch, model, arrays: dict[str, np.ndarray]) -> None:
                          for k, v in arrays.items()})
 
 
+def full_float32(torch) -> None:
+  """Float32 matmuls and convolutions without TF32 on CUDA (as JAX's
+  ``jax_default_matmul_precision='highest'``)."""
+  torch.backends.cuda.matmul.allow_tf32 = False
+  torch.backends.cudnn.allow_tf32 = False
+
+
+def _synchronized(torch, device: str, step):
+  """``step`` that returns once the device has finished it."""
+  if device == 'cpu':
+    return step
+
+  def run():
+    step()
+    torch.cuda.synchronize()
+
+  return run
+
+
 def make_steps(name: str, batch_size: int, torch_modules, x_np: np.ndarray,
                y_np: np.ndarray, weights: dict[str, np.ndarray],
-               threads: int) -> dict[str, Any]:
+               threads: int, device: str = 'cpu') -> dict[str, Any]:
   """Plain PyTorch and Opacus steps, their clipped sums and the threads.
 
-  Returns ``{'steps': column -> step(), 'skipped': column -> why,
+  ``device``: 'cpu', or 'cuda' (steps synchronize before they return; TF32
+  off). Returns ``{'steps': column -> step(), 'skipped': column -> why,
   'clipped': column -> torch_layout arrays of the clipped sum (no noise),
   'threads': what torch reports}``.
   """
@@ -146,6 +166,8 @@ def make_steps(name: str, batch_size: int, torch_modules, x_np: np.ndarray,
   warnings.filterwarnings('ignore', message='.*(Secure RNG|Full backward hook)')
   torch.manual_seed(0)
   threads_now = timing.set_torch_threads(torch, threads)
+  if device != 'cpu':
+    full_float32(torch)
   nn_t = torch.nn
   if x_np.ndim == 4:  # NHWC -> NCHW images
     x = torch.from_numpy(np.transpose(x_np, (0, 3, 1, 2)).copy())
@@ -154,9 +176,10 @@ def make_steps(name: str, batch_size: int, torch_modules, x_np: np.ndarray,
   y = torch.from_numpy(y_np.astype(np.int64))
   loader = torch.utils.data.DataLoader(
       torch.utils.data.TensorDataset(x, y), batch_size=batch_size)
+  x, y = x.to(device), y.to(device)
   steps, skipped, clipped = {}, {}, {}
 
-  model = build(torch, name)
+  model = build(torch, name).to(device)
   _load(torch, model, weights)
   opt = torch.optim.SGD(model.parameters(), lr=LR)
   criterion = nn_t.CrossEntropyLoss()
@@ -166,13 +189,13 @@ def make_steps(name: str, batch_size: int, torch_modules, x_np: np.ndarray,
     criterion(model(x), y).backward()
     opt.step()
 
-  steps['torch'] = torch_step
+  steps['torch'] = _synchronized(torch, device, torch_step)
   for mode in ('hooks', 'ghost'):
     column = 'opacus' if mode == 'hooks' else 'opacus-ghost'
     try:
       clipped[column] = _opacus_clipped_sum(torch, opacus, name, mode, weights,
-                                            x, y, loader)
-      dp_model = build(torch, name)
+                                            x, y, loader, device)
+      dp_model = build(torch, name).to(device)
       _load(torch, dp_model, weights)
       dp_opt = torch.optim.SGD(dp_model.parameters(), lr=LR)
       dp_model, dp_opt, dp_crit = _private(opacus, nn_t, dp_model, dp_opt,
@@ -187,7 +210,7 @@ def make_steps(name: str, batch_size: int, torch_modules, x_np: np.ndarray,
     except Exception as e:  # pylint: disable=broad-except
       skipped[column] = f'Opacus {mode} failed ({type(e).__name__}: {e})'
       continue
-    steps[column] = dp_step
+    steps[column] = _synchronized(torch, device, dp_step)
   return {'steps': steps, 'skipped': skipped, 'clipped': clipped,
           'threads': threads_now}
 
@@ -205,9 +228,10 @@ def _private(opacus, nn_t, model, opt, loader, mode: str, sigma: float):
   return model, opt, crit
 
 
-def _opacus_clipped_sum(torch, opacus, name, mode, weights, x, y, loader):
+def _opacus_clipped_sum(torch, opacus, name, mode, weights, x, y, loader,
+                        device):
   """Opacus's sum of clipped per-example gradients (noise multiplier 0)."""
-  model = build(torch, name)
+  model = build(torch, name).to(device)
   _load(torch, model, weights)
   opt = torch.optim.SGD(model.parameters(), lr=LR)
   model, opt, crit = _private(opacus, torch.nn, model, opt, loader, mode, 0.0)
@@ -222,13 +246,15 @@ def _opacus_clipped_sum(torch, opacus, name, mode, weights, x, y, loader):
   # p.summed_grad: the clipped sum, before noise
   prefix = '_module.'
   return {k[len(prefix):] if k.startswith(prefix) else k:
-          p.summed_grad.detach().numpy().copy()
+          p.summed_grad.detach().cpu().numpy().copy()
           for k, p in model.named_parameters()}
 
 
-def version_info(torch_modules) -> dict[str, str]:
+def version_info(torch_modules, device: str = 'cpu') -> dict[str, str]:
   torch, opacus = torch_modules
-  return {'torch': torch.__version__, 'opacus': opacus.__version__,
+  gpu = ({'torch_device': torch.cuda.get_device_name(0), 'torch_tf32': 'off'}
+         if device != 'cpu' else {})
+  return {**gpu, 'torch': torch.__version__, 'opacus': opacus.__version__,
           'torch_cpu_capability': getattr(
               torch.backends.cpu, 'get_cpu_capability', lambda: '?')(),
           'omp_num_threads': os.environ.get('OMP_NUM_THREADS', 'unset')}
