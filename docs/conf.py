@@ -22,8 +22,9 @@ copyright = 'dpjax authors'  # pylint: disable=redefined-builtin
 extensions = ['sphinx.ext.autodoc', 'sphinx.ext.napoleon', 'myst_parser']
 source_suffix = {'.rst': 'restructuredtext', '.md': 'markdown'}
 root_doc = 'index'
-# bench.md is the benchmark's own output, shown inside bench/index.md.
-exclude_patterns = ['_build', 'bench/bench.md']
+# bench.md is the benchmark's own output, shown inside bench/index.md (the
+# GPU run's copy is linked from bench/gpu.md).
+exclude_patterns = ['_build', 'bench/bench.md', 'bench/gpu/bench.md']
 html_theme = 'alabaster'
 html_title = 'dpjax'
 
