@@ -79,6 +79,22 @@ def test_zeroed_set_is_uniform_over_coordinates():
   assert stats.chisquare(biased, biased.sum() / D).pvalue < 1e-6
 
 
+def test_smallest_k_is_a_stable_argsort_prefix_under_ties():
+  # Values from a range of 4 force ties at the cut; the bisection must pick
+  # exactly k, the earliest among equals, for every k including the ends.
+  rng = np.random.default_rng(0)
+  fn = jax.jit(compression.smallest_k)
+  for values in (rng.integers(0, 4, 37), rng.integers(0, 2**32, 37,
+                                                      dtype=np.uint64),
+                 np.array([2**32 - 1, 0, 2**32 - 1, 7]), np.zeros(5)):
+    values = values.astype(np.uint32)
+    order = np.argsort(values, kind='stable')
+    for k in range(-1, len(values) + 2):
+      expected = np.zeros(len(values), bool)
+      expected[order[:max(0, min(k, len(values)))]] = True
+      np.testing.assert_array_equal(np.asarray(fn(values, k)), expected)
+
+
 def rs_step(final_rate=0.6, sigma=1.0, clip=True, key=0, l2_norm_clip=1.0,
             momentum=0.9):
   key = jax.random.key(key)

@@ -10,7 +10,7 @@ transformations (``dpjax.transforms``) and the client protocols
   ``low_precision_quantizer`` (Q-DPSGD, eq. 5), ``k_level_quantizer``
   (cpSGD, Sec. 3), ``stochastic_round``;
 * masks: ``random_mask``, ``ranked_mask`` (Zhu & Blaschko, Alg. 1 / 4),
-  ``keep_top_k`` (Farokhi, eq. 2);
+  ``keep_top_k`` (Farokhi, eq. 2), ``smallest_k`` (a sort-free selection);
 * the sparse codec: ``SparseMessage``, ``encode_sparse``, ``decode_sparse``,
   ``sparse_message_bits``.
 
@@ -37,6 +37,7 @@ from dpjax.compression._hadamard import unrotate_tree
 from dpjax.compression._masks import keep_top_k
 from dpjax.compression._masks import random_mask
 from dpjax.compression._masks import ranked_mask
+from dpjax.compression._masks import smallest_k
 from dpjax.compression._quantizers import GridQuantizer
 from dpjax.compression._quantizers import k_level_quantizer
 from dpjax.compression._quantizers import low_precision_quantizer
@@ -62,6 +63,7 @@ __all__ = [
     'ranked_mask',
     'rotate_tree',
     'rotated_size',
+    'smallest_k',
     'sparse_message_bits',
     'SparseMessage',
     'stochastic_round',
