@@ -232,3 +232,29 @@ def test_nnx_lora_linear_split_on_lora_param():
   plan = dpjax.clipping.ghost_plan(loss, adapters, batch)
   assert all(v.startswith('ghost dense') for v in plan.values()), plan
   _compare(loss, adapters, batch, jnp.ones(B, bool), 2e-5)
+
+
+def test_finetune_experiment_tiny_run_reads_its_privacy_from_the_runs(
+    tmp_path):
+  """The experiment's LoRA runs noise the adapters only (the noised
+  dimension and the bits are the adapter size), and every private row's
+  epsilon is read back from its run at the target."""
+  from experiments import registry  # pylint: disable=import-outside-toplevel
+  exp = registry.get('finetune')
+  cfg = exp.configure('quick', num_seeds=2, epochs=1, learning_rates=[0.1],
+                      hidden=8, rank=2, pretrain_epochs=1)
+  results = exp.results(cfg, str(tmp_path), progress=False)
+  adapters = 2 * (784 + 8) + 2 * (8 + 10)
+  dense = 784 * 8 + 8 + 8 * 10 + 10
+  for eps in cfg.epsilons:
+    runs = {k: results['private'][k][str(eps)] for k in
+            ('scratch', 'full', 'lora')}
+    assert runs['lora']['dimension'] == adapters
+    assert runs['full']['dimension'] == runs['scratch']['dimension'] == dense
+    for run in runs.values():
+      assert run['epsilon'] == pytest.approx(eps, rel=1e-3)
+      assert len(run['selected_test']) == 2
+  assert results['bits'] == dict(
+      lora=dpjax.transforms.dpsgd_bits(jnp.zeros(adapters)),
+      full=dpjax.transforms.dpsgd_bits(jnp.zeros(dense)))
+  assert {c['family'] for c in results['claims']} == {'fine-tuning', 'sanity'}
