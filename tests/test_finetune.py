@@ -258,3 +258,25 @@ def test_finetune_experiment_tiny_run_reads_its_privacy_from_the_runs(
       lora=dpjax.transforms.dpsgd_bits(jnp.zeros(adapters)),
       full=dpjax.transforms.dpsgd_bits(jnp.zeros(dense)))
   assert {c['family'] for c in results['claims']} == {'fine-tuning', 'sanity'}
+
+
+@pytest.mark.slow
+def test_bench_lora_rows_noise_the_adapters_and_ghost_equals_vmap(capsys):
+  """``bench finetune``: the LoRA rows train the adapters only, and one DP
+  step of ghost and of vmap clipping (same noise key) give the same
+  parameters; its quick setting prints every row."""
+  from experiments.bench import finetune as bench  # pylint: disable=import-outside-toplevel
+  rows = bench.build_rows('mlp', 4, 2)
+  assert rows['LoRA | DP ghost'][2] == 2 * (784 + 512 + 512 + 512 + 512 + 10)
+  assert rows['full | DP ghost'][2] == 784 * 512 + 512 * 512 + 512 * 10 + (
+      512 + 512 + 10)
+  for trained in ('full', 'LoRA'):
+    (ghost, args, _), (exact, _, _) = (rows[f'{trained} | DP {m}']
+                                       for m in ('ghost', 'vmap'))
+    for g, e in zip(jax.tree.leaves(ghost(*args)[0]),
+                    jax.tree.leaves(exact(*args)[0])):
+      np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+  bench.main(bench.QUICK.split())
+  table = [line for line in capsys.readouterr().out.splitlines()
+           if line.startswith('| mlp |')]
+  assert len(table) == 6

@@ -74,24 +74,31 @@ def _batch(kind: str, batch: int):
 
 
 def build_rows(kind: str, batch: int, rank: int) -> dict[str, tuple]:
-  """label -> (compiled step, its arguments, trainable dimension)."""
+  """label -> (compiled step, its arguments, trainable dimension).
+
+  The frozen tree is an argument of the jitted step (its loss closes over
+  the traced value), not a constant baked into the program.
+  """
   x, y = _batch(kind, batch)
   pretrained = Net(kind).init(jax.random.key(0), x[:1])['params']
   lora_net = Net(kind, rank)
   adapters = lora_net.init(jax.random.key(3), x[:1])['params']
   setups = {
-      'full': (pretrained, lambda p, x: Net(kind).apply({'params': p}, x)),
-      'LoRA': (adapters, lambda p, x: lora_net.apply(
-          {'params': p, FROZEN: pretrained}, x))}
+      'full': (pretrained, None,
+               lambda p, frozen, x: Net(kind).apply({'params': p}, x)),
+      'LoRA': (adapters, pretrained, lambda p, frozen, x: lora_net.apply(
+          {'params': p, FROZEN: frozen}, x))}
   mask = jnp.ones((batch,), bool)
   rows = {}
-  for name, (params, apply) in setups.items():
-    loss = lambda p, ex, apply=apply: (
-        optax.softmax_cross_entropy_with_integer_labels(apply(p, ex[0]),
-                                                        ex[1]))
+  for name, (params, frozen, apply) in setups.items():
+    def loss_of(frozen, apply=apply):
+      return lambda p, ex: optax.softmax_cross_entropy_with_integer_labels(
+          apply(p, frozen, ex[0]), ex[1])
+
     sgd = optax.sgd(LR)
 
-    def plain(params, state, x, y, loss=loss, sgd=sgd):
+    def plain(params, state, frozen, x, y, loss_of=loss_of, sgd=sgd):
+      loss = loss_of(frozen)
       grads = jax.grad(lambda p: jnp.mean(jax.vmap(
           lambda ex: loss(p, ex))((x, y))))(params)
       updates, state = sgd.update(grads, state, params)
@@ -101,9 +108,10 @@ def build_rows(kind: str, batch: int, rank: int) -> dict[str, tuple]:
     for method in ('ghost', 'vmap'):
       tx = dpjax.dpsgd(LR, CLIP, SIGMA, float(batch), key=jax.random.key(2),
                        per_example=False)
-      clipped = dpjax.clipped_grad_sum(loss, CLIP, method)
 
-      def private(params, state, x, y, tx=tx, clipped=clipped):
+      def private(params, state, frozen, x, y, tx=tx, method=method,
+                  loss_of=loss_of):
+        clipped = dpjax.clipped_grad_sum(loss_of(frozen), CLIP, method)
         updates, state = tx.update(clipped(params, (x, y), mask).grad_sum,
                                    state, params)
         return optax.apply_updates(params, updates), state
@@ -111,7 +119,7 @@ def build_rows(kind: str, batch: int, rank: int) -> dict[str, tuple]:
       steps[f'DP {method}'] = (private, tx)
     size = sum(a.size for a in jax.tree.leaves(params))
     for method, (step, tx) in steps.items():
-      args = (params, tx.init(params), x, y)
+      args = (params, tx.init(params), frozen, x, y)
       rows[f'{name} | {method}'] = (jax.jit(step).lower(*args).compile(),
                                     args, size)
   return rows
