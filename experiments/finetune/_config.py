@@ -29,7 +29,7 @@ class Config(config.Config):
   expected_batch_size: int = setting(128, 'expected Poisson batch size',
                                      ge=1)
   learning_rates: tuple[float, ...] = setting(
-      (0.03, 0.1, 0.3), 'SGD learning rates; every method and epsilon picks '
+      (0.1, 0.3), 'SGD learning rates; every method and epsilon picks '
       'its own per seed on the validation split', gt=0)
   momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
   clip: float = setting(1.0, 'per-example L2 clip C', gt=0)
