@@ -2,7 +2,7 @@
 the validation split.
 
 Primary (Yu et al. 2022, "Differentially Private Fine-tuning of Language
-Models", Sec. 4: private fine-tuning of a publicly pretrained model is far
+Models": private fine-tuning of a publicly pretrained model is far
 more accurate than private training, and low-rank adapters match full
 fine-tuning): at the smallest epsilon, full and LoRA fine-tuning beat
 training from scratch, and LoRA is within ``lora_margin`` of full

@@ -63,7 +63,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
                      np.float32)
   clip = np.asarray([NON_PRIVATE_CLIP if e is None else cfg.clip
                      for e, _ in members], np.float32)
-  lr = np.asarray([lr for _, lr in members], np.float32)
+  rates = np.asarray([lr for _, lr in members], np.float32)
   keys = jax.vmap(jax.random.key)(np.asarray(cfg.seeds))
   data = (ds.x_train, ds.y_train)
   dense = _training.dense_program(cfg, sampler, steps)
@@ -74,17 +74,19 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
           a, (len(cfg.seeds),) + a.shape), pretrained), None),
       lora=(_training.lora_program(cfg, sampler, steps),
             np.zeros(len(cfg.seeds)), pretrained))
-  out, non_private = {}, {}
+  out, non_private, bits = {}, {}, {}
   for kind in _training.KINDS:
     ctx.say(f'{kind}: {len(members)} (eps, lr) members, {steps} steps')
     program, start, frozen = starts[kind]
-    trained, state = program(keys, start, frozen, sigma, clip, lr, *data)
+    trained, state = program(keys, start, frozen, sigma, clip, rates,
+                             *data)
     val = _training.evaluate(cfg, kind, trained, pretrained, ds.x_val,
                              ds.y_val)
     test = _training.evaluate(cfg, kind, trained, pretrained, ds.x_test,
                               ds.y_test)
-    dimension = sum(int(np.prod(a.shape[2:]))
-                    for a in jax.tree.leaves(trained))
+    one = jax.tree.map(lambda a: a[0, 0], trained)  # one run's tree
+    dimension = sum(int(a.size) for a in jax.tree.leaves(one))
+    bits[kind] = dpjax.transforms.dpsgd_bits(one)
     out[kind] = {}
     for e, eps in enumerate(list(cfg.epsilons) + [None]):
       cols = [i for i, (m, _) in enumerate(members)
@@ -103,6 +105,4 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
                           '28x28)', n=len(x_pub)),
               steps=steps, sampling_rate=sampler.sampling_rate,
               pretrained=pretrained_acc, private=out, non_private=non_private,
-              bits=dict(full=dpjax.transforms.dpsgd_bits(pretrained),
-                        lora=out['lora'][str(cfg.epsilons[0])]['dimension'] *
-                        32))
+              bits=dict(full=bits['full'], lora=bits['lora']))
