@@ -75,7 +75,7 @@ def _adapter_size():
   return RANK * (D_IN + HIDDEN) + RANK * (HIDDEN + OUT)
 
 
-def test_frozen_tree_is_a_pretrained_dense_tree_and_init_is_the_pretrained_model():
+def test_frozen_tree_is_the_pretrained_tree_and_init_the_pretrained_model():
   model, pretrained, _, _, (x, _) = _setup()
   fresh = model.init(jax.random.key(5), x[0])
   assert (jax.tree.map(jnp.shape, fresh[FROZEN]) ==
@@ -265,7 +265,8 @@ def test_bench_lora_rows_noise_the_adapters_and_ghost_equals_vmap(capsys):
   """``bench finetune``: the LoRA rows train the adapters only, and one DP
   step of ghost and of vmap clipping (same noise key) give the same
   parameters; its quick setting prints every row."""
-  from experiments.bench import finetune as bench  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from experiments.bench import finetune as bench
   rows = bench.build_rows('mlp', 4, 2)
   assert rows['LoRA | DP ghost'][2] == 2 * (784 + 512 + 512 + 512 + 512 + 10)
   assert rows['full | DP ghost'][2] == 784 * 512 + 512 * 512 + 512 * 10 + (
