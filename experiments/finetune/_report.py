@@ -44,7 +44,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       report_lib.dataset_line(results['dataset']) + ' (private; validation: '
       'the fixed 500-image split)', '',
       f"784-{cfg['hidden']}-10 tanh MLP pretrained without privacy on the "
-      f"public {public['name']} ({public['n']} images, Adam, "
+      f"public {public['name']} ({public['n']} images, AdamW, "
       f"{cfg['pretrain_epochs']} epochs, random shifts of up to "
       f"{cfg['pretrain_shift']} pixels), then fine-tuned on MNIST-5k's "
       'train split with DP-SGD (ghost clipping, C = '
