@@ -5,7 +5,8 @@ chained like any optimizer; each privatizing one has a companion that builds
 its ``DpEvent`` (``dpjax.accounting``) from the same hyperparameters, and a
 ``PrivacyLedger`` composes what ran. Families live in subpackages:
 ``transforms``, ``clipping``, ``compression``, ``noise``, ``recovery``,
-``sampling``, ``distributed``, ``nonparametric``, ``accounting``, ``audit``.
+``sampling``, ``distributed``, ``nonparametric``, ``finetune``,
+``accounting``, ``audit``.
 This namespace holds what people chain, plus the subpackages.
 
 Glossary (one name per role, everywhere):
@@ -43,6 +44,7 @@ from dpjax import clipping
 from dpjax import compression
 from dpjax import correlated_noise
 from dpjax import distributed
+from dpjax import finetune
 from dpjax import noise
 from dpjax import nonparametric
 from dpjax import recovery
@@ -98,6 +100,7 @@ __all__ = [
     'distributed',
     'dpsgd',
     'dpsgd_step_event',
+    'finetune',
     'laplace_privatizer',
     'noise',
     'nonparametric',

@@ -13,7 +13,8 @@ from types import ModuleType
 NAMES = ('dpsgd_baseline', 'rs_tradeoff', 'rs_privacy', 'rs_attack',
          'compressive_regression', 'cpsgd_mechanisms', 'cpsgd_dme',
          'cpsgd_training', 'distributed_dp', 'qdpsgd', 'compgd',
-         'nonparametric', 'trees', 'correlated_noise', 'audit')
+         'nonparametric', 'trees', 'correlated_noise', 'finetune',
+         'audit')
 
 
 def module(name: str) -> ModuleType:

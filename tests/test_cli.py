@@ -243,6 +243,8 @@ TINY = {
                           sweep_datasets=['iris'], max_test=20, min_test=1),
     'correlated_noise': dict(num_seeds=2, epochs=1, clips=[0.3, 1.0],
                              learning_rates=[0.1], expected_users=48),
+    'finetune': dict(num_seeds=2, epochs=1, learning_rates=[0.1], hidden=8,
+                     rank=2, pretrain_epochs=1),
     'audit': dict(num_seeds=2, trials=400, cases=['gaussian', 'dpsgd_vmap'],
                   one_run_epsilons=[2.0], one_run_canaries=50,
                   one_run_guesses=10),
@@ -250,8 +252,9 @@ TINY = {
 
 
 # The two slowest tiny runs (about 90 s together) go to the slow stage, which
-# also runs every experiment on every dataset it accepts.
-SLOW_TINY = ('rs_privacy', 'rs_tradeoff')
+# also runs every experiment on every dataset it accepts; finetune's tiny run
+# is in the default stage in tests/test_finetune.py.
+SLOW_TINY = ('finetune', 'rs_privacy', 'rs_tradeoff')
 
 
 @pytest.mark.spread
