@@ -260,6 +260,60 @@ def test_sequence_model_uses_both_norm_forms_and_the_embedding():
       'ghost embedding')
 
 
+def test_layer_norms_override_forces_one_form_and_keeps_the_sums():
+  loss, params, batch = seq_case()
+  direct = "['params']['Dense_0']['kernel']"  # T^2 > K N: direct by default
+  gram = "['params']['Dense_1']['kernel']"  # T^2 <= K N: Gram by default
+  forced = {form: dpjax.clipping.ghost_plan(loss, params, batch,
+                                            layer_norms=form)
+            for form in ('ghost', 'per_example')}
+  assert forced['ghost'][direct].startswith('ghost dense (Gram'), forced
+  assert forced['per_example'][gram].startswith('ghost dense (direct'), forced
+  clip = median_clip(loss, params, batch)
+  fns = [clipped_grad_sum(loss, clip)] + [
+      clipped_grad_sum(loss, clip, 'ghost', layer_norms=form, ghost_mode=mode)
+      for form in ('ghost', 'per_example')
+      for mode in ('bookkeeping', 'two_pass')]
+  exact, *ghosts = jax.jit(lambda p, b: [f(p, b) for f in fns])(params, batch)
+  for ghost in ghosts:
+    assert_same(ghost, exact)
+
+
+def test_auto_ghost_mode_follows_the_memory_model(monkeypatch):
+  """'auto' is book-keeping while its output gradients are small, two-pass
+  once they exceed both 2x the parameter bytes and the absolute floor."""
+  from dpjax.clipping import _ghost_plan  # pylint: disable=g-import-not-at-top
+  from dpjax.clipping import _ghost_two_pass  # pylint: disable=g-import-not-at-top
+  loss, params, batch = cnn_case()
+  plan = _ghost_plan.make_plan(loss, params, batch, 'per_example')
+  flat = jax.tree.leaves(params)
+  param_bytes = sum(p.size * p.dtype.itemsize for p in flat)
+  # Float32 output gradients of the taps: [B, 4, 4, 4] (conv, stride 2),
+  # [B, 2, 2, 6] (conv) and [B, 3] (Dense).
+  extra = _ghost_two_pass.bookkeeping_extra_bytes(plan, B)
+  assert extra == B * (4 * 4 * 4 + 2 * 2 * 6 + 3) * 4, extra
+  assert extra > 2 * param_bytes
+  assert _ghost_two_pass.choose_mode(plan, flat, B, 'auto') == 'bookkeeping'
+  for mode in ('bookkeeping', 'two_pass'):
+    assert _ghost_two_pass.choose_mode(plan, flat, B, mode) == mode
+
+  def loops(fn):  # two-pass runs its passes in a while loop
+    jaxpr = jax.make_jaxpr(fn)(params, batch)
+    return 'while[' in str(jaxpr)
+
+  auto = clipped_grad_sum(loss, 1.0, 'ghost')
+  assert not loops(auto)
+  monkeypatch.setattr(_ghost_two_pass, 'TWO_PASS_MIN_BYTES', extra - 1)
+  assert _ghost_two_pass.choose_mode(plan, flat, B, 'auto') == 'two_pass'
+  assert loops(auto)
+  assert not loops(clipped_grad_sum(loss, 1.0, 'ghost',
+                                    ghost_mode='bookkeeping'))
+  # Below 2x the parameter bytes book-keeping stays, whatever the floor.
+  monkeypatch.setattr(_ghost_two_pass, 'TWO_PASS_PARAM_RATIO',
+                      extra / param_bytes)
+  assert _ghost_two_pass.choose_mode(plan, flat, B, 'auto') == 'bookkeeping'
+
+
 @pytest.mark.parametrize('name', ['cnn', 'seq'])
 def test_per_layer_clipping_matches_vmap(name):
   loss, params, batch = CASES[name]()
