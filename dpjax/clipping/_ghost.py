@@ -18,7 +18,9 @@ norm and book-keeping formulas (Dense / einsum, conv, embedding) are in
 Memory: book-keeping keeps every ghost layer's input and output gradient until
 all norms are known (the inputs a non-private backward keeps anyway, plus the
 output gradients), and a coordinate mask or a long sequence may select the
-direct form for a layer. Requirements: ``loss_fn(params, example)`` is a
+direct form for a layer. ``clipped_grad_sum(..., ghost_mode='two_pass')``
+(``_ghost_two_pass.py``) keeps none of the output gradients, at the cost of a
+second forward and backward pass. Requirements: ``loss_fn(params, example)`` is a
 per-example function (no coupling across examples such as BatchNorm, the same
 requirement as the vmap path) returning a real scalar; params are float
 arrays.
