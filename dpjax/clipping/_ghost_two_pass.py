@@ -37,6 +37,18 @@ its norm and its weighted row.
 Cost: two forward and two backward passes (the first also forms a weight
 gradient with zero weights), against one of each for book-keeping; memory:
 the non-private backward's plus one layer's norm temporaries.
+
+Example:
+  >>> loss = lambda w, x: jnp.sum(jnp.tanh(x @ w))
+  >>> w, x, mask = jnp.ones((3, 2)), jnp.ones((4, 3)), jnp.ones(4, bool)
+  >>> plan = _ghost_plan.make_plan(loss, w, x, 'per_example')
+  >>> choose_mode(plan, [w], 4, 'auto')  # 4 x 2 output gradients: small
+  'bookkeeping'
+  >>> two = dpjax.clipped_grad_sum(loss, 0.5, 'ghost', ghost_mode='two_pass')
+  >>> one = dpjax.clipped_grad_sum(loss, 0.5, 'ghost')
+  >>> bool(jnp.allclose(two(w, x, mask).grad_sum.value,
+  ...                   one(w, x, mask).grad_sum.value, rtol=1e-6))
+  True
 """
 
 import math
