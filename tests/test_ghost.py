@@ -40,23 +40,44 @@ def assert_same(a, b, rtol=2e-5, atol=2e-6):
   chex.assert_trees_all_close(a, b, rtol=rtol, atol=atol)
 
 
+def assert_rel(a, b, rtol=1e-6):
+  """Every leaf of ``a`` within ``rtol`` of ``b`` relative to max |b|."""
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    assert np.array_equal(np.isfinite(x), np.isfinite(y))
+    fin = np.isfinite(y)
+    scale = np.max(np.abs(y[fin]), initial=0.0)
+    assert np.max(np.abs(x[fin] - y[fin]), initial=0.0) <= rtol * scale, (
+        np.max(np.abs(x[fin] - y[fin]), initial=0.0), scale)
+
+
 def both(loss, clip, params, batch, mask=None, coordinate_mask=None,
          also_unmasked=False):
   """(vmap result, ghost result), computed in one jitted call.
 
   With ``also_unmasked``: (vmap, ghost) without ``coordinate_mask``, then
-  (vmap, ghost) with it, still one compilation.
+  (vmap, ghost) with it, still one compilation. The ghost result is the
+  book-keeping form; the same call computes the two-pass form and checks
+  that it equals book-keeping to 1e-6 (relative to each leaf's largest
+  entry): a two-pass divergence fails every test that uses ``both``.
   """
   exact = clipped_grad_sum(loss, clip)
-  ghost = clipped_grad_sum(loss, clip, method='ghost')
+  ghost = clipped_grad_sum(loss, clip, method='ghost',
+                           ghost_mode='bookkeeping')
+  two = clipped_grad_sum(loss, clip, method='ghost', ghost_mode='two_pass')
 
   def run(params, batch, mask, cmask):
     out = (exact(params, batch, mask, cmask), ghost(params, batch, mask, cmask))
+    twos = (two(params, batch, mask, cmask),)
     if also_unmasked:
       out = (exact(params, batch, mask), ghost(params, batch, mask)) + out
-    return out
+      twos = (two(params, batch, mask),) + twos
+    return out, twos
 
-  return jax.jit(run)(params, batch, mask, coordinate_mask)
+  out, twos = jax.jit(run)(params, batch, mask, coordinate_mask)
+  for two_pass, bookkeeping in zip(twos, out[1::2], strict=True):
+    assert_rel(two_pass, bookkeeping)
+  return out
 
 
 def median_clip(loss, params, batch):
@@ -239,6 +260,59 @@ def test_sequence_model_uses_both_norm_forms_and_the_embedding():
       'ghost embedding')
 
 
+def test_layer_norms_override_forces_one_form_and_keeps_the_sums():
+  loss, params, batch = seq_case()
+  direct = "['params']['Dense_0']['kernel']"  # T^2 > K N: direct by default
+  gram = "['params']['Dense_1']['kernel']"  # T^2 <= K N: Gram by default
+  forced = {form: dpjax.clipping.ghost_plan(loss, params, batch,
+                                            layer_norms=form)
+            for form in ('ghost', 'per_example')}
+  assert forced['ghost'][direct].startswith('ghost dense (Gram'), forced
+  assert forced['per_example'][gram].startswith('ghost dense (direct'), forced
+  clip = median_clip(loss, params, batch)
+  fns = [clipped_grad_sum(loss, clip)] + [
+      clipped_grad_sum(loss, clip, 'ghost', layer_norms=form, ghost_mode=mode)
+      for form in ('ghost', 'per_example')
+      for mode in ('bookkeeping', 'two_pass')]
+  exact, *ghosts = jax.jit(lambda p, b: [f(p, b) for f in fns])(params, batch)
+  for ghost in ghosts:
+    assert_same(ghost, exact)
+
+
+def test_auto_ghost_mode_follows_the_memory_model(monkeypatch):
+  """'auto' is book-keeping while its output gradients are small, two-pass
+  once they exceed both 2x the parameter bytes and the absolute floor."""
+  from dpjax.clipping import _ghost_plan  # pylint: disable=g-import-not-at-top
+  from dpjax.clipping import _ghost_two_pass  # pylint: disable=g-import-not-at-top
+  loss, params, batch = cnn_case()
+  plan = _ghost_plan.make_plan(loss, params, batch, 'per_example')
+  flat = jax.tree.leaves(params)
+  param_bytes = sum(p.size * p.dtype.itemsize for p in flat)
+  # Float32 output gradients of the taps: [B, 4, 4, 4] (conv, stride 2),
+  # [B, 2, 2, 6] (conv) and [B, 3] (Dense).
+  extra = _ghost_two_pass.bookkeeping_extra_bytes(plan, B)
+  assert extra == B * (4 * 4 * 4 + 2 * 2 * 6 + 3) * 4, extra
+  assert extra > 2 * param_bytes
+  assert _ghost_two_pass.choose_mode(plan, flat, B, 'auto') == 'bookkeeping'
+  for mode in ('bookkeeping', 'two_pass'):
+    assert _ghost_two_pass.choose_mode(plan, flat, B, mode) == mode
+
+  def jaxpr(mode):
+    fn = clipped_grad_sum(loss, 1.0, 'ghost', ghost_mode=mode)
+    return str(jax.make_jaxpr(fn)(params, batch))
+
+  forced = {mode: jaxpr(mode) for mode in ('bookkeeping', 'two_pass')}
+  assert forced['bookkeeping'] != forced['two_pass']
+  assert jaxpr('auto') == forced['bookkeeping']
+  monkeypatch.setattr(_ghost_two_pass, 'TWO_PASS_MIN_BYTES', extra - 1)
+  assert _ghost_two_pass.choose_mode(plan, flat, B, 'auto') == 'two_pass'
+  assert jaxpr('auto') == forced['two_pass']
+  # Below 2x the parameter bytes book-keeping stays, whatever the floor.
+  monkeypatch.setattr(_ghost_two_pass, 'TWO_PASS_PARAM_RATIO',
+                      extra / param_bytes)
+  assert _ghost_two_pass.choose_mode(plan, flat, B, 'auto') == 'bookkeeping'
+
+
 @pytest.mark.parametrize('name', ['cnn', 'seq'])
 def test_per_layer_clipping_matches_vmap(name):
   loss, params, batch = CASES[name]()
@@ -265,9 +339,10 @@ def test_coordinate_mask_gives_the_clipped_sum_of_masked_gradients():
   assert_same(out, definition)
 
 
-def test_padded_rows_contribute_exactly_nothing():
+@pytest.mark.parametrize('mode', ['bookkeeping', 'two_pass'])
+def test_padded_rows_contribute_exactly_nothing(mode):
   loss, params, (x, y) = mlp_case()
-  fn = jax.jit(clipped_grad_sum(loss, 0.5, method='ghost'))
+  fn = jax.jit(clipped_grad_sum(loss, 0.5, method='ghost', ghost_mode=mode))
   real = fn(params, (x, y))
   garbage = np.array(normal(1, (4, 7), 1e3))
   garbage[0], garbage[1] = np.nan, np.inf
@@ -288,15 +363,20 @@ def test_nonfinite_examples_are_dropped_like_vmap(name):
   batch = (x, y)
   clip = 0.5 if name != 'cnn' else jax.tree.map(lambda _: 0.3, params)
   exact = clipped_grad_sum(loss, clip)
-  ghost = clipped_grad_sum(loss, clip, 'ghost')
+  ghost = clipped_grad_sum(loss, clip, 'ghost', ghost_mode='bookkeeping')
+  two = clipped_grad_sum(loss, clip, 'ghost', ghost_mode='two_pass')
   keep = np.arange(B) != 2
-  exact, ghost, dropped = jax.jit(lambda p, b: (
-      exact(p, b), ghost(p, b), ghost(p, b, keep)))(params, batch)
-  chex.assert_tree_all_finite(ghost.grad_sum)
-  assert int(dpjax.clipping.count_nonfinite(ghost.norms)) == 1
-  assert not np.isfinite(np.asarray(jax.tree.leaves(ghost.norms)[0])[2])
-  assert_same(ghost.grad_sum, exact.grad_sum)
+  exact, ghost, dropped, two, two_dropped = jax.jit(lambda p, b: (
+      exact(p, b), ghost(p, b), ghost(p, b, keep), two(p, b),
+      two(p, b, keep)))(params, batch)
+  for out in (ghost, two):
+    chex.assert_tree_all_finite(out.grad_sum)
+    assert int(dpjax.clipping.count_nonfinite(out.norms)) == 1
+    assert not np.isfinite(np.asarray(jax.tree.leaves(out.norms)[0])[2])
+    assert_same(out.grad_sum, exact.grad_sum)
   assert_same(ghost.grad_sum, dropped.grad_sum)
+  assert_rel(two.grad_sum, ghost.grad_sum)
+  assert_rel(two_dropped.grad_sum, dropped.grad_sum)
 
 
 def test_huge_clip_gives_the_plain_gradient_sum():
@@ -626,6 +706,16 @@ def test_bad_arguments_raise():
   loss, params, batch = mlp_case()
   with pytest.raises(ValueError, match="fallback='nope'"):
     clipped_grad_sum(loss, 1.0, 'ghost', fallback='nope')
+  with pytest.raises(ValueError, match="ghost_mode='one_pass'"):
+    clipped_grad_sum(loss, 1.0, 'ghost', ghost_mode='one_pass')
+  with pytest.raises(ValueError, match="layer_norms='gram'"):
+    clipped_grad_sum(loss, 1.0, 'ghost', layer_norms='gram')
+  with pytest.raises(ValueError, match="layer_norms='gram'"):
+    dpjax.clipping.ghost_plan(loss, params, batch, layer_norms='gram')
+  with pytest.raises(ValueError, match="ghost_mode='auto '"):
+    dpjax.clipping.sharded_clipped_grad_sum(
+        loss, 1.0, 'ghost', mesh=jax.make_mesh((1,), ('data',)),
+        ghost_mode='auto ')
   with pytest.raises(ValueError, match='coordinate_mask'):
     clipped_grad_sum(loss, 1.0, 'ghost')(params, batch, None,
                                                {'wrong': 1.0})

@@ -6,6 +6,8 @@ gather's forward clamps such an id while its transposed scatter drops it), and
 weights or views in bf16 (contributions rounded after clipping).
 """
 
+import itertools
+
 import hypothesis
 from hypothesis import strategies as st
 import jax
@@ -84,8 +86,11 @@ def _embed_both(params, batch):
   clip = per_leaf_clip(params)
   mask = jnp.ones(batch['ids'].shape[0], bool)
   return (dpjax.clipped_grad_sum(embed_loss, clip)(params, batch, mask),
-          dpjax.clipped_grad_sum(embed_loss, clip, 'ghost')(params, batch,
-                                                             mask))
+          dpjax.clipped_grad_sum(embed_loss, clip, 'ghost',
+                                 ghost_mode='bookkeeping')(params, batch,
+                                                           mask),
+          dpjax.clipped_grad_sum(embed_loss, clip, 'ghost',
+                                 ghost_mode='two_pass')(params, batch, mask))
 
 
 def _close(a, b, rtol=2e-5, atol=2e-6):
@@ -100,19 +105,20 @@ def test_every_gather_mode_follows_the_transposed_scatter():
   assert all(v.startswith('ghost embedding') for v in plan.values()), plan
   batch = jax.tree.map(lambda c, r: jnp.concatenate([c, r]), canary(),
                        adversarial_ids(1, 2 * B))
-  exact, ghost = _embed_both(embed_params(), batch)
-  # Row 0: a dropped id counts nowhere, so the gradient is -u on the last
-  # row and on row 0 (norm 1000 sqrt 2), not the 0 of clamping both
-  # dropped ids onto the row of their opposite; the clip mode does clamp
-  # (int32 ids: u - u on both rows; uint8: 200 and 5 clamp to one row).
-  norms = {k: float(v[0]) for k, v in ghost.norms.items()}
-  assert norms.pop('clip') == 0.0, norms
-  for mode, norm in norms.items():
-    np.testing.assert_allclose(norm, 1000.0 * np.sqrt(2), rtol=1e-6,
-                               err_msg=mode)
-  # Output gradients reach 2e3 and cancel: float32 leaves about 1e-4.
-  _close(ghost.norms, exact.norms, atol=2e-4)
-  _close(ghost.grad_sum, exact.grad_sum, atol=2e-4)
+  exact, *ghosts = _embed_both(embed_params(), batch)
+  for ghost in ghosts:  # book-keeping, two-pass
+    # Row 0: a dropped id counts nowhere, so the gradient is -u on the last
+    # row and on row 0 (norm 1000 sqrt 2), not the 0 of clamping both
+    # dropped ids onto the row of their opposite; the clip mode does clamp
+    # (int32 ids: u - u on both rows; uint8: 200 and 5 clamp to one row).
+    norms = {k: float(v[0]) for k, v in ghost.norms.items()}
+    assert norms.pop('clip') == 0.0, norms
+    for mode, norm in norms.items():
+      np.testing.assert_allclose(norm, 1000.0 * np.sqrt(2), rtol=1e-6,
+                                 err_msg=mode)
+    # Output gradients reach 2e3 and cancel: float32 leaves about 1e-4.
+    _close(ghost.norms, exact.norms, atol=2e-4)
+    _close(ghost.grad_sum, exact.grad_sum, atol=2e-4)
 
 
 # --- one record moves the clipped sum by at most C, every layer ---------------
@@ -172,15 +178,25 @@ def test_every_layer_has_its_ghost_form():
              for v in plan.values()) == len(EMBED_MODES) + 2
 
 
+# The ghost forms every adversarial test runs (``ghost_mode``).
+GHOST_MODES = ('bookkeeping', 'two_pass')
+# Every clipped-sum variant: (method, ghost_mode).
+VARIANTS = (('vmap', 'auto'),) + tuple(('ghost', m) for m in GHOST_MODES)
+
+
 @jax.jit
 def _add_one(params, batch, clip):
-  """Clipped sums without and with the last record (mask), and its norms."""
+  """Per ghost mode: clipped sums without and with the last record (mask);
+  and the vmap norms."""
   keep = jnp.arange(B + 1) < B
-  fn = dpjax.clipped_grad_sum(layers_loss, clip, 'ghost')
   exact = dpjax.clipped_grad_sum(layers_loss, clip)
   ones = jnp.ones(B + 1, bool)
-  return (fn(params, batch, keep).grad_sum.value, fn(params, batch, ones),
-          exact(params, batch, ones).norms)
+  out = {}
+  for mode in GHOST_MODES:
+    fn = dpjax.clipped_grad_sum(layers_loss, clip, 'ghost', ghost_mode=mode)
+    out[mode] = (fn(params, batch, keep).grad_sum.value,
+                 fn(params, batch, ones))
+  return out, exact(params, batch, ones).norms
 
 
 def _group_norms(a, b):
@@ -195,24 +211,25 @@ def test_adding_one_record_moves_each_layer_by_at_most_c(seed, scale, clip):
   params = layers_params(seed % 7)
   batch = jax.tree.map(lambda x, y: jnp.concatenate([x, y]),
                        layers_batch(seed, B), layers_batch(seed + 1, 1, scale))
-  without, with_, norms = _add_one(params, batch, per_leaf_clip(params, clip))
-  moved = _group_norms(without, with_.grad_sum.value)
-  for name, dist in jax.tree_util.tree_leaves_with_path(moved):
-    path = jax.tree_util.keystr(name)
-    # The record's contribution is its gradient clipped to C: it moves
-    # the sum by exactly min(norm, C), norm the vmap path's.
-    norm = dict(jax.tree_util.tree_leaves_with_path(norms))[name][B]
-    assert dist <= clip * (1 + 1e-5), (path, dist, clip)
-    np.testing.assert_allclose(dist, min(float(norm), clip), rtol=1e-4,
-                               atol=1e-6 * clip, err_msg=path)
+  out, norms = _add_one(params, batch, per_leaf_clip(params, clip))
+  for mode, (without, with_) in out.items():
+    moved = _group_norms(without, with_.grad_sum.value)
+    for name, dist in jax.tree_util.tree_leaves_with_path(moved):
+      path = (mode, jax.tree_util.keystr(name))
+      # The record's contribution is its gradient clipped to C: it moves
+      # the sum by exactly min(norm, C), norm the vmap path's.
+      norm = dict(jax.tree_util.tree_leaves_with_path(norms))[name][B]
+      assert dist <= clip * (1 + 1e-5), (path, dist, clip)
+      np.testing.assert_allclose(dist, min(float(norm), clip), rtol=1e-4,
+                                 atol=1e-6 * clip, err_msg=str(path))
 
 
 # --- bf16: every record's contribution stays within C -------------------------
 
 
-def _contributions(params, batch, clip, method):
+def _contributions(params, batch, clip, method, mode='auto'):
   """Each record's clipped contribution: the clipped sum of a batch of one."""
-  fn = dpjax.clipped_grad_sum(bf16_loss, clip, method)
+  fn = dpjax.clipped_grad_sum(bf16_loss, clip, method, ghost_mode=mode)
   one = lambda ex: fn(params, jax.tree.map(lambda x: x[None], ex),
                       jnp.ones(1, bool)).grad_sum.value
   return jax.vmap(one)(batch)
@@ -229,10 +246,10 @@ def bf16_loss(params, example):
 
 @jax.jit
 def _all_contributions(params32, params16, batch, clip):
-  return {'bf16 weights': [_contributions(params16, batch, clip, m)
-                           for m in dpjax.clipping.METHODS],
-          'bf16 view': [_contributions(params32, batch, clip, m)
-                        for m in dpjax.clipping.METHODS]}
+  return {'bf16 weights': [_contributions(params16, batch, clip, *v)
+                           for v in VARIANTS],
+          'bf16 view': [_contributions(params32, batch, clip, *v)
+                        for v in VARIANTS]}
 
 
 @pytest.mark.parametrize('clip', [0.37, 3.3])
@@ -243,7 +260,7 @@ def test_bf16_contributions_stay_within_c(clip):
   clips = per_leaf_clip(params32, clip)
   out = _all_contributions(params32, params16, batch, clips)
   for variant, by_method in out.items():
-    for method, sums in zip(dpjax.clipping.METHODS, by_method):
+    for method, sums in zip(VARIANTS, by_method):
       for path, leaf in jax.tree_util.tree_leaves_with_path(sums):
         where = (variant, method, jax.tree_util.keystr(path))
         assert leaf.dtype == jnp.float32, where  # never rounded to bf16
@@ -262,14 +279,15 @@ def _bf16_add_one(params16, batch, clip):
   keep, ones = jnp.arange(n) < n - 1, jnp.ones(n, bool)
   mesh = jax.make_mesh((1,), ('data',))
   out = {}
-  for method in dpjax.clipping.METHODS:
-    fn = dpjax.clipped_grad_sum(bf16_loss, clip, method)
-    out[method] = (fn(params16, batch, keep).grad_sum.value,
-                   fn(params16, batch, ones).grad_sum.value)
+  for method, mode in VARIANTS:
+    fn = dpjax.clipped_grad_sum(bf16_loss, clip, method, ghost_mode=mode)
+    name = f'{method} {mode}'
+    out[name] = (fn(params16, batch, keep).grad_sum.value,
+                 fn(params16, batch, ones).grad_sum.value)
     sharded = dpjax.clipping.sharded_clipped_grad_sum(
-        bf16_loss, clip, method, mesh=mesh)
-    out[method + ' sharded'] = (sharded(params16, batch, keep).grad_sum.value,
-                                out[method][1])
+        bf16_loss, clip, method, mesh=mesh, ghost_mode=mode)
+    out[name + ' sharded'] = (sharded(params16, batch, keep).grad_sum.value,
+                              out[name][1])
   return out
 
 
@@ -320,11 +338,15 @@ def cancel_batch():
 
 @jax.jit
 def _cancel_contributions(params, batch, clip):
-  fn = dpjax.clipped_grad_sum(cancel_loss, clip, 'ghost')
-  one = lambda ex: fn(params, jax.tree.map(lambda x: x[None], ex),
-                      jnp.ones(1, bool))
-  out = jax.vmap(one)(batch)
-  return out.grad_sum.value, jax.tree.map(lambda n: n[:, 0], out.norms)
+  out = {}
+  for mode in GHOST_MODES:
+    fn = dpjax.clipped_grad_sum(cancel_loss, clip, 'ghost', ghost_mode=mode)
+    one = lambda ex, fn=fn: fn(params, jax.tree.map(lambda x: x[None], ex),
+                               jnp.ones(1, bool))
+    res = jax.vmap(one)(batch)
+    out[mode] = (res.grad_sum.value,
+                 jax.tree.map(lambda n: n[:, 0], res.norms))
+  return out
 
 
 def test_cancelling_positions_stay_within_c():
@@ -336,12 +358,13 @@ def test_cancelling_positions_stay_within_c():
   assert plan["['conv']"] == 'ghost conv (Gram, T=2)', plan
   batch = cancel_batch()
   clip = 1.0
-  sums, norms = _cancel_contributions(params, batch, {k: clip for k in params})
+  out = _cancel_contributions(params, batch, {k: clip for k in params})
   seq, t = (batch[k].astype(np.float64) for k in ('seq', 't'))
   exact = {'gram': np.einsum('btk,btn->bkn', seq, t),
            'direct': np.einsum('bt,btn->bn', seq[:, :, 0], t[:, :, :2]),
            'conv': np.einsum('btk,btn->bkn', seq, t)}
-  for name, g in exact.items():
+  for (sums, norms), (name, g) in itertools.product(out.values(),
+                                                    exact.items()):
     true = np.linalg.norm(g.reshape(len(g), -1), axis=1)
     # The ghost norm bounds the exact one (float32 Gram can give 0 for
     # norm A d; the certified bound never falls below it) ...

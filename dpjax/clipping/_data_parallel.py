@@ -62,7 +62,9 @@ def _pad_rows(x: jax.Array, rows: int) -> jax.Array:
 def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
                              method: str = 'vmap', *, mesh: Mesh,
                              axis_name: str = 'data',
-                             fallback: str = 'per_example'
+                             fallback: str = 'per_example',
+                             ghost_mode: str = 'auto',
+                             layer_norms: str = 'auto'
                              ) -> Callable[..., _per_example.ClippedGradSum]:
   """``clipped_grad_sum`` with the batch split over a mesh axis.
 
@@ -75,6 +77,8 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
       split over that axis and replicated over any other.
     axis_name: the data-parallel mesh axis.
     fallback: ghost only, as for ``clipped_grad_sum``.
+    ghost_mode: ghost only, as for ``clipped_grad_sum`` (chosen per shard).
+    layer_norms: ghost only, as for ``clipped_grad_sum``.
 
   Returns:
     ``fn(params, batch, mask, coordinate_mask=None) -> ClippedGradSum``,
@@ -105,6 +109,10 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
   if fallback not in _ghost_plan.FALLBACKS:
     raise ValueError(
         f'Expected fallback={fallback!r} in {_ghost_plan.FALLBACKS}.')
+  # The ghost options are checked here, before any tracing.
+  _per_example.clipped_grad_sum(loss_fn, l2_norm_clip, method,
+                                fallback=fallback, ghost_mode=ghost_mode,
+                                layer_norms=layer_norms)
   if not isinstance(mesh, Mesh):
     raise ValueError(f'Expected mesh={mesh!r} to be a jax.sharding.Mesh.')
   if axis_name not in mesh.axis_names:
@@ -115,7 +123,9 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
   def local(clip, params, batch, mask, coordinate_mask):
     params = jax.lax.pcast(params, axis_name, to='varying')
     out = _per_example.clipped_grad_sum(loss_fn, clip, method,
-                                        fallback=fallback)(
+                                        fallback=fallback,
+                                        ghost_mode=ghost_mode,
+                                        layer_norms=layer_norms)(
                                             params, batch, mask,
                                             coordinate_mask)
     return jax.lax.psum(out.grad_sum.value, axis_name), out.norms

@@ -18,7 +18,9 @@ norm and book-keeping formulas (Dense / einsum, conv, embedding) are in
 Memory: book-keeping keeps every ghost layer's input and output gradient until
 all norms are known (the inputs a non-private backward keeps anyway, plus the
 output gradients), and a coordinate mask or a long sequence may select the
-direct form for a layer. Requirements: ``loss_fn(params, example)`` is a
+direct form for a layer. ``clipped_grad_sum(..., ghost_mode='two_pass')``
+(``_ghost_two_pass.py``) keeps none of the output gradients, at the cost of a
+second forward and backward pass. Requirements: ``loss_fn(params, example)`` is a
 per-example function (no coupling across examples such as BatchNorm, the same
 requirement as the vmap path) returning a real scalar; params are float
 arrays.
@@ -141,7 +143,8 @@ class GhostGrads:
 
 def ghost_grads(loss_fn: Callable[[PyTree, PyTree], jax.Array],
                 params: PyTree, batch: PyTree, *,
-                fallback: str = 'per_example') -> GhostGrads:
+                fallback: str = 'per_example',
+                layer_norms: str = 'auto') -> GhostGrads:
   """Runs the batched forward/backward pass of ghost clipping.
 
   Args:
@@ -151,6 +154,8 @@ def ghost_grads(loss_fn: Callable[[PyTree, PyTree], jax.Array],
     fallback: ``'per_example'`` (default) gives leaves that cannot be factored
       exact per-example gradients; ``'error'`` raises a ``ValueError`` naming
       them instead (elementwise uses such as biases are always allowed).
+    layer_norms: ``'auto'``, ``'ghost'`` or ``'per_example'``: the norm form
+      of layers applied at several positions (``clipped_grad_sum``).
 
   Returns:
     A ``GhostGrads``.
@@ -169,7 +174,14 @@ def ghost_grads(loss_fn: Callable[[PyTree, PyTree], jax.Array],
   # of per-example conv gradients is wrong (see ``_sharding.py``).
   batch = _sharding.replicate_on_mesh(jax.tree.map(jnp.asarray, batch))
   params_flat = [jnp.asarray(p) for p in jax.tree.leaves(params)]
-  plan = _ghost_plan.make_plan(loss_fn, params, batch, fallback)
+  plan = _ghost_plan.make_plan(loss_fn, params, batch, fallback, layer_norms)
+  return ghost_grads_from_plan(plan, params_flat, batch)
+
+
+def ghost_grads_from_plan(plan: _ghost_plan.Plan, params_flat,
+                          batch: PyTree) -> GhostGrads:
+  """``ghost_grads`` on a plan made by ``_ghost_plan.make_plan`` (batch
+  already replicated on a mesh)."""
   g_taps, g_leaves, captured = _ghost_plan.backprop(plan, params_flat,
                                                     jax.tree.leaves(batch))
   g_taps, g_leaves, captured = _sharding.replicate_on_mesh(
@@ -186,13 +198,15 @@ def ghost_grads(loss_fn: Callable[[PyTree, PyTree], jax.Array],
 
 
 def ghost_plan(loss_fn: Callable[[PyTree, PyTree], jax.Array],
-               params: PyTree, batch: PyTree) -> dict[str, str]:
+               params: PyTree, batch: PyTree, *,
+               layer_norms: str = 'auto') -> dict[str, str]:
   """How ghost clipping handles each parameter leaf (for inspection).
 
   Args:
     loss_fn: ``loss_fn(params, example) -> scalar`` for ONE example.
     params: the parameters.
     batch: a batch (leading axis B) or any pytree of arrays of that shape.
+    layer_norms: as for ``clipped_grad_sum``.
 
   Returns:
     ``{leaf path: description}``, e.g. ``'ghost dense (T=1, ||a||^2
@@ -208,7 +222,8 @@ def ghost_plan(loss_fn: Callable[[PyTree, PyTree], jax.Array],
     ['w'] -> ghost dense (T=1, ||a||^2 ||g||^2)
   """
   batch = jax.tree.map(jnp.asarray, batch)
-  plan = _ghost_plan.make_plan(loss_fn, params, batch, 'per_example')
+  plan = _ghost_plan.make_plan(loss_fn, params, batch, 'per_example',
+                               layer_norms)
   out = {}
   for leaf, name in enumerate(_ghost_plan.leaf_names(params)):
     if leaf in plan.unused:

@@ -204,8 +204,35 @@ def conv_gram_sq_norm(tap: _ghost_plan.Tap, a, g) -> jax.Array:
                      big_g.shape[-1])
 
 
+def _patch_norms(tap: _ghost_plan.Tap, a) -> jax.Array:
+  """|p_t| [B, 1, T] of a conv tap without its patches: the layer's conv of
+  the squared input with an all-ones filter of one output feature (the
+  same windows, strides, padding and dilation), at ``precision=HIGHEST``."""
+  eqn = tap.eqn
+  _, rhs_spec, out_spec = eqn.params['dimension_numbers']
+  shape = list(eqn.invars[tap.operand].aval.shape)
+  shape[rhs_spec[0]] = 1
+  ones = jnp.ones(shape, jnp.float32)
+
+  def one(x):
+    x = jnp.square(x.astype(jnp.float32))
+    return _ghost_plan.bind(eqn, [x, ones], precision=(HIGHEST, HIGHEST),
+                            preferred_element_type=None)[0]
+
+  sq = jax.vmap(one)(a)
+  perm = [0] + [1 + d for d in (out_spec[0], *out_spec[2:], out_spec[1])]
+  sq = jnp.transpose(sq, perm).reshape(a.shape[0], 1, -1)
+  return jnp.sqrt(sq)
+
+
 def conv_direct_bound(tap: _ghost_plan.Tap, a, g, n2, mask_max=1.0):
   """Certified ||G||^2 from ``n2``, the squared norm of a computed
-  per-example filter gradient (a length-T sum per entry)."""
-  _, alpha, _, beta = _conv_factors(tap, a, g)
+  per-example filter gradient (a length-T sum per entry). The patch norms
+  come from ``_patch_norms``: the im2col slices of ``_conv_factors`` would
+  all be alive at once for a large kernel (64 of them for an 8 x 8 one)."""
+  alpha = _patch_norms(tap, a)
+  _, out_spec = tap.eqn.params['dimension_numbers'][1:]
+  perm = [0] + [1 + d for d in (out_spec[0], *out_spec[2:], out_spec[1])]
+  big_g = jnp.transpose(g, perm).astype(jnp.float32)
+  beta = _row_norms(big_g.reshape(g.shape[0], -1, big_g.shape[-1]))[:, None]
   return direct_bound(n2, alpha, beta, alpha.shape[-1], mask_max)

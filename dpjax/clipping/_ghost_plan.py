@@ -65,6 +65,9 @@ import jax.numpy as jnp
 
 PyTree = Any
 FALLBACKS = ('per_example', 'error')
+# Per-layer norm form of a multi-position tap (``layer_norms=``): the cost
+# model of ``_ghost_rules._use_gram``, or forced.
+LAYER_NORMS = ('auto', 'ghost', 'per_example')
 
 _P = jex.primitives
 # Call-like primitives whose body is inlined (the nested jaxpr lives in the
@@ -106,6 +109,7 @@ class Tap:
   eqn: Any
   operand: int  # position of the parameter view among the equation inputs
   chain: tuple  # (primitive, params) from the leaf to the view
+  norm_form: str = 'auto'  # one of LAYER_NORMS
 
   @property
   def data_operand(self) -> int:
@@ -209,8 +213,9 @@ def _analyze(jaxpr, in_kinds, prefix, uses, remat_inlined):
   return [read(v) for v in jaxpr.outvars]
 
 
-def _evaluate(jaxpr, consts, args, prefix, plan, z_taps, captured):
-  """Evaluates like ``jax.core.eval_jaxpr``, perturbing and recording taps."""
+def _evaluate(jaxpr, consts, args, prefix, plan, on_tap):
+  """Evaluates like ``jax.core.eval_jaxpr``; a tapped equation's outputs
+  become ``on_tap(path, tap, invals, outs)``."""
   env = {}
 
   def read(v):
@@ -225,14 +230,12 @@ def _evaluate(jaxpr, consts, args, prefix, plan, z_taps, captured):
     invals = [read(v) for v in eqn.invars]
     inner = _inner(eqn, inline_remat=path in plan.remat_inlined)
     if inner is not None:
-      outs = _evaluate(inner[0], inner[1], invals, path, plan, z_taps,
-                       captured)
+      outs = _evaluate(inner[0], inner[1], invals, path, plan, on_tap)
     else:
       outs = bind(eqn, invals)
       tap = plan.taps.get(path)
       if tap is not None:
-        captured[path] = invals[tap.data_operand]
-        outs = [outs[0] + z_taps[path]]
+        outs = on_tap(path, tap, invals, outs)
     for v, x in zip(eqn.outvars, outs):
       if not isinstance(v, jex.DropVar):
         env[v] = x
@@ -317,10 +320,14 @@ def shape_struct(aval, drop: int = 0,
                               manual_axis_type=mat)
 
 
-def make_plan(loss_fn, params, batch, fallback: str) -> Plan:
+def make_plan(loss_fn, params, batch, fallback: str,
+              layer_norms: str = 'auto') -> Plan:
   """Traces one example and decides, per parameter leaf, ghost or not."""
   if fallback not in FALLBACKS:
     raise ValueError(f'Expected fallback={fallback!r} in {FALLBACKS}.')
+  if layer_norms not in LAYER_NORMS:
+    raise ValueError(f'Expected layer_norms={layer_norms!r} in '
+                     f'{LAYER_NORMS}.')
   example = jax.tree.map(
       lambda x: shape_struct(jax.typeof(x), 1, jax.typeof(x).weak_type), batch)
   closed = jax.make_jaxpr(loss_fn)(params, example)
@@ -349,7 +356,7 @@ def make_plan(loss_fn, params, batch, fallback: str) -> Plan:
       if kind is not None:
         use = leaf_uses[0]
         taps[use.path] = Tap(leaf, kind, use.eqn, use.operand,
-                              use.kind.view[1])
+                              use.kind.view[1], layer_norms)
         leaf_of_tap[leaf] = use.path
         continue
     else:
@@ -388,8 +395,13 @@ def backprop(plan: Plan, params_flat, batch_flat):
     for leaf, z in z_leaves.items():
       args[leaf] = args[leaf] + z
     captured = {}
+
+    def on_tap(path, tap, invals, outs):
+      captured[path] = invals[tap.data_operand]
+      return [outs[0] + z_taps[path]]
+
     out = _evaluate(closed.jaxpr, closed.consts, args + list(example), (),
-                    plan, z_taps, captured)[0]
+                    plan, on_tap)[0]
     return out, captured
 
   def per_example(example):

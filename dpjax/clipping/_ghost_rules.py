@@ -14,8 +14,9 @@ example):
 * norm, Gram form (Li et al. eq. 4): ``||G_i||^2 = sum_{t,s} (a_t . a_s)
   (g_t . g_s)``, for T = 1 simply ``||a||^2 ||g||^2``; T^2 floats per example.
   The direct form builds ``G_i`` (d_in d_out floats per example). Each layer
-  takes the one that needs less memory, Gram iff T^2 <= d_in d_out (the mixed
-  ghost norm of Bu et al. 2023, Sec. 3.2). A coordinate mask M (random
+  takes the one that needs less memory, Gram iff T^2 <= d_in d_out (the
+  mixed ghost norm of Bu et al. 2022 and 2023, Sec. 3.2; ``layer_norms=``
+  overrides it). A coordinate mask M (random
   sparsification) needs ``||M * G_i||``: ``(a^2)^T M (g^2)`` for T = 1, else
   the direct form;
 * book-keeping: ``sum_i c_i G_i = einsum('bti,b,bto->io', a, c, g)``, the
@@ -103,15 +104,25 @@ def _dot_dims(tap: _ghost_plan.Tap):
 
 
 def _use_gram(tap: _ghost_plan.Tap, masked: bool) -> bool:
-  """Gram form iff it needs less memory per example than the direct form.
+  """Gram (ghost) form iff it needs less memory per example than the direct
+  form (instantiated per-example gradient), unless ``tap.norm_form`` forces.
 
-  Direct: the per-example weight gradient, K * N floats. Gram: T^2 inner
-  products (conv patches are never materialized, see
-  ``_ghost_norms.conv_gram_sq_norm``).
-  A coordinate mask needs the direct form unless T = 1.
+  Cost model after Bu et al. 2022 ("Scalable and Efficient Training of
+  Large Convolutional Neural Networks with Differential Privacy", Sec. 3):
+  the Gram form needs T x T inner products per example, the direct form
+  the K x N per-example gradient; ghost iff T^2 <= K N. (Bu et al. count
+  both Gram matrices, 2 T^2 < K N; here the product of the two is reduced
+  over s as it is formed, and conv patches are never materialized, see
+  ``_ghost_norms.conv_gram_sq_norm``.) One position (T = 1) is always
+  ``||a||^2 ||g||^2``; a coordinate mask needs the direct form unless
+  T = 1.
   """
   _, t, k, n = _dims(tap)
-  return t == 1 or (not masked and t * t <= k * n)
+  if t == 1:
+    return True
+  if masked or tap.norm_form == 'per_example':
+    return False
+  return tap.norm_form == 'ghost' or t * t <= k * n
 
 
 def _dot_view_dims(tap: _ghost_plan.Tap):

@@ -36,6 +36,7 @@ import numpy as np
 from dpjax import _clipped_sum
 from dpjax.clipping import _ghost
 from dpjax.clipping import _ghost_plan
+from dpjax.clipping import _ghost_two_pass
 from dpjax.clipping import _sharding
 from dpjax import _numerics
 from dpjax import _validate
@@ -152,6 +153,17 @@ def _clip_factored(sq_norms: list[jax.Array],
       finite gradients are clipped, not dropped. Elsewhere the norm is
       exactly sqrt(sum of squared norms).
   """
+  weights, valid, norms, clip_def = _clip_weights(
+      sq_norms, l2_norm_clip, treedef, keep, safe_norms)
+  grad_sum = jax.tree.unflatten(treedef, weighted_sums(weights, valid))
+  return ClippedGradSum(
+      _clipped_sum.make(grad_sum, clipped_norm_bound(l2_norm_clip)),
+      jax.tree.unflatten(clip_def, norms))
+
+
+def _clip_weights(sq_norms, l2_norm_clip, treedef, keep, safe_norms):
+  """(per-leaf weights [B], valid [B], per-group norms, clip treedef): the
+  rule of ``_clip_factored`` before the sum."""
   clips, clip_def = jax.tree.flatten(l2_norm_clip)
   index_tree = jax.tree.unflatten(treedef, list(range(treedef.num_leaves)))
   groups = [jax.tree.leaves(sub) for sub in clip_def.flatten_up_to(index_tree)]
@@ -185,10 +197,26 @@ def _clip_factored(sq_norms: list[jax.Array],
     weight = _clip_weight(clip, norm, valid)
     for i in group:
       weights[i] = weight
-  grad_sum = jax.tree.unflatten(treedef, weighted_sums(weights, valid))
+  return weights, valid, norms, clip_def
+
+
+def _two_pass(plan, params_flat, batch_flat, masks, l2_norm_clip, treedef,
+              keep) -> ClippedGradSum:
+  """The clipping rule on the two-pass form (``_ghost_two_pass``): its norms
+  are overflow-safe, so they are also the rule's safe norms."""
+  def rule(norms):
+    weights, valid, _, _ = _clip_weights(
+        [jnp.square(n) for n in norms], l2_norm_clip, treedef, keep, norms)
+    return weights, valid
+
+  sums, norms = _ghost_two_pass.two_pass_sums(plan, params_flat, batch_flat,
+                                              masks, rule)
+  _, _, group_norms, clip_def = _clip_weights(
+      [jnp.square(n) for n in norms], l2_norm_clip, treedef, keep, norms)
   return ClippedGradSum(
-      _clipped_sum.make(grad_sum, clipped_norm_bound(l2_norm_clip)),
-      jax.tree.unflatten(clip_def, norms))
+      _clipped_sum.make(jax.tree.unflatten(treedef, sums),
+                        clipped_norm_bound(l2_norm_clip)),
+      jax.tree.unflatten(clip_def, group_norms))
 
 
 def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
@@ -256,7 +284,9 @@ def _batch_size(batch: PyTree) -> int:
 
 def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
                      method: str = 'vmap', *,
-                     fallback: str = 'per_example'
+                     fallback: str = 'per_example',
+                     ghost_mode: str = 'auto',
+                     layer_norms: str = 'auto'
                      ) -> Callable[..., ClippedGradSum]:
   """Returns ``fn(params, batch, mask, coordinate_mask=None)``.
 
@@ -278,6 +308,18 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
       twice, e.g. tied weights, or by an unsupported op) get exact
       per-example gradients (``'per_example'``, default) or raise a
       ``ValueError`` naming them (``'error'``). See ``dpjax.clipping.ghost_plan``.
+    ghost_mode: ghost only. ``'bookkeeping'``: one backward pass that keeps
+      every tapped layer's output gradient until the norms are known (Bu et
+      al. 2023); ``'two_pass'``: a first backward reduces each layer to its
+      norms at once, a second forms the clipped sum (about twice the time,
+      memory of one layer at a time; ``docs/ghost_clipping.md``);
+      ``'auto'`` (default): two_pass when book-keeping's output gradients
+      would exceed both 2x the parameter bytes and 64 MiB.
+    layer_norms: ghost only; how a layer applied at T > 1 positions (a
+      sequence, a conv) gets its norms: ``'auto'`` (default) the Gram
+      (ghost) form iff T^2 <= K N for its K x N weight (Bu et al. 2022),
+      else the layer's instantiated per-example gradient; ``'ghost'`` or
+      ``'per_example'`` force one form on every such layer.
 
   Returns:
     A jittable function of ``(params, batch, mask, coordinate_mask=None)``;
@@ -318,6 +360,12 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
   if fallback not in _ghost_plan.FALLBACKS:
     raise ValueError(
         f'Expected fallback={fallback!r} in {_ghost_plan.FALLBACKS}.')
+  if ghost_mode not in _ghost_two_pass.GHOST_MODES:
+    raise ValueError(f'Expected ghost_mode={ghost_mode!r} in '
+                     f'{_ghost_two_pass.GHOST_MODES}.')
+  if layer_norms not in _ghost_plan.LAYER_NORMS:
+    raise ValueError(f'Expected layer_norms={layer_norms!r} in '
+                     f'{_ghost_plan.LAYER_NORMS}.')
   grads_fn = per_example_grads(loss_fn)
 
   def empty(params, mask):
@@ -349,11 +397,19 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
     treedef = jax.tree.structure(params)
     masks = (None if coordinate_mask is None
              else _coordinate_mask_leaves(coordinate_mask, treedef))
-    grads = _ghost.ghost_grads(loss_fn, params, batch, fallback=fallback)
+    batch = _sharding.replicate_on_mesh(jax.tree.map(jnp.asarray, batch))
+    params_flat = [jnp.asarray(p) for p in jax.tree.leaves(params)]
+    plan = _ghost_plan.make_plan(loss_fn, params, batch, fallback,
+                                 layer_norms)
+    keep = _keep(mask, _batch_size(batch))
+    if _ghost_two_pass.choose_mode(plan, params_flat, _batch_size(batch),
+                                   ghost_mode) == 'two_pass':
+      return _two_pass(plan, params_flat, jax.tree.leaves(batch), masks,
+                       l2_norm_clip, treedef, keep)
+    grads = _ghost.ghost_grads_from_plan(plan, params_flat, batch)
     return _clip_factored(
         grads.sq_norms(masks),
         lambda weights, valid: grads.weighted_sums(weights, valid, masks),
-        l2_norm_clip, treedef, _keep(mask, grads.batch_size),
-        lambda: grads.norms(masks))
+        l2_norm_clip, treedef, keep, lambda: grads.norms(masks))
 
   return vmap_fn if method == 'vmap' else ghost_fn

@@ -62,9 +62,14 @@ def optional_imports() -> dict[str, Any]:
 
 
 
-def make_jax_steps(model: nn.Module, batch_size: int, optional: dict
+def make_jax_steps(model: nn.Module, batch_size: int, optional: dict,
+                   ghost_modes: tuple[str, ...] = ()
                    ) -> dict[str, tuple[Any, Callable]]:
-  """name -> (optax transformation, step(params, state, batch, mask))."""
+  """name -> (optax transformation, step(params, state, batch, mask)).
+
+  ``ghost_modes`` adds a step ``'ghost <mode>'`` per ``ghost_mode`` of
+  ``dpjax.clipped_grad_sum`` ('ghost' itself is ``'auto'``).
+  """
 
   def example_loss(params, example):
     x, y = example
@@ -102,16 +107,19 @@ def make_jax_steps(model: nn.Module, batch_size: int, optional: dict
 
   steps['noise'] = (noise_tx, noise_only)
 
-  for method in ('ghost', 'vmap'):
+  variants = [('ghost', 'ghost', 'auto'), ('vmap', 'vmap', 'auto')]
+  variants += [(f'ghost {mode}', 'ghost', mode) for mode in ghost_modes]
+  for name, method, mode in variants:
     tx = privatize()
-    clipped = dpjax.clipped_grad_sum(example_loss, CLIP, method=method)
+    clipped = dpjax.clipped_grad_sum(example_loss, CLIP, method=method,
+                                     ghost_mode=mode)
 
     def dp_step(params, state, batch, mask, tx=tx, clipped=clipped):
       grad_sum = clipped(params, batch, mask).grad_sum.value
       updates, state = tx.update(grad_sum, state, params)
       return optax.apply_updates(params, updates), state
 
-    steps[method] = (tx, dp_step)
+    steps[name] = (tx, dp_step)
 
   optax_tx = optax.chain(optax.contrib.differentially_private_aggregate(
       l2_norm_clip=CLIP, noise_multiplier=SIGMA, key=key), optax.sgd(LR))

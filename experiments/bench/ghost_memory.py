@@ -8,7 +8,9 @@ compiled and (optionally) timed in the same run:
   ``optax.apply_updates`` (the floor every DP step pays);
 * ghost DP: ``dpjax.clipped_grad_sum(..., method='ghost')`` ->
   ``add_gaussian_noise`` -> ``normalize`` -> ``optax.sgd``, as
-  ``experiments.bench.models`` builds it.
+  ``experiments.bench.models`` builds it, with ``ghost_mode='auto'`` (the
+  row says which mode it chose) and with each of ``'bookkeeping'`` and
+  ``'two_pass'`` forced.
 
 Memory is the compiled executable's ``memory_analysis().temp_size_in_bytes``
 (deterministic on CPU). The table gives, per row, the ghost step's extra temp
@@ -48,12 +50,29 @@ def make_data(name: str, batch_size: int):
   return models.random_batch(name, batch_size, jax.random.key(1))
 
 
+GHOST_MODES = ('bookkeeping', 'two_pass')
+
+
 def make_steps(model: nn.Module, batch_size: int) -> dict:
   """name -> (optax transformation, step(params, state, batch, mask)): the
-  non-private, noise-only and ghost steps of ``dpsgd_steps``."""
+  non-private, noise-only and ghost steps of ``dpsgd_steps`` (ghost in its
+  ``'auto'`` mode and in each of ``GHOST_MODES``)."""
   steps = dpsgd_steps.make_jax_steps(model, batch_size,
-                               {'jax_privacy': 'not timed here'})
-  return {m: steps[m] for m in ('non-private', 'noise', 'ghost')}
+                                     {'jax_privacy': 'not timed here'},
+                                     ghost_modes=GHOST_MODES)
+  names = ('non-private', 'noise', 'ghost') + tuple(
+      f'ghost {m}' for m in GHOST_MODES)
+  return {m: steps[m] for m in names}
+
+
+def auto_mode(compiled: dict) -> str:
+  """The mode ``ghost_mode='auto'`` picked: the forced mode whose compiled
+  step has the same temp bytes and FLOPs as the auto step."""
+  def key(c):
+    return c.memory_analysis().temp_size_in_bytes, timing.flops(c)
+  same = [m for m in GHOST_MODES if key(compiled[f'ghost {m}']) ==
+          key(compiled['ghost'])]
+  return same[0] if len(same) == 1 else '?'
 
 
 def measure(name: str, batch_size: int, rounds: int) -> dict:
@@ -62,10 +81,11 @@ def measure(name: str, batch_size: int, rounds: int) -> dict:
   batch = make_data(name, batch_size)
   params = model.init(jax.random.key(2), batch[0][0])
   mask = jnp.ones((batch_size,), bool)
-  temp, runners, carry = {}, {}, {}
+  temp, runners, carry, executables = {}, {}, {}, {}
   for method, (tx, step) in make_steps(model, batch_size).items():
     state = tx.init(params)
     compiled = jax.jit(step).lower(params, state, batch, mask).compile()
+    executables[method] = compiled
     temp[method] = compiled.memory_analysis().temp_size_in_bytes
     carry[method] = (params, state)
 
@@ -81,7 +101,8 @@ def measure(name: str, batch_size: int, rounds: int) -> dict:
     ms = {m: timing.summarize(t) for m, t in times.items()}
   param_bytes = sum(p.size * p.dtype.itemsize
                     for p in jax.tree.leaves(params))
-  return {'temp': temp, 'ms': ms, 'param_bytes': param_bytes}
+  return {'temp': temp, 'ms': ms, 'param_bytes': param_bytes,
+          'auto': auto_mode(executables)}
 
 
 def main(argv=None):
@@ -98,36 +119,36 @@ def main(argv=None):
                       help='timing rounds of 3 calls per method')
   args = parser.parse_args(argv)
   sizes = sorted(args.batch_sizes)
-  print(f'jax {jax.__version__}; temp = compiled temp bytes (MiB); '
-        'extra = (ghost - non-private temp) / parameter bytes; ms = median '
-        'over interleaved calls [range of 2 pass medians, ! when they differ '
-        'by > 25%]\n')
-  print('| model | params | B | np temp | noise temp | ghost temp | extra '
-        '(x param bytes) | np ms | noise ms | ghost ms | ghost / np | '
-        'noise / np |')
-  print('|---|---|---|---|---|---|---|---|---|---|---|---|')
+  print(f'jax {jax.__version__}; load {timing.load()}; temp = compiled temp '
+        'bytes (MiB); extra = (step - non-private temp) / parameter bytes; '
+        'ms = median over interleaved calls [range of 2 pass medians, ! when '
+        "they differ by > 25%]; 'ghost' is ghost_mode='auto' (its choice in "
+        'brackets)\n')
+  print('| model | params | B | step | temp | extra (x param bytes) | ms | '
+        '/ np |')
+  print('|---|---|---|---|---|---|---|---|')
   for name in args.models:
     rows = {}
     for b in sizes:
       row = rows[b] = measure(name, b, args.rounds if args.time else 0)
       temp, ms, pb = row['temp'], row['ms'], row['param_bytes']
-      mib = lambda m: f'{temp[m] / 2**20:.2f}'  # noqa: E731
-      med = {m: v['median'] for m, v in ms.items()}
-      times = (['-'] * 5 if not ms else
-               [timing.cell(ms['non-private']), timing.cell(ms['noise']),
-                timing.cell(ms['ghost']),
-                f"{med['ghost'] / med['non-private']:.2f}x",
-                f"{med['noise'] / med['non-private']:.2f}x"])
-      cells = [name, f'{pb // 4:,}', str(b), mib('non-private'), mib('noise'),
-               mib('ghost'),
-               f"{(temp['ghost'] - temp['non-private']) / pb:.2f}", *times]
-      print('| ' + ' | '.join(cells) + ' |', flush=True)
+      for method in temp:
+        label = (f"ghost [{row['auto']}]" if method == 'ghost' else method)
+        times = (['-'] * 2 if not ms else
+                 [timing.cell(ms[method]),
+                  f"{ms[method]['median'] / ms['non-private']['median']:.2f}x"])
+        cells = [name, f'{pb // 4:,}', str(b), label,
+                 f'{temp[method] / 2**20:.2f}',
+                 f"{(temp[method] - temp['non-private']) / pb:.2f}", *times]
+        print('| ' + ' | '.join(cells) + ' |', flush=True)
     if len(sizes) > 1:
       lo, hi = rows[sizes[0]]['temp'], rows[sizes[-1]]['temp']
       per = lambda m: (hi[m] - lo[m]) / (sizes[-1] - sizes[0])  # noqa: E731
-      print(f'growth {name}: ghost {per("ghost"):,.0f} B/example, '
-            f'non-private {per("non-private"):,.0f} B/example, ratio '
-            f'{per("ghost") / max(per("non-private"), 1):.2f}')
+      for method in lo:
+        print(f'growth {name} {method}: {per(method):,.0f} B/example, ratio '
+              f'to non-private {per(method) / max(per("non-private"), 1):.2f}')
+  if args.time:
+    print(f'load at the end {timing.load()}')
   return 0
 
 
