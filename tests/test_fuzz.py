@@ -587,9 +587,9 @@ def test_decentralized_events_are_valid_or_refused(size, sigma, claimed,
       claimed, float(np.float32(sigma)), rtol=1e-6, atol=0)
   try:
     if size < 0:
-      distributed.qdpsgd_step_event(setting, size)
+      distributed.qdpsgd_event(setting, size)
     else:
-      distributed.qdpsgd_round_event(setting, metrics, 0)
+      distributed.qdpsgd_step_event(metrics, setting, 0)
   except ValueError:
     assert refused
     return

@@ -12,10 +12,10 @@ levels and adds Bin(m, p) noise, sending integers in {0, ..., k - 1 + m}
 integer sum into an unbiased mean estimate. ``distributed_mean`` vmaps the
 protocol; ``distributed_mean_sharded`` shards it over a mesh axis. The
 Gaussian protocol (real-valued noise, 32 bits per coordinate) is the
-baseline. Each protocol has an event companion (``cpsgd_round_event``,
-``gaussian_protocol_round_event``) and a bit count per client and round
-(``cpsgd_bits``, ``gaussian_protocol_bits``) built from the same
-hyperparameters.
+baseline. Each protocol has an event companion (``cpsgd_event``,
+``gaussian_distributed_mean_event``, ``*_event(..., *, steps=1)``) and a bit
+count per client and round (``cpsgd_bits``, ``gaussian_protocol_bits``)
+built from the same hyperparameters.
 
 Decentralized learning (Ding et al., Q-DPSGD): gossip graphs
 (``erdos_renyi``, ``ring``, ``complete``) and their mixing matrices
@@ -24,14 +24,16 @@ Decentralized learning (Ding et al., Q-DPSGD): gossip graphs
 algorithms ``qdpsgd1``, ``qdpsgd2``, ``dsgd`` and ``sdm`` as jitted rounds
 over all agents; and their per-agent accounting (``agent_ledgers``,
 ``run_epsilon``, ``calibrate_decentralized``, the paper's Theorems 1 and 5 in
-``paper_epsilon`` beside the sound bound).
+``paper_epsilon`` beside the sound bound): ``qdpsgd_event`` from the
+hyperparameters, ``qdpsgd_step_event`` read from the metrics of the round
+that ran.
 
 The distributed discrete Gaussian (Kairouz et al., ICML 2021) and Skellam
 (Agarwal et al., NeurIPS 2021) protocols (``DistributedDpConfig``,
 ``secure_sum_round``): clip, rotate, scale, round conditionally, add an
 exact discrete Gaussian or a Skellam share, reduce modulo 2^b; the modular
 sum (optionally pairwise-masked) is decoded by the server. Their companion
-is ``distributed_dp_round_event``, their bits ``distributed_dp_bits`` and
+is ``distributed_dp_event``, their bits ``distributed_dp_bits`` and
 ``calibrate_distributed_dp`` chooses gamma and the noise as the papers do.
 
 ``Protocol`` is what a training loop needs from any of these client
@@ -46,6 +48,7 @@ Example:
   (3,)
 """
 
+from dpjax import _deprecation
 from dpjax.distributed._cpsgd import client_encode
 from dpjax.distributed._decentralized import AgentBatch
 from dpjax.distributed._decentralized import ALGORITHMS
@@ -64,14 +67,14 @@ from dpjax.distributed._decentralized_privacy import paper_epsilon
 from dpjax.distributed._decentralized_privacy import paper_is_upper_bound
 from dpjax.distributed._decentralized_privacy import paper_rdp_coefficients
 from dpjax.distributed._decentralized_privacy import qdpsgd2_sensitivities
-from dpjax.distributed._decentralized_privacy import qdpsgd_round_event
+from dpjax.distributed._decentralized_privacy import qdpsgd_event
 from dpjax.distributed._decentralized_privacy import qdpsgd_step_event
 from dpjax.distributed._decentralized_privacy import run_epsilon
 from dpjax.distributed._gossip import agent_mesh
 from dpjax.distributed._gossip import gossip
 from dpjax.distributed._gossip import run_agents
 from dpjax.distributed._protocol import Protocol
-from dpjax.distributed._cpsgd import cpsgd_round_event
+from dpjax.distributed._cpsgd import cpsgd_event
 from dpjax.distributed._cpsgd import distributed_mean
 from dpjax.distributed._cpsgd import distributed_mean_sharded
 from dpjax.distributed._cpsgd import server_decode
@@ -90,14 +93,14 @@ from dpjax.distributed._ddp import SecureSumRound
 from dpjax.distributed._ddp import server_decode_modular
 from dpjax.distributed._ddp_calibrate import calibrate_distributed_dp
 from dpjax.distributed._ddp_config import distributed_dp_bits
-from dpjax.distributed._ddp_config import distributed_dp_round_event
+from dpjax.distributed._ddp_config import distributed_dp_event
 from dpjax.distributed._ddp_config import DistributedDpConfig
 from dpjax.distributed._secure_sum import centered
 from dpjax.distributed._secure_sum import pairwise_mask
 from dpjax.distributed._secure_sum import to_modular
 from dpjax.distributed._gaussian import gaussian_distributed_mean
 from dpjax.distributed._gaussian import gaussian_protocol_bits
-from dpjax.distributed._gaussian import gaussian_protocol_round_event
+from dpjax.distributed._gaussian import gaussian_distributed_mean_event
 from dpjax.distributed._harness import client_keys
 from dpjax.distributed._harness import client_sum
 from dpjax.distributed._harness import shared_key
@@ -126,23 +129,23 @@ __all__ = [
     'complete',
     'conditional_round',
     'cpsgd_bits',
+    'cpsgd_event',
     'cpsgd_expected_mse',
     'cpsgd_mse_bound',
-    'cpsgd_round_event',
     'CpsgdConfig',
     'DecentralizedAlgorithm',
     'DecentralizedPrivacy',
     'DecentralizedState',
     'distributed_dp_bits',
-    'distributed_dp_round_event',
+    'distributed_dp_event',
     'distributed_mean',
     'distributed_mean_sharded',
     'DistributedDpConfig',
     'dsgd',
     'erdos_renyi',
     'gaussian_distributed_mean',
+    'gaussian_distributed_mean_event',
     'gaussian_protocol_bits',
-    'gaussian_protocol_round_event',
     'gossip',
     'laplacian',
     'MAX_SKELLAM_MU',
@@ -156,7 +159,7 @@ __all__ = [
     'qdpsgd1',
     'qdpsgd2',
     'qdpsgd2_sensitivities',
-    'qdpsgd_round_event',
+    'qdpsgd_event',
     'qdpsgd_step_event',
     'ring',
     'rotated_linf_clip',
@@ -173,3 +176,15 @@ __all__ = [
     'spectral_gap',
     'to_modular',
 ]
+
+# The companions follow the rule <mechanism>_event(..., *, steps=1) and
+# <transform>_step_event(what ran, ...): the old names, kept one release.
+__getattr__ = _deprecation.deprecated_aliases(__name__, {
+    'cpsgd_round_event': 'dpjax.distributed.cpsgd_event',
+    'distributed_dp_round_event': 'dpjax.distributed.distributed_dp_event',
+    'gaussian_protocol_round_event':
+        'dpjax.distributed.gaussian_distributed_mean_event',
+    'qdpsgd_round_event': (
+        'dpjax.distributed._decentralized_privacy._qdpsgd_round_event',
+        'use dpjax.distributed.qdpsgd_step_event(metrics, setting, agent)'),
+})
