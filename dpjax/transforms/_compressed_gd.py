@@ -90,7 +90,7 @@ def average_iterate(state: CompressedGdState) -> Any:
   """w_bar_T = sum_t eta_t w_t / sum_t eta_t (thesis, ch. 6 output).
 
   Example:
-    >>> tx = compgd(1.0, 2, 1.0, key=jax.random.key(0))
+    >>> tx = dpjax.compgd(1.0, 2, 1.0, key=jax.random.key(0))
     >>> w = jnp.zeros(4)
     >>> u, s = tx.update(jnp.ones(4), tx.init(w), w)
     >>> average_iterate(s).tolist()
