@@ -209,6 +209,12 @@ def test_qdpsgd_companions_old_forms_warn_and_forward():
     assert distributed.qdpsgd_step_event(Q1, 20) == new
   with pytest.raises(ValueError, match='setting'):
     distributed.qdpsgd_step_event(metrics, 20, 0)
+  q2 = Q1._replace(algorithm='qdpsgd2', learning_rate=0.1, mixing_rate=0.5,
+                   eta=0.1, dimension=4)
+  with pytest.warns(DeprecationWarning, match='use l2_sensitivity='):
+    old = distributed.qdpsgd_step_event(metrics, q2, 0, sensitivity=0.5)
+  assert old == distributed.qdpsgd_event(q2, 20, l2_sensitivity=0.5)
+  assert old == dp_accounting.ZCDpEvent((0.5 / 0.5)**2 / (2 * 2.0**2))
 
 
 X = np.array([[0.1], [0.2], [0.9]], np.float32)

@@ -206,14 +206,14 @@ def _round_event(setting: DecentralizedPrivacy, size: int,
 
 
 def qdpsgd_event(setting: DecentralizedPrivacy, batch_size: int,
-                 sensitivity: float | None = None, *, steps: int = 1
+                 l2_sensitivity: float | None = None, *, steps: int = 1
                  ) -> dp_accounting.DpEvent:
   """The sound event of one agent's round (see the module), ``steps`` times.
 
   Args:
     setting: the run's ``DecentralizedPrivacy``.
     batch_size: |S| of the round.
-    sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
+    l2_sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
     steps: rounds of this size (default 1).
 
   Returns:
@@ -234,18 +234,20 @@ def qdpsgd_event(setting: DecentralizedPrivacy, batch_size: int,
     raise ValueError(f'Expected batch_size={batch_size} <= num_examples='
                      f'{setting.num_examples}: a round cannot use more '
                      'examples than the agent holds.')
-  if setting.algorithm == 'qdpsgd2' and sensitivity is None:
+  if setting.algorithm == 'qdpsgd2' and l2_sensitivity is None:
     raise ValueError('Expected the round sensitivity for Q-DPSGD-2 '
                      '(qdpsgd2_sensitivities).')
-  return repeated(_round_event(setting, batch_size, float(sensitivity or 0.0),
+  return repeated(_round_event(setting, batch_size,
+                               float(l2_sensitivity or 0.0),
                                float(setting.noise_multiplier)), steps)
 
 
 def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
                       setting: DecentralizedPrivacy | None = None,
                       agent: int | None = None,
-                      sensitivity: float | None = None, *,
-                      rtol: float = 1e-6) -> dp_accounting.DpEvent:
+                      l2_sensitivity: float | None = None, *,
+                      rtol: float = 1e-6, sensitivity: float | None = None
+                      ) -> dp_accounting.DpEvent:
   """Agent ``agent``'s sound event of the round that returned ``metrics``.
 
   Reads |S| and sigma from the round's ``RoundMetrics`` (what ran, a sweep
@@ -258,8 +260,9 @@ def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
     metrics: one round's metrics (``batch_size`` [n], scalar sigma).
     setting: the run's ``DecentralizedPrivacy`` (its sigma is the claim).
     agent: the agent's index i.
-    sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
+    l2_sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
     rtol: relative tolerance of the sigma check (the metrics hold float32).
+    sensitivity: the deprecated name of ``l2_sensitivity`` (one release).
 
   Example:
     >>> m = dpjax.distributed.RoundMetrics(np.array([20, 0]), np.zeros(2),
@@ -273,7 +276,11 @@ def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
                   ' use qdpsgd_event(setting, batch_size, ...), or '
                   'qdpsgd_step_event(metrics, setting, agent) to read the '
                   'round that ran.', DeprecationWarning, stacklevel=2)
-    return qdpsgd_event(metrics, setting, agent)
+    old = agent if sensitivity is None else sensitivity
+    return qdpsgd_event(metrics, setting, old)
+  l2_sensitivity = _deprecation.renamed_argument(
+      'qdpsgd_step_event', 'sensitivity', sensitivity, 'l2_sensitivity',
+      l2_sensitivity)
   if not isinstance(setting, DecentralizedPrivacy) or agent is None:
     raise ValueError('Expected qdpsgd_step_event(metrics, setting, agent): '
                      'setting a DecentralizedPrivacy, agent an index.')
@@ -286,7 +293,7 @@ def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
   _validate.non_negative_int(agent=agent)
   if agent >= sizes.shape[0]:
     raise ValueError(f'Expected agent={agent} < {sizes.shape[0]} agents.')
-  return qdpsgd_event(setting, int(sizes[agent]), sensitivity)
+  return qdpsgd_event(setting, int(sizes[agent]), l2_sensitivity)
 
 
 def _qdpsgd_round_event(setting, metrics, agent, sensitivity=None, *,
