@@ -39,8 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import accounting
+from dpjax import compression
 from dpjax import distributed as dist
-from dpjax import transforms
 from experiments.common import data as data_lib
 from experiments.common import federated
 from experiments.common import models
@@ -306,7 +306,7 @@ def run_training(cfg, say) -> dict[str, Any]:
     say(f"training {s['setting']}: test acc {acc.mean():.4f} "
         f"({time.time() - t0:.1f} s)")
   return dict(dataset=report_lib.dataset_info(ds), seeds=seeds, dimension=d,
-              padded_dimension=transforms.next_power_of_two(d),
+              padded_dimension=compression.next_power_of_two(d),
               clients_per_round=n, num_clients=num_clients,
               delta_round=delta_round(cfg),
               cpsgd_epsilon_round=the_plan['cpsgd_epsilon_round'],
