@@ -481,15 +481,19 @@ def paper_epsilon(setting: DecentralizedPrivacy, batch_sizes,
 
 
 def paper_is_upper_bound(setting: DecentralizedPrivacy, batch_size: int,
+                         l2_sensitivity: float | None = None, *,
                          sensitivity: float | None = None) -> bool:
   """Whether the paper's RDP of one round bounds the sound one at every order.
 
   Compares eps'(rho) of Thm. 1 / Thm. 5 with the round's sound RDP curve
-  (``qdpsgd_event``, amplified or not as ``setting`` says) at every
-  order in ``ORDERS``.
+  (``qdpsgd_event``, amplified or not as ``setting`` says; Q-DPSGD-2 at
+  ``l2_sensitivity``, once ``sensitivity=``) at every order in ``ORDERS``.
   """
+  l2_sensitivity = _deprecation.renamed_argument(
+      'paper_is_upper_bound', 'sensitivity', sensitivity, 'l2_sensitivity',
+      l2_sensitivity)
   size = 0 if setting.algorithm == 'qdpsgd2' else batch_size
   paper = float(paper_rdp_coefficients(setting, [[batch_size]])[0, 0])
-  event = qdpsgd_event(setting, size, sensitivity)
+  event = qdpsgd_event(setting, size, l2_sensitivity)
   sound = accounting.rdp_curve(event, ORDERS)
   return bool(np.all(paper * np.asarray(ORDERS) >= sound * (1 - 1e-12)))
