@@ -304,7 +304,7 @@ def compgd_case(draw):
 def _compgd_releases(rows, neighbour, mask, clip, sigma):
   """Both neighbours' released estimates (same Phi and noise)."""
   phi = dpjax.transforms.gaussian_projection(jax.random.key(0), 3, CD)
-  est = lambda r: dpjax.transforms.private_estimate(
+  est = lambda r: dpjax.transforms.dp_gradient_estimate(
       r, phi, clip, sigma, jax.random.key(1), sensitivity_factor=2.0,
       divisor=CB, mask=mask)
   return est(rows), est(neighbour)

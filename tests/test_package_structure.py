@@ -80,6 +80,8 @@ def test_all_is_sorted_unique_and_resolves(name):
 
 
 MOVED = [('dpjax.transforms', 'fwht', 'dpjax.compression.fwht'),
+         ('dpjax.transforms', 'private_estimate',
+          'dpjax.transforms.dp_gradient_estimate'),
          ('dpjax.transforms', 'GridQuantizer',
           'dpjax.compression.GridQuantizer'),
          ('dpjax.transforms', 'encode_sparse',

@@ -391,9 +391,9 @@ def dp_compgd_case() -> AuditCase:
       # dp_compgd's step draws Phi_t and the noise from split(key, 3).
       phi_key, noise_key, _ = jax.random.split(key, 3)
       phi = transforms.gaussian_projection(phi_key, rows, dim)
-      h = transforms.private_estimate(g, phi, clip, noise_multiplier,
-                                      noise_key, sensitivity_factor=2.0,
-                                      divisor=n)
+      h = transforms.dp_gradient_estimate(g, phi, clip, noise_multiplier,
+                                          noise_key, sensitivity_factor=2.0,
+                                          divisor=n)
       direction = phi.matvec(canary[None])[0]
       return h, direction / jnp.linalg.norm(direction)
     return mechanism

@@ -128,7 +128,7 @@ def _clipped_sum(rows: jax.Array, l2_norm_clip, keep: jax.Array, finite):
 
 def _estimate(per_example, phi, l2_norm_clip, noise_multiplier, key, *,
               sensitivity_factor, divisor, mask, dtype):
-  """``private_estimate`` and the number of real rows it dropped."""
+  """``dp_gradient_estimate`` and the number of real rows it dropped."""
   rows = _flat_rows(per_example).astype(dtype)
   keep = (jnp.ones(rows.shape[:1], bool) if mask is None
           else jnp.asarray(mask, bool))
@@ -146,12 +146,13 @@ def _estimate(per_example, phi, l2_norm_clip, noise_multiplier, key, *,
   return (total + noise) / jnp.asarray(divisor, dtype), dropped
 
 
-def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
-                     noise_multiplier: Any, key: jax.Array, *,
-                     sensitivity_factor: float, divisor: Any,
-                     mask: jax.typing.ArrayLike | None = None,
-                     dtype=jnp.float32) -> jax.Array:
-  """The released gradient estimate of one private step.
+def dp_gradient_estimate(per_example: Any, phi, l2_norm_clip: Any,
+                         noise_multiplier: Any, key: jax.Array, *,
+                         sensitivity_factor: float, divisor: Any,
+                         mask: jax.typing.ArrayLike | None = None,
+                         dtype=jnp.float32) -> jax.Array:
+  """The released gradient estimate of one private step (once
+  ``private_estimate``, kept one release).
 
   (sum_i clip_L(Phi g_i) + N(0, (k L sigma)^2 I)) / divisor over the rows of
   ``per_example`` (a pytree with a leading batch axis; ``mask`` zeroes padded
@@ -168,9 +169,9 @@ def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
     non-finite row keeps the bound.
 
   Example:
-    >>> h = private_estimate(jnp.ones((2, 3)), None, 1.0, 0.0,
-    ...                      jax.random.key(0), sensitivity_factor=2.0,
-    ...                      divisor=2)
+    >>> h = dp_gradient_estimate(jnp.ones((2, 3)), None, 1.0, 0.0,
+    ...                          jax.random.key(0), sensitivity_factor=2.0,
+    ...                          divisor=2)
     >>> [round(float(v), 4) for v in h]
     [0.5774, 0.5774, 0.5774]
   """
