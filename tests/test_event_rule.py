@@ -88,6 +88,7 @@ def test_every_event_name_follows_the_rule():
                                                         steps=s),
     lambda s: transforms.ranked_sparsified_privatizer_event(1.1, 0.1,
                                                             steps=s),
+    lambda s: transforms.dp_gradient_estimate_event(2.0, steps=s),
 ])
 def test_steps_composes_the_one_step_event(make):
   one, three = make(1), make(3)
@@ -103,6 +104,11 @@ def test_bits_functions_count_an_integer_number_of_bits():
   assert isinstance(dpjax.compression.sparse_message_bits(100, 10), int)
   assert 'dimension' in inspect.signature(
       dpjax.distributed.gaussian_protocol_bits).parameters
+
+
+def test_dp_gradient_estimate_event_is_dp_compgds_step():
+  assert transforms.dp_gradient_estimate_event(2.0, steps=4) == (
+      transforms.dp_compgd_event(2.0, 4))
 
 
 def test_renamed_step_events_warn_and_forward():

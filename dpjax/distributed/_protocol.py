@@ -71,6 +71,12 @@ class Protocol(NamedTuple):
   decode: Decode | None = None
 
 
+def _float(x) -> jax.Array:
+  """x as the protocols' means take it: floating dtypes kept, else float32."""
+  x = jnp.asarray(x)
+  return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.float32)
+
+
 def _dimension(dimension) -> int:
   _validate.positive_int(dimension=dimension)
   return int(dimension)
@@ -128,7 +134,7 @@ def _cpsgd_parts(config, dimension, num_clients):
   def encode(key, index, x, param):
     del param
     return _cpsgd._encode(config, _harness._client_key(key, index),
-                          jnp.asarray(x, jnp.float32), rotation_key(key))
+                          _float(x), rotation_key(key))
 
   def decode(key, summed, param):
     del param
@@ -187,7 +193,7 @@ def _ddp_parts(config, dimension):
   def encode(key, index, x, param):
     del param
     v, _ = _ddp._client_values(config, _harness._client_key(key, index),
-                               jnp.asarray(x, jnp.float32),
+                               _float(x),
                                _harness.shared_key(key))
     return _secure_sum.to_modular(v, config.bits)
 
@@ -248,7 +254,7 @@ def _gaussian_parts(l2_norm_clip, num_clients):
     return _gaussian.gaussian_distributed_mean(key, xs, l2_norm_clip, stddev)
 
   def encode(key, index, x, stddev):
-    x = jnp.asarray(x, jnp.float32)
+    x = _float(x)
     client_key = jax.random.fold_in(_keys.stream(key, _gaussian._STREAM),
                                     jnp.asarray(index, jnp.uint32))
     return _gaussian._client(client_key, x,
@@ -293,11 +299,11 @@ def _plain_parts(num_clients):
 
   def mean(key, xs, param):
     del key, param
-    return jnp.mean(jnp.asarray(xs, jnp.float32), axis=0)
+    return jnp.mean(_float(xs), axis=0)
 
   def encode(key, index, x, param):
     del key, index, param
-    return jnp.asarray(x, jnp.float32)
+    return _float(x)
 
   def decode(key, summed, param):
     del key, param

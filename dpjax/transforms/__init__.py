@@ -49,6 +49,7 @@ from dpjax.transforms._compressed_gd_events import dp_compgd_event
 from dpjax.transforms._compressed_gd_events import dp_compgd_step_event
 from dpjax.transforms._compressed_gd_events import dp_compsgd_event
 from dpjax.transforms._compressed_gd_events import dp_compsgd_step_event
+from dpjax.transforms._compressed_gd_events import dp_gradient_estimate_event
 from dpjax.transforms._compressing import compressive_measurements
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
@@ -141,6 +142,7 @@ __all__ = [
     'dp_compsgd_event',
     'dp_compsgd_step_event',
     'dp_gradient_estimate',
+    'dp_gradient_estimate_event',
     'dp_projected_gd',
     'dp_projected_sgd',
     'dpsgd',
