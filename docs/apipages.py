@@ -26,6 +26,23 @@ def subpackages():
                 if m.ispkg and not m.name.rsplit('.', 1)[1].startswith('_'))
 
 
+def parts(package_name):
+  """Public submodules of a subpackage that have an ``__all__``, sorted.
+
+  A subpackage in parts (``dpjax.distributed.protocols`` and
+  ``dpjax.distributed.decentralized``) re-exports every part's names; its
+  page documents them once, in one section per part, so the parts are
+  folded into the subpackage's page rather than given pages of their own.
+  """
+  package = importlib.import_module(package_name)
+  found = []
+  for m in pkgutil.iter_modules(package.__path__, package_name + '.'):
+    if not m.name.rsplit('.', 1)[1].startswith('_'):
+      if hasattr(importlib.import_module(m.name), '__all__'):
+        found.append(m.name)
+  return sorted(found)
+
+
 def public_names(module_name):
   """(name, object) of a module's ``__all__``, in its order."""
   module = importlib.import_module(module_name)
@@ -95,7 +112,27 @@ def subpackage_page(module_name):
          f'.. automodule:: {module_name}\n   :no-members:\n',
          # Full names below: no module context to prefix them with.
          '.. py:currentmodule:: None\n']
-  for name, obj in public_names(module_name):
+  names = public_names(module_name)
+  sections = [(part, [(n, o) for n, o in names
+                      if n in importlib.import_module(part).__all__])
+              for part in parts(module_name)]
+  rest = [(n, o) for n, o in names
+          if not any(n in dict(held) for _, held in sections)]
+  if not sections:
+    return '\n'.join(out + _entries(module_name, rest))
+  for part, held in sections:
+    out += [_heading(f'``{part}``', '-'),
+            f'.. automodule:: {part}\n   :no-members:\n',
+            '.. py:currentmodule:: None\n', *_entries(module_name, held)]
+  if rest:
+    out += [_heading('Other names', '-'), *_entries(module_name, rest)]
+  return '\n'.join(out)
+
+
+def _entries(module_name, names):
+  """The autodoc directives of (name, object) pairs of a subpackage."""
+  out = []
+  for name, obj in names:
     full = f'{module_name}.{name}'
     k = kind(obj)
     if k == 'data':
@@ -107,7 +144,7 @@ def subpackage_page(module_name):
       out.append(f'.. py:data:: {full}\n\n   The subpackage :doc:`{obj.__name__}`.\n')
     else:
       out.append(f'.. autofunction:: {full}\n')
-  return '\n'.join(out)
+  return out
 
 
 def _home(obj, packages):

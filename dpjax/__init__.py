@@ -64,6 +64,14 @@ from dpjax.transforms import bandmf
 from dpjax.transforms import bandmf_step_event
 from dpjax.transforms import clip_per_example
 from dpjax.transforms import compressive_privatizer
+from dpjax.transforms import compgd
+from dpjax.transforms import dp_compgd
+from dpjax.transforms import dp_compgd_step_event
+from dpjax.transforms import dp_compsgd
+from dpjax.transforms import dp_compsgd_step_event
+from dpjax.transforms import dp_projected_gd
+from dpjax.transforms import dp_projected_sgd
+from dpjax.transforms import projected_gd
 from dpjax.transforms import dpsgd
 from dpjax.transforms import dpsgd_step_event
 from dpjax.transforms import laplace_privatizer
@@ -93,11 +101,18 @@ __all__ = [
     'clip_per_example',
     'clipped_grad_sum',
     'clipping',
+    'compgd',
     'compression',
     'compressive_dpsgd',
     'compressive_privatizer',
     'correlated_noise',
     'distributed',
+    'dp_compgd',
+    'dp_compgd_step_event',
+    'dp_compsgd',
+    'dp_compsgd_step_event',
+    'dp_projected_gd',
+    'dp_projected_sgd',
     'dpsgd',
     'dpsgd_step_event',
     'finetune',
@@ -108,6 +123,7 @@ __all__ = [
     'per_example_grads',
     'PoissonSampler',
     'PrivacyLedger',
+    'projected_gd',
     'quantize_stochastic',
     'ranked_sparsified_privatizer',
     'recovery',

@@ -2,8 +2,10 @@
 
 A subpackage that renamed or moved a public name keeps the old one for one
 release with ``__getattr__ = deprecated_aliases(__name__, {old: new})``, where
-``new`` is the dotted path of the name's home. The old name is not in the
-module's ``__all__`` (and so not in its reference page).
+``new`` is the dotted path of the name's home, or a pair ``(path, advice)``
+when the old name has no one-to-one successor (the warning then says
+``advice``, and the old name serves the object at ``path``). The old name is
+not in the module's ``__all__`` (and so not in its reference page).
 
 Example:
   >>> get = deprecated_aliases('mymod', {'old': 'math.sqrt'})
@@ -38,11 +40,14 @@ def resolve(path: str) -> Any:
   raise ImportError(f'Cannot resolve {path!r}.')
 
 
-def deprecated_aliases(module: str,
-                       aliases: dict[str, str]) -> Callable[[str], Any]:
-  """A module ``__getattr__`` serving ``aliases`` (old name -> new path).
+def deprecated_aliases(
+    module: str,
+    aliases: dict[str, str | tuple[str, str]]) -> Callable[[str], Any]:
+  """A module ``__getattr__`` serving ``aliases`` (old name -> new path, or
+  -> ``(path, advice)``).
 
-  Each access warns with a ``DeprecationWarning`` naming the new path.
+  Each access warns with a ``DeprecationWarning`` naming the new path (or
+  giving the advice).
 
   Example:
     >>> with warnings.catch_warnings(record=True) as caught:
@@ -51,12 +56,20 @@ def deprecated_aliases(module: str,
     True
     >>> caught[0].category.__name__
     'DeprecationWarning'
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...   warnings.simplefilter('always')
+    ...   _ = deprecated_aliases('m', {'e': ('math.e', 'use exp(1)')})('e')
+    >>> str(caught[0].message)
+    'm.e is deprecated; use exp(1).'
   """
   def getattr_(name: str) -> Any:
     if name in aliases:
-      warnings.warn(f'{module}.{name} is deprecated; use {aliases[name]}.',
+      target = aliases[name]
+      path, advice = (target, f'use {target}') if isinstance(target, str) \
+          else target
+      warnings.warn(f'{module}.{name} is deprecated; {advice}.',
                     DeprecationWarning, stacklevel=2)
-      return resolve(aliases[name])
+      return resolve(path)
     raise AttributeError(f'module {module!r} has no attribute {name!r}')
 
   return getattr_

@@ -191,7 +191,7 @@ def test_compressive_event_holds_what_the_privatizer_ran(calibration):
 
 def test_bits_companions():
   params = {'w': jnp.zeros((10, 5)), 'b': jnp.zeros(5)}
-  assert transforms.dpsgd_bits(params) == 55 * 32
+  assert transforms.dpsgd_bits(55) == 55 * 32
   sched = transforms.SparsityMaskSchedule.cooling(0.5, 2, 3, params)
   bits = transforms.rs_dpsgd_bits(sched, 55)
   assert bits[0] == 55 * 32 and bits[3] < 55 * 32
@@ -270,3 +270,23 @@ def test_dpsgd_on_bf16_params_keeps_its_state_dtypes():
   noise = transforms.add_dpsgd_noise(1.0, 1.0, key=jax.random.key(0))
   summed = dpjax.clipping.clip_and_sum(grads, 1.0, jnp.ones(4, bool)).grad_sum
   assert noise.update(summed, noise.init(params))[0]['w'].dtype == jnp.float32
+
+
+COMPRESSED_GD = ('compgd', 'dp_compgd', 'dp_compsgd', 'dp_projected_gd',
+                 'dp_projected_sgd', 'projected_gd')
+
+
+@pytest.mark.parametrize('name', ('dpsgd',) + COMPRESSED_GD)
+def test_ready_made_optimizers_sit_beside_dpsgd(name):
+  """dpsgd and the compressed-GD optimizers: one alias module family, the
+  same objects at the top level and in transforms."""
+  fn = getattr(dpjax, name)
+  assert name in dpjax.__all__ and name in transforms.__all__
+  assert fn is getattr(transforms, name)
+  assert fn.__module__.startswith('dpjax.transforms._alias'), fn.__module__
+
+
+def test_compressed_gd_step_events_are_exported_like_dpsgds():
+  for name in ('dpsgd_step_event', 'dp_compgd_step_event',
+               'dp_compsgd_step_event'):
+    assert getattr(dpjax, name) is getattr(transforms, name)

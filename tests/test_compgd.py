@@ -34,8 +34,8 @@ class _Matrix(NamedTuple):
 
 def _ours(rows, a):
   """The released estimate of dp_compgd without its noise (sigma = 0)."""
-  return T.private_estimate(rows, _Matrix(a), L, 0.0, jax.random.key(0),
-                            sensitivity_factor=2.0, divisor=N)
+  return T.dp_gradient_estimate(rows, _Matrix(a), L, 0.0, jax.random.key(0),
+                                sensitivity_factor=2.0, divisor=N)
 
 
 def _thesis(rows, a):
@@ -114,7 +114,7 @@ def test_noise_stddev_matches_the_calibration():
   assert 2.0 * (1 - 1e-3) <= eps <= 2.0
   keys = jax.random.split(jax.random.key(1), 400)
   phi = T.gaussian_projection(jax.random.key(2), 10, 40)
-  draw = jax.vmap(lambda k: T.private_estimate(
+  draw = jax.vmap(lambda k: T.dp_gradient_estimate(
       jnp.zeros((N, 40)), phi, L, sigma, k, sensitivity_factor=2.0,
       divisor=N))
   z = np.asarray(draw(keys), np.float64).ravel() * N / (2 * L * sigma)

@@ -447,7 +447,7 @@ def test_replacing_one_client_moves_the_sum_within_the_sensitivities(rotate):
   The replaced client's rounding and Binomial randomness are coupled (same
   key), so the message sums differ only by its quantized vectors, whose
   difference (in real units s (Y - Y')) must respect the bounds that
-  ``cpsgd_round_event`` feeds to Theorem 1, for every outcome.
+  ``cpsgd_event`` feeds to Theorem 1, for every outcome.
   """
   d, k, m = 12, 4, 8
   cfg = _config(1.0, k, m, linf_clip=0.6 if rotate else None, rotate=rotate)
@@ -480,9 +480,9 @@ def test_replacing_one_client_moves_the_sum_within_the_sensitivities(rotate):
 # --- Privacy events from the protocols' hyperparameters -----------------------
 
 
-def test_cpsgd_round_event_is_theorem1_on_the_summed_messages():
+def test_cpsgd_event_is_theorem1_on_the_summed_messages():
   # The docstring's example: D = 1, k = 16, m = 2000, d = 10, n = 100.
-  event = dist.cpsgd_round_event(_config(1.0, 16, 2000), 10, 100, 1e-5)
+  event = dist.cpsgd_event(_config(1.0, 16, 2000), 10, 100, 1e-5)
   s, root_d = 2 / 15, math.sqrt(10)
   want = accounting.binomial_epsilon(
       100 * 2000, 0.5, s, 1e-5, 10,
@@ -499,19 +499,19 @@ def test_cpsgd_round_event_is_theorem1_on_the_summed_messages():
                                         l2_norm_clip=1.0)
   want = accounting.binomial_epsilon(
       100 * 2000, float(noise.binomial_p(0.3)), 1 / 15, 1e-5, 16, *sens)
-  assert dist.cpsgd_round_event(rot, 10, 100, 1e-5).epsilon == (
+  assert dist.cpsgd_event(rot, 10, 100, 1e-5).epsilon == (
       pytest.approx(want, rel=1e-12))
   # n m p (1 - p) = 50 is below Theorem 1's condition: no event.
   with pytest.raises(ValueError, match='Theorem 1 needs'):
-    dist.cpsgd_round_event(_config(1.0, 16, 2), 10, 100, 1e-5)
+    dist.cpsgd_event(_config(1.0, 16, 2), 10, 100, 1e-5)
   with pytest.raises(ValueError, match='num_clients=0'):
-    dist.cpsgd_round_event(_config(1.0, 16, 2000), 10, 0, 1e-5)
+    dist.cpsgd_event(_config(1.0, 16, 2000), 10, 0, 1e-5)
 
 
 def test_gaussian_round_event_is_the_gaussian_mechanism_on_the_sum():
   # The docstring's example: D = 1, sigma = 1, n = 100: the sum has noise
   # stddev sqrt(n) sigma = 10 and replace-one sensitivity 2 D = 2.
-  event = dist.gaussian_protocol_round_event(1.0, 1.0, 100)
+  event = dist.gaussian_distributed_mean_event(1.0, 1.0, 100)
   assert event == dp_accounting.GaussianDpEvent(5.0)
   assert event == accounting.gaussian_protocol_event(10.0, 2.0)
   eps = accounting.epsilon(event, 1e-5, 'pld')
@@ -524,8 +524,8 @@ def test_gaussian_round_event_is_the_gaussian_mechanism_on_the_sum():
   assert profile == pytest.approx(1e-5, rel=1e-3)
   assert eps < accounting.gaussian_protocol_epsilon(10.0, 2.0, 1e-5)
   with pytest.raises(ValueError, match='stddev=0.0'):
-    dist.gaussian_protocol_round_event(1.0, 0.0, 100)
+    dist.gaussian_distributed_mean_event(1.0, 0.0, 100)
   with pytest.raises(ValueError, match='l2_norm_clip=-1.0'):
-    dist.gaussian_protocol_round_event(-1.0, 1.0, 100)
+    dist.gaussian_distributed_mean_event(-1.0, 1.0, 100)
   with pytest.raises(ValueError, match='num_clients=0'):
-    dist.gaussian_protocol_round_event(1.0, 1.0, 0)
+    dist.gaussian_distributed_mean_event(1.0, 1.0, 0)

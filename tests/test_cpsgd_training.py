@@ -91,7 +91,7 @@ def test_tiny_run_and_report(tmp_path):
       linf_clip=dist.rotated_linf_clip(cfg.clip_norm, d, 10, delta_r))
   assert big['x_max'] == protocol.linf_clip
   assert big['bits_per_client'] == dist.cpsgd_bits(protocol, d)
-  event = dist.cpsgd_round_event(protocol, d, 10, delta_r)
+  event = dist.cpsgd_event(protocol, d, 10, delta_r)
   assert big['epsilon_round'] == pytest.approx(event.epsilon)
   assert big['bits_per_coordinate'] == pytest.approx(math.log2(514))
   assert big['bits_fixed'] == 10 and big['message_length'] == 1024

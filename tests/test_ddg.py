@@ -290,7 +290,7 @@ def test_bad_inputs_raise():
     dist.secure_sum_round(cfg, jax.random.key(0), _clients(),
                           max_wraparound_rate=2)
   with pytest.raises(ValueError, match='stddev > 0'):
-    dist.distributed_dp_round_event(_config(stddev=0.0), D)
+    dist.distributed_dp_event(_config(stddev=0.0), D)
   for kw, match in ((dict(epsilon=0.0), 'epsilon=0.0'),
                     (dict(epsilon=-1.0), 'epsilon=-1.0'),
                     (dict(bits=1), 'bits=1'), (dict(bits=40), 'bits=40'),

@@ -289,9 +289,9 @@ def test_metrics_record_the_sigma_that_ran():
   assert float(m.noise_multiplier) == 3.0
   claimed = dd.DecentralizedPrivacy('qdpsgd1', 1.0, 0.5, M)
   with pytest.raises(ValueError, match='Claimed noise_multiplier=1.0'):
-    dd.qdpsgd_round_event(claimed, m, 0)
+    dd.qdpsgd_step_event(m, claimed, 0)
   ran = claimed._replace(noise_multiplier=3.0)
-  assert dd.qdpsgd_round_event(ran, m, 1) == dd.qdpsgd_step_event(
+  assert dd.qdpsgd_step_event(m, ran, 1) == dd.qdpsgd_event(
       ran, int(m.batch_size[1]))
   _, m2 = alg.round(state, jax.random.key(0), batch)  # the default sigma
   both = jax.tree.map(lambda *a: np.stack(a), m, m2)

@@ -15,13 +15,13 @@ Q1 = dd.DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 1000, amplified=False)
 def test_qdpsgd1_round_is_the_gaussian_of_its_replace_one_sensitivity():
   # Mean of |S| gradients clipped to K: replace-one sensitivity 2K/|S|, noise
   # sigma K: noise multiplier sigma |S| / 2.
-  assert dd.qdpsgd_step_event(Q1, 20) == dp_accounting.GaussianDpEvent(20.0)
-  assert dd.qdpsgd_step_event(Q1, 0) == dp_accounting.NoOpDpEvent()
-  amp = dd.qdpsgd_step_event(Q1._replace(amplified=True), 20)
+  assert dd.qdpsgd_event(Q1, 20) == dp_accounting.GaussianDpEvent(20.0)
+  assert dd.qdpsgd_event(Q1, 0) == dp_accounting.NoOpDpEvent()
+  amp = dd.qdpsgd_event(Q1._replace(amplified=True), 20)
   assert amp == dp_accounting.SampledWithoutReplacementDpEvent(
       1000, 20, dp_accounting.GaussianDpEvent(20.0))
   dsgd = dd.DecentralizedPrivacy('dsgd', 0.0, 1.0, 10)
-  assert dd.qdpsgd_step_event(dsgd, 5) == dp_accounting.NonPrivateDpEvent()
+  assert dd.qdpsgd_event(dsgd, 5) == dp_accounting.NonPrivateDpEvent()
 
 
 def test_paper_formulas_on_test_vectors():
@@ -64,7 +64,11 @@ def test_paper_theorem_5_understates_the_drifting_broadcast():
                                3760, (0.4,))
   sens = dd.qdpsgd2_sensitivities(q2, [[20]] * 10)[:, 0]
   assert sens[0] == 0 and (np.diff(sens[1:]) > 0).all()
-  assert not dd.paper_is_upper_bound(q2, 20, float(sens[5]))
+  assert not dd.paper_is_upper_bound(q2, 20, l2_sensitivity=float(sens[5]))
+  with pytest.warns(DeprecationWarning, match='use l2_sensitivity='):
+    assert not dd.paper_is_upper_bound(q2, 20, sensitivity=float(sens[5]))
+  with pytest.raises(ValueError, match='l2_sensitivity'):
+    dd.paper_is_upper_bound(q2, 20, 1.0, sensitivity=1.0)
 
 
 def test_drift_recursion_on_a_test_vector():
@@ -124,11 +128,11 @@ def test_calibration_meets_the_target_per_agent():
 
 def test_bad_privacy_input_names_the_value():
   with pytest.raises(ValueError, match="algorithm='dpsgd'"):
-    dd.qdpsgd_step_event(Q1._replace(algorithm='dpsgd'), 3)
+    dd.qdpsgd_event(Q1._replace(algorithm='dpsgd'), 3)
   with pytest.raises(ValueError, match='l2_norm_clip=0'):
-    dd.qdpsgd_step_event(Q1._replace(l2_norm_clip=0), 3)
+    dd.qdpsgd_event(Q1._replace(l2_norm_clip=0), 3)
   with pytest.raises(ValueError, match='round sensitivity'):
-    dd.qdpsgd_step_event(Q1._replace(algorithm='qdpsgd2', learning_rate=0.1,
+    dd.qdpsgd_event(Q1._replace(algorithm='qdpsgd2', learning_rate=0.1,
                                      mixing_rate=0.1, eta=0.1, dimension=3), 3)
   with pytest.raises(ValueError, match='Expected 2 self weights'):
     dd.qdpsgd2_sensitivities(dd.DecentralizedPrivacy(
@@ -144,7 +148,7 @@ def test_the_default_claims_no_amplification():
   (DeadlineSampler), so it is opt-in."""
   default = dd.DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 1000)
   assert not default.amplified
-  assert dd.qdpsgd_step_event(default, 20) == dp_accounting.GaussianDpEvent(
+  assert dd.qdpsgd_event(default, 20) == dp_accounting.GaussianDpEvent(
       20.0)
   assert dd.run_epsilon(default, [[20]], 1e-5) == dd.run_epsilon(
       Q1, [[20]], 1e-5)
@@ -152,7 +156,7 @@ def test_the_default_claims_no_amplification():
 
 def test_a_batch_above_the_agent_dataset_is_refused():
   with pytest.raises(ValueError, match='batch_size=1001'):
-    dd.qdpsgd_step_event(Q1, 1001)
+    dd.qdpsgd_event(Q1, 1001)
   with pytest.raises(ValueError, match='batch_sizes <= num_examples=1000'):
     dd.run_epsilon(Q1, [[20, 1001]], 1e-5)
   with pytest.raises(ValueError, match='batch_sizes <= num_examples=1000'):
@@ -170,22 +174,22 @@ def test_events_are_read_from_the_sigma_that_ran():
   """A sweep override of sigma used to be recorded as the setting's sigma."""
   ran = _metrics([[20, 3], [7, 0]], 114.9)
   with pytest.raises(ValueError, match='Claimed noise_multiplier=2.0'):
-    dd.qdpsgd_round_event(Q1, _round_of(ran, 0), 0)
+    dd.qdpsgd_step_event(_round_of(ran, 0), Q1, 0)
   with pytest.raises(ValueError, match='Claimed noise_multiplier=2.0'):
     dd.run_epsilon(Q1, ran, 1e-5)
   with pytest.raises(ValueError, match='Claimed noise_multiplier=2.0'):
     dd.agent_ledgers(Q1, ran)
   setting = Q1._replace(noise_multiplier=114.9)
-  assert dd.qdpsgd_round_event(setting, _round_of(ran, 0), 1) == (
-      dd.qdpsgd_step_event(setting, 3))
+  assert dd.qdpsgd_step_event(_round_of(ran, 0), setting, 1) == (
+      dd.qdpsgd_event(setting, 3))
   assert dd.run_epsilon(setting, ran, 1e-5) == dd.run_epsilon(
       setting, ran.batch_size, 1e-5)
   ledgers = dd.agent_ledgers(setting, ran)
   assert [l.bits for l in ledgers] == [16.0, 16.0]
   with pytest.raises(ValueError, match='index the round'):
-    dd.qdpsgd_round_event(setting, ran, 0)
+    dd.qdpsgd_step_event(ran, setting, 0)
   with pytest.raises(ValueError, match='agent=2'):
-    dd.qdpsgd_round_event(setting, _round_of(ran, 0), 2)
+    dd.qdpsgd_step_event(_round_of(ran, 0), setting, 2)
 
 
 def _round_of(metrics, t):

@@ -132,14 +132,14 @@ def test_ledger_composes_and_serializes_the_events():
 def test_round_event_uses_the_rounded_sensitivities():
   cfg = dist.DistributedDpConfig(mechanism='ddg', l2_norm_clip=1.0, bits=16,
                                  gamma=0.01, stddev=2.0, num_clients=10)
-  ev = dist.distributed_dp_round_event(cfg, 1000)
+  ev = dist.distributed_dp_event(cfg, 1000)
   b = accounting.rounded_l2_norm_bound(100.0, 1024, math.exp(-0.5))
   assert ev.l2_sensitivity == b and ev.dimension == 1024
   assert ev.l1_sensitivity == accounting.rounded_l1_norm_bound(b, 1024)
   assert math.isclose(ev.sigma, 2.0 / (0.01 * math.sqrt(10)))
-  two = dist.distributed_dp_round_event(cfg, 1000, replace_one=True)
+  two = dist.distributed_dp_event(cfg, 1000, replace_one=True)
   assert two.l2_sensitivity == 2 * b
-  sk = dist.distributed_dp_round_event(
+  sk = dist.distributed_dp_event(
       dist.DistributedDpConfig(mechanism='skellam', l2_norm_clip=1.0,
                                bits=16, gamma=0.01, stddev=2.0,
                                num_clients=10), 1000)
@@ -165,7 +165,7 @@ def test_calibration_meets_the_target_tightly_on_reference_settings(setting):
       l2_norm_clip=c, rounds=rounds, sampling_rate=q)
 
   def eps_at(config):
-    ev = dist.distributed_dp_round_event(config, d, sampling_rate=q)
+    ev = dist.distributed_dp_event(config, d, sampling_rate=q)
     return accounting.epsilon(dp_accounting.SelfComposedDpEvent(ev, rounds),
                               delta)
   assert eps_at(cfg) <= eps

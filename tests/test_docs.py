@@ -144,9 +144,22 @@ def test_a_name_without_documentation_is_reported(tmp_path, monkeypatch):
 @pytest.mark.parametrize('name', SUBPACKAGES)
 def test_reference_page_lists_every_public_name(name):
   page = apipages.subpackage_page(name)
-  listed = set(re.findall(rf'^\.\. (?:py:)?\w+:: {re.escape(name)}\.(\w+)$',
-                          page, re.M))
+  listed = set(re.findall(
+      rf'^\.\. (?!automodule)(?:py:)?\w+:: {re.escape(name)}\.(\w+)$', page,
+      re.M))
   assert listed == {n for n, _ in apipages.public_names(name)}
+
+
+def test_a_subpackage_in_parts_has_one_section_per_part():
+  page = apipages.subpackage_page('dpjax.distributed')
+  for part in apipages.parts('dpjax.distributed'):
+    start = page.index(f'.. automodule:: {part}\n')
+    end = page.find('.. automodule::', start + 1)
+    section = page[start:end if end > 0 else None]
+    listed = set(re.findall(
+        r'^\.\. (?!automodule)(?:py:)?\w+:: dpjax\.distributed\.(\w+)$',
+        section, re.M))
+    assert listed == set(importlib.import_module(part).__all__), part
 
 
 def test_reference_has_one_page_per_subpackage(tmp_path):

@@ -2,18 +2,31 @@
 
 ``<mechanism>_event(<its hyperparameters>, *, steps=1) -> DpEvent`` for every
 privatizer; ``<transform>_step_event(opt_state, ...)`` for the stateful ones
-(read from what ran); ``*_bits(...) -> int``; every ``calibrate_*`` on the one
-solver.
+(read from what ran); ``*_bits(..., dimension) -> int``; a release that
+returns ``(release, event)`` has no separate event function; every
+``calibrate_*`` on the one solver.
 """
 
+import importlib
 import inspect
 import re
 
 import dp_accounting
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import dpjax
+from dpjax import distributed
+from dpjax import nonparametric
 from dpjax import transforms
+
+# Subpackages whose *_event names are mechanism companions (accounting's are
+# the events themselves; correlated_noise.bandmf_event's steps is the
+# horizon T of its matrix, not a repetition).
+COMPANION_PACKAGES = ('dpjax.transforms', 'dpjax.distributed',
+                      'dpjax.nonparametric')
 
 # A privatizer is a transformation that releases a noisy value. By name:
 PRIVATIZER = re.compile(r'^(?!\w*_event$)(add_\w+_noise|\w+_privatizer|dp_\w+)$')
@@ -75,6 +88,7 @@ def test_every_event_name_follows_the_rule():
                                                         steps=s),
     lambda s: transforms.ranked_sparsified_privatizer_event(1.1, 0.1,
                                                             steps=s),
+    lambda s: transforms.dp_gradient_estimate_event(2.0, steps=s),
 ])
 def test_steps_composes_the_one_step_event(make):
   one, three = make(1), make(3)
@@ -90,6 +104,11 @@ def test_bits_functions_count_an_integer_number_of_bits():
   assert isinstance(dpjax.compression.sparse_message_bits(100, 10), int)
   assert 'dimension' in inspect.signature(
       dpjax.distributed.gaussian_protocol_bits).parameters
+
+
+def test_dp_gradient_estimate_event_is_dp_compgds_step():
+  assert transforms.dp_gradient_estimate_event(2.0, steps=4) == (
+      transforms.dp_compgd_event(2.0, 4))
 
 
 def test_renamed_step_events_warn_and_forward():
@@ -123,3 +142,157 @@ def test_glossary_names_with_the_old_keyword_kept_one_release():
              dpjax.transforms.rs_dpsgd_bits,
              dpjax.compression.sparse_message_bits):
     assert 'dimension' in inspect.signature(fn).parameters, fn.__name__
+
+
+def _companions():
+  for package in COMPANION_PACKAGES:
+    module = importlib.import_module(package)
+    for name in module.__all__:
+      if name.endswith('_event') and not name.endswith('_step_event'):
+        yield f'{package}.{name}', getattr(module, name)
+
+
+@pytest.mark.parametrize('name, event', list(_companions()))
+def test_every_companion_event_takes_steps_one(name, event):
+  steps = inspect.signature(event).parameters.get('steps')
+  assert steps is not None and steps.default == 1, name
+
+
+def test_distributed_step_events_read_what_ran_first():
+  names = [n for n in distributed.__all__ if n.endswith('_step_event')]
+  assert names == ['qdpsgd_step_event']
+  for name in names:
+    first = next(iter(inspect.signature(
+        getattr(distributed, name)).parameters))
+    assert first == 'metrics', name
+
+
+CPSGD = distributed.CpsgdConfig(l2_norm_clip=1.0, levels=16, trials=2000)
+DDG = distributed.DistributedDpConfig(mechanism='skellam', l2_norm_clip=1.0,
+                                      bits=16, gamma=1e-3, stddev=2.0,
+                                      num_clients=100)
+Q1 = distributed.DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 1000)
+
+
+@pytest.mark.parametrize('make', [
+    lambda s: distributed.cpsgd_event(CPSGD, 10, 100, 1e-5, steps=s),
+    lambda s: distributed.gaussian_distributed_mean_event(1.0, 1.0, 100,
+                                                          steps=s),
+    lambda s: distributed.distributed_dp_event(DDG, 1000, steps=s),
+    lambda s: distributed.qdpsgd_event(Q1, 20, steps=s),
+    lambda s: nonparametric.exponential_mechanism_event(0.5, 2, steps=s),
+])
+def test_distributed_and_nonparametric_events_compose_steps(make):
+  one, three = make(1), make(3)
+  assert not isinstance(one, dp_accounting.SelfComposedDpEvent)
+  assert three == dp_accounting.SelfComposedDpEvent(one, 3)
+  with pytest.raises(ValueError, match='steps'):
+    make(0)
+
+
+@pytest.mark.parametrize('old, new, args', [
+    ('cpsgd_round_event', 'cpsgd_event', (CPSGD, 10, 100, 1e-5)),
+    ('gaussian_protocol_round_event', 'gaussian_distributed_mean_event',
+     (1.0, 1.0, 100)),
+    ('distributed_dp_round_event', 'distributed_dp_event', (DDG, 1000)),
+])
+def test_round_event_names_warn_and_forward(old, new, args):
+  with pytest.warns(DeprecationWarning, match=f'use dpjax.distributed.{new}'):
+    fn = getattr(distributed, old)
+  assert fn(*args) == getattr(distributed, new)(*args)
+  assert old not in distributed.__all__
+
+
+def test_qdpsgd_companions_old_forms_warn_and_forward():
+  metrics = distributed.RoundMetrics(np.array([20, 0]), np.zeros(2), 0.0,
+                                     np.float32(2.0))
+  new = distributed.qdpsgd_step_event(metrics, Q1, 0)
+  assert new == distributed.qdpsgd_event(Q1, 20)
+  with pytest.warns(DeprecationWarning, match='qdpsgd_step_event'):
+    old = distributed.qdpsgd_round_event
+  assert old(Q1, metrics, 0) == new
+  with pytest.warns(DeprecationWarning, match='use qdpsgd_event'):
+    assert distributed.qdpsgd_step_event(Q1, 20) == new
+  with pytest.raises(ValueError, match='setting'):
+    distributed.qdpsgd_step_event(metrics, 20, 0)
+  q2 = Q1._replace(algorithm='qdpsgd2', learning_rate=0.1, mixing_rate=0.5,
+                   eta=0.1, dimension=4)
+  with pytest.warns(DeprecationWarning, match='use l2_sensitivity='):
+    old = distributed.qdpsgd_step_event(metrics, q2, 0, sensitivity=0.5)
+  assert old == distributed.qdpsgd_event(q2, 20, l2_sensitivity=0.5)
+  assert old == dp_accounting.ZCDpEvent((0.5 / 0.5)**2 / (2 * 2.0**2))
+
+
+X = np.array([[0.1], [0.2], [0.9]], np.float32)
+Y = np.array([1, 1, 0])
+RELEASES = {
+    'dp_histogram': lambda e: nonparametric.dp_histogram(
+        jax.random.key(0), X, Y, epsilon=e, bounds=(0.0, 1.0),
+        num_classes=2, bins=2),
+    'noisy_reg': lambda e: nonparametric.noisy_reg(
+        jax.random.key(0), X, Y, epsilon=e, bounds=(0.0, 1.0),
+        num_classes=2, bins=2),
+    'dp_knn': lambda e: nonparametric.dp_knn(
+        jax.random.key(0), X, Y, jnp.array([[0.5]]), epsilon=e,
+        bounds=(0.0, 1.0), num_classes=2, k=1),
+    'random_decision_trees': lambda e: nonparametric.random_decision_trees(
+        jax.random.key(0), X, Y, epsilon=e, bounds=(0.0, 1.0), num_classes=2,
+        num_trees=2, depth=1),
+}
+OLD_ARGS = {'dp_histogram': (), 'noisy_reg': (2,), 'dp_knn': (1,),
+            'random_decision_trees': (2,)}
+
+
+@pytest.mark.parametrize('release', sorted(RELEASES))
+def test_a_release_that_returns_its_event_has_no_event_function(release):
+  assert f'{release}_event' not in nonparametric.__all__
+  _, event = RELEASES[release](0.7)
+  assert event.delta == 0 and 0.7 - 1e-6 < event.epsilon <= 0.7
+  with pytest.warns(DeprecationWarning, match=f'{release} returns'):
+    old = getattr(nonparametric, f'{release}_event')
+  assert old(0.7, *OLD_ARGS[release]) == event
+
+
+def _bits_functions():
+  for package in ('dpjax.compression', 'dpjax.distributed', 'dpjax.transforms'):
+    module = importlib.import_module(package)
+    for name in module.__all__:
+      if name.endswith('_bits'):
+        yield f'{package}.{name}', getattr(module, name)
+
+
+# Bits that do not depend on the vector's length: the m measurements alone.
+NO_DIMENSION = {'dpjax.transforms.compressive_privatizer_bits'}
+
+
+@pytest.mark.parametrize('name, fn', list(_bits_functions()))
+def test_every_bits_function_names_the_length_dimension(name, fn):
+  params = inspect.signature(fn).parameters
+  assert ('dimension' in params) != (name in NO_DIMENSION), name
+
+
+def test_bits_functions_return_integers():
+  cpsgd = distributed.CpsgdConfig(l2_norm_clip=1.0, levels=3, trials=2)
+  sched = transforms.SparsityMaskSchedule.cooling(0.5, 1, 2, jnp.zeros(8))
+  counts = [transforms.dpsgd_bits(dimension=8),
+            transforms.laplace_privatizer_bits(dimension=8),
+            transforms.compressive_privatizer_bits(4),
+            dpjax.compression.sparse_message_bits(dimension=8, num_kept=2),
+            distributed.gaussian_protocol_bits(dimension=8),
+            distributed.distributed_dp_bits(DDG, dimension=8),
+            distributed.cpsgd_bits(cpsgd, dimension=8, fixed_width=True)]
+  assert all(type(c) is int for c in counts), counts  # pylint: disable=unidiomatic-typecheck
+  # One integer per step; cpSGD's default is the exact d log2(k + m).
+  assert transforms.rs_dpsgd_bits(sched, dimension=8).dtype == np.int64
+  assert distributed.cpsgd_bits(cpsgd, dimension=8) == 8 * np.log2(5)
+
+
+def test_dpsgd_bits_takes_the_dimension_and_still_counts_a_pytree():
+  params = {'w': jnp.zeros((10, 5)), 'b': jnp.zeros(5)}
+  assert transforms.dpsgd_bits(55) == 55 * 32
+  with pytest.warns(DeprecationWarning, match='dpsgd_bits\\(dimension\\)'):
+    assert transforms.dpsgd_bits(params) == 55 * 32
+  with pytest.warns(DeprecationWarning):
+    assert transforms.dpsgd_bits(like=params, value_bits=16) == 55 * 16
+  with pytest.raises(ValueError, match='dimension'):
+    transforms.dpsgd_bits(55, like=params)

@@ -69,7 +69,7 @@ def test_loop_runs_any_protocol_and_records_its_rounds(setup):
                          'clipped_fraction', 'grad_norm'}
   assert curves['train_loss'].shape == (1, 2)
   config = dist.CpsgdConfig(l2_norm_clip=0.25, levels=16, trials=512)
-  event = dist.cpsgd_round_event(config, clients.dimension, 10, 1e-5)
+  event = dist.cpsgd_event(config, clients.dimension, 10, 1e-5)
   bits = dist.cpsgd_bits(config, clients.dimension)
   cp_curves, ledger = loop.run(clients, federated.Protocol(
       federated.cpsgd_mean(config), event=event, bits_per_client=bits))

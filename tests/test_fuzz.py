@@ -304,7 +304,7 @@ def compgd_case(draw):
 def _compgd_releases(rows, neighbour, mask, clip, sigma):
   """Both neighbours' released estimates (same Phi and noise)."""
   phi = dpjax.transforms.gaussian_projection(jax.random.key(0), 3, CD)
-  est = lambda r: dpjax.transforms.private_estimate(
+  est = lambda r: dpjax.transforms.dp_gradient_estimate(
       r, phi, clip, sigma, jax.random.key(1), sensitivity_factor=2.0,
       divisor=CB, mask=mask)
   return est(rows), est(neighbour)
@@ -587,9 +587,9 @@ def test_decentralized_events_are_valid_or_refused(size, sigma, claimed,
       claimed, float(np.float32(sigma)), rtol=1e-6, atol=0)
   try:
     if size < 0:
-      distributed.qdpsgd_step_event(setting, size)
+      distributed.qdpsgd_event(setting, size)
     else:
-      distributed.qdpsgd_round_event(setting, metrics, 0)
+      distributed.qdpsgd_step_event(metrics, setting, 0)
   except ValueError:
     assert refused
     return

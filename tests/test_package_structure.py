@@ -13,6 +13,10 @@ import dpjax
 ROOT = pathlib.Path(dpjax.__file__).parent
 SUBPACKAGES = sorted(m.name for m in pkgutil.iter_modules(dpjax.__path__)
                      if m.ispkg)
+# Public modules inside a subpackage (a subpackage in parts, e.g.
+# dpjax.distributed.protocols): each has its own __all__.
+PARTS = sorted(m.name for s in SUBPACKAGES for m in pkgutil.iter_modules(
+    [str(ROOT / s)], f'dpjax.{s}.') if not m.name.rsplit('.', 1)[1][0] == '_')
 
 
 def _imported_modules(tree):
@@ -65,7 +69,7 @@ def test_the_check_sees_all_three_import_forms(tmp_path):
 
 
 @pytest.mark.parametrize('name', ['dpjax'] + [f'dpjax.{s}' for s in
-                                              SUBPACKAGES])
+                                              SUBPACKAGES] + PARTS)
 def test_all_is_sorted_unique_and_resolves(name):
   module = importlib.import_module(name)
   names = module.__all__
@@ -76,6 +80,8 @@ def test_all_is_sorted_unique_and_resolves(name):
 
 
 MOVED = [('dpjax.transforms', 'fwht', 'dpjax.compression.fwht'),
+         ('dpjax.transforms', 'private_estimate',
+          'dpjax.transforms.dp_gradient_estimate'),
          ('dpjax.transforms', 'GridQuantizer',
           'dpjax.compression.GridQuantizer'),
          ('dpjax.transforms', 'encode_sparse',
@@ -101,3 +107,14 @@ def test_a_moved_name_still_works_and_warns_with_its_new_home(old, name, new):
 def test_an_unknown_name_is_still_an_attribute_error():
   with pytest.raises(AttributeError, match='no_such_name'):
     dpjax.transforms.no_such_name  # pylint: disable=pointless-statement
+
+
+def test_distributed_is_in_two_parts_that_its_namespace_re_exports():
+  assert PARTS == ['dpjax.distributed.decentralized',
+                   'dpjax.distributed.protocols']
+  parts = [importlib.import_module(p) for p in PARTS]
+  held = [set(p.__all__) for p in parts]
+  assert not held[0] & held[1]
+  assert held[0] | held[1] == set(dpjax.distributed.__all__)
+  assert {'Protocol', 'cpsgd_protocol', 'client_sum'} <= held[1]
+  assert {'gossip', 'qdpsgd1', 'run_agents'} <= held[0]

@@ -279,7 +279,9 @@ def test_sparse_message_round_trip_and_size():
   update = jax.tree.map(
       lambda m: m * jax.random.normal(jax.random.key(8), m.shape), mask)
   msg = compression.encode_sparse(update, mask)
-  assert msg.values.size == D - 28 and msg.num_coordinates == D
+  assert msg.values.size == D - 28 and msg.dimension == D
   chex.assert_trees_all_equal(compression.decode_sparse(msg, PARAMS), update)
   assert msg.bits() == compression.sparse_message_bits(D, D - 28)
   assert msg.bits(send_indices=False) == 32 * (D - 28)
+  with pytest.warns(DeprecationWarning, match='SparseMessage.dimension'):
+    assert msg.num_coordinates == D

@@ -73,6 +73,13 @@ def _pure(event) -> float:
   return float(accounting.basic_composition(event)[0])
 
 
+def _released_pure(release, data) -> float:
+  """The pure epsilon of the event a ``(release, event)`` function returns
+  on ``data`` (the event depends on the hyperparameters only)."""
+  _, event = release(jax.random.key(0), data)
+  return _pure(event)
+
+
 def _twin(case: AuditCase, name: str, mechanism, attack: str,
           epsilon: float | None = None) -> AuditCase:
   return case._replace(name=name, mechanism=mechanism, attack=attack,
@@ -154,12 +161,14 @@ def exponential_case() -> AuditCase:
 
 
 def dp_knn_case() -> AuditCase:
+  def knn(eps):
+    return lambda key, data: nonparametric.dp_knn(
+        key, *data, jnp.array([[0.5]]), epsilon=eps, bounds=(0.0, 1.0),
+        num_classes=2, k=3)
+
   def mech(eps):
     def mechanism(key, data):
-      x, y = data
-      release, _ = nonparametric.dp_knn(
-          key, x, y, jnp.array([[0.5]]), epsilon=eps, bounds=(0.0, 1.0),
-          num_classes=2, k=3)
+      release, _ = knn(eps)(key, data)
       return release.counts[0].astype(jnp.float32)
     return mechanism
 
@@ -170,7 +179,7 @@ def dp_knn_case() -> AuditCase:
   base = jnp.array([3.0, 0.0])
   # Both coordinates moved towards D': where the loss reaches its maximum.
   score = lambda c: jnp.minimum(base[0] - c[0], c[1] - base[1])
-  eps = _pure(nonparametric.dp_knn_event(1.0, 1))
+  eps = _released_pure(knn(1.0), (x, y))
   case = AuditCase(
       'dp_knn', mech(1.0), (x, y), (x.at[3].set(0.5), y.at[3].set(1)),
       score, eps, 0.0, REPLACE_ONE,
@@ -182,15 +191,17 @@ def dp_knn_case() -> AuditCase:
 
 
 def noisy_reg_case() -> AuditCase:
+  def noisy_reg(key, data):
+    return nonparametric.noisy_reg(key, *data, epsilon=1.0, bounds=(0.0, 1.0),
+                                   num_classes=2, bins=2)
+
   def mechanism(key, data):
-    x, y = data
-    release, _ = nonparametric.noisy_reg(
-        key, x, y, epsilon=1.0, bounds=(0.0, 1.0), num_classes=2, bins=2)
+    release, _ = noisy_reg(key, data)
     return release.scores[:, 1]
 
-  eps = _pure(nonparametric.noisy_reg_event(1.0))
   x = jnp.array([[0.1], [0.2], [0.9]])
   y = jnp.array([1, 1, 0])
+  eps = _released_pure(noisy_reg, (x, y))
   case = AuditCase(
       'noisy_reg', mechanism, (x, y), (x, y.at[0].set(0)),
       lambda s: -s[0], eps, 0.0, REPLACE_ONE + ' label',
@@ -212,24 +223,26 @@ def noisy_reg_case() -> AuditCase:
 def random_trees_case() -> AuditCase:
   trees, eps_run = 2, 1.0
 
+  def rdt(scale_eps):
+    return lambda key, data: nonparametric.random_decision_trees(
+        key, *data, epsilon=scale_eps, bounds=(0.0, 1.0), num_classes=2,
+        num_trees=trees, depth=1)
+
   def mech(scale_eps):
     def mechanism(key, data):
-      x, y = data
-      release, _ = nonparametric.random_decision_trees(
-          key, x, y, epsilon=scale_eps, bounds=(0.0, 1.0), num_classes=2,
-          num_trees=trees, depth=1)
+      release, _ = rdt(scale_eps)(key, data)
       # the leaf of x = 0, every tree
       return release.leaf_counts[:, 0, :].astype(jnp.float32)
     return mechanism
 
+  x = jnp.zeros((1, 1), jnp.float32)
   # Replace-one is 2 eps-DP (two counts of one leaf per tree move by 1);
-  # the event states eps for add/remove.
-  eps = 2 * _pure(nonparametric.random_decision_trees_event(eps_run, trees))
+  # the event the release returns states eps for add/remove.
+  eps = 2 * _released_pure(rdt(eps_run), (x, jnp.array([0])))
   # One record at the low corner: it lands in leaf 0 of every depth-1 tree
   # and its label flips. LLR of Laplace(T / eps) with counts (1, 0) vs (0, 1).
   score = lambda c: jnp.sum(jnp.clip(2 * c[:, 1] - 1, -1, 1)
                             + jnp.clip(1 - 2 * c[:, 0], -1, 1))
-  x = jnp.zeros((1, 1), jnp.float32)
   case = AuditCase(
       'random_trees', mech(eps_run), (x, jnp.array([0])),
       (x, jnp.array([1])), score, eps, 0.0, REPLACE_ONE,
@@ -378,9 +391,9 @@ def dp_compgd_case() -> AuditCase:
       # dp_compgd's step draws Phi_t and the noise from split(key, 3).
       phi_key, noise_key, _ = jax.random.split(key, 3)
       phi = transforms.gaussian_projection(phi_key, rows, dim)
-      h = transforms.private_estimate(g, phi, clip, noise_multiplier,
-                                      noise_key, sensitivity_factor=2.0,
-                                      divisor=n)
+      h = transforms.dp_gradient_estimate(g, phi, clip, noise_multiplier,
+                                          noise_key, sensitivity_factor=2.0,
+                                          divisor=n)
       direction = phi.matvec(canary[None])[0]
       return h, direction / jnp.linalg.norm(direction)
     return mechanism

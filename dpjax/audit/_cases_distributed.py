@@ -47,7 +47,7 @@ def cpsgd_case() -> AuditCase:
   # few trials each, so that one client's own noise is small.
   n = 64
   cfg = distributed.CpsgdConfig(l2_norm_clip=1.0, levels=3, trials=20)
-  eps = distributed.cpsgd_round_event(cfg, 1, n, DELTA).epsilon
+  eps = distributed.cpsgd_event(cfg, 1, n, DELTA).epsilon
 
   def mechanism(key, xs):
     return distributed.distributed_mean(cfg, key, xs)
@@ -72,7 +72,7 @@ def _secure_sum_case(kind: str) -> AuditCase:
   cfg = distributed.DistributedDpConfig(
       mechanism=kind, l2_norm_clip=1.0, bits=16, gamma=0.05, stddev=2.0,
       num_clients=CLIENTS)
-  eps = accounting.epsilon(distributed.distributed_dp_round_event(cfg, 1),
+  eps = accounting.epsilon(distributed.distributed_dp_event(cfg, 1),
                            DELTA)
   share = dataclasses.replace(cfg, num_clients=1,
                               stddev=cfg.stddev / math.sqrt(CLIENTS))
@@ -127,7 +127,7 @@ def qdpsgd1_case() -> AuditCase:
 
   setting = distributed.DecentralizedPrivacy('qdpsgd1', sigma, _CLIP, 1,
                                              amplified=False)
-  eps = _cases._epsilon(distributed.qdpsgd_step_event(setting, 1), DELTA,
+  eps = _cases._epsilon(distributed.qdpsgd_event(setting, 1), DELTA,
                        'pld')
   case = AuditCase(
       'qdpsgd1', mech(sigma), _agent_batch(100.0), _agent_batch(-100.0),
@@ -163,7 +163,7 @@ def qdpsgd2_case() -> AuditCase:
   sizes = [[1, 0], [1, 0]]
   sens = distributed.qdpsgd2_sensitivities(setting, sizes)
   event = dp_accounting.ComposedDpEvent([
-      distributed.qdpsgd_step_event(setting, 1, float(sens[t, 0]))
+      distributed.qdpsgd_event(setting, 1, float(sens[t, 0]))
       for t in range(2)])
   eps = accounting.epsilon(event, DELTA)
   case = AuditCase(

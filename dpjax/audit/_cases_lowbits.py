@@ -57,8 +57,11 @@ def _score(c):
 def private_histogram_case() -> AuditCase:
   # One record in the single cell flips its label: counts (1, 0) -> (0, 1).
   x = jnp.full((1, 1), 0.5, jnp.float32)
-  # Replace-one moves two counts by 1: twice the add/remove event.
-  eps = 2 * nonparametric.dp_histogram_event(_EPSILON).epsilon
+  # Replace-one moves two counts by 1: twice the add/remove event, the one
+  # the release returns.
+  _, event = nonparametric.dp_histogram(jax.random.key(0), x, jnp.array([0]),
+                                        epsilon=_EPSILON, **_COUNT_KW)
+  eps = 2 * event.epsilon
   case = AuditCase(
       'private_histogram', _exact, (x, jnp.array([0])), (x, jnp.array([1])),
       _score, float(eps), 0.0, REPLACE_ONE,

@@ -7,6 +7,7 @@ Blaschko, Sec. 5).
 
 import math
 from typing import Any, NamedTuple
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -43,15 +44,23 @@ class SparseMessage(NamedTuple):
   Attributes:
     values: the kept coordinates, in flat order.
     indices: int32 flat positions of ``values`` (send once per mask refresh).
-    num_coordinates: d, the length of the flattened update.
+    dimension: d, the length of the flattened update (the number of kept
+      coordinates is ``values.size``).
   """
   values: jax.Array
   indices: jax.Array
-  num_coordinates: int
+  dimension: int
+
+  @property
+  def num_coordinates(self) -> int:
+    """Deprecated name of ``dimension``, kept for one release."""
+    warnings.warn('SparseMessage.num_coordinates is deprecated; use '
+                  'SparseMessage.dimension.', DeprecationWarning, stacklevel=2)
+    return self.dimension
 
   def bits(self, value_bits: int = 32, send_indices: bool = True) -> int:
     """Size on the wire (``sparse_message_bits``)."""
-    return sparse_message_bits(self.num_coordinates, int(self.values.size),
+    return sparse_message_bits(self.dimension, int(self.values.size),
                                value_bits, send_indices)
 
 
@@ -72,7 +81,7 @@ def encode_sparse(update: Any, mask: Any) -> SparseMessage:
 
 def decode_sparse(message: SparseMessage, like: Any) -> Any:
   """The dense update (zeros where nothing was sent), shaped like ``like``."""
-  flat = jnp.zeros(message.num_coordinates, message.values.dtype)
+  flat = jnp.zeros(message.dimension, message.values.dtype)
   flat = flat.at[message.indices].set(message.values)
   leaves, treedef = jax.tree.flatten(like)
   sizes = [int(np.prod(x.shape)) for x in leaves]

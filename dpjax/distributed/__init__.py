@@ -1,42 +1,16 @@
-"""Protocols over many clients, on one client harness.
+"""Protocols over many clients, and decentralized agents, in two parts.
 
-The harness (``shared_key``, ``client_keys``, ``client_sum``) derives every
-client's key from the round key and the client's index, maps a per-client
-encoder over the leading client axis and sums the messages exactly: vmapped
-on one device, or with ``jax.shard_map`` over a mesh axis, bit-identically.
+``dpjax.distributed.protocols``: client protocols (cpSGD, the distributed
+discrete Gaussian and Skellam protocols over a modular secure sum, the
+Gaussian baseline, a plain mean), each with its encoder, its server-side
+decoder, its event and its bits behind one ``Protocol`` type, on one client
+harness (``shared_key``, ``client_keys``, ``client_sum``).
 
-cpSGD (Agarwal et al., NeurIPS 2018): each client clips its vector,
-optionally applies a shared randomized Hadamard rotation, quantizes it to k
-levels and adds Bin(m, p) noise, sending integers in {0, ..., k - 1 + m}
-(``bits_per_coordinate``: log2(k + m) bits); the server decodes the exact
-integer sum into an unbiased mean estimate. ``distributed_mean`` vmaps the
-protocol; ``distributed_mean_sharded`` shards it over a mesh axis. The
-Gaussian protocol (real-valued noise, 32 bits per coordinate) is the
-baseline. Each protocol has an event companion (``cpsgd_round_event``,
-``gaussian_protocol_round_event``) and a bit count per client and round
-(``cpsgd_bits``, ``gaussian_protocol_bits``) built from the same
-hyperparameters.
+``dpjax.distributed.decentralized``: agents that gossip over a graph with
+no server (gossip graphs and mixing matrices, the agent harness, Q-DPSGD,
+DSGD, SDM, and their per-agent accounting).
 
-Decentralized learning (Ding et al., Q-DPSGD): gossip graphs
-(``erdos_renyi``, ``ring``, ``complete``) and their mixing matrices
-(``mixing_matrix``, ``spectral_gap``); ``gossip`` and the agent harness
-``run_agents`` (vmapped, or sharded over a mesh axis bit-identically); the
-algorithms ``qdpsgd1``, ``qdpsgd2``, ``dsgd`` and ``sdm`` as jitted rounds
-over all agents; and their per-agent accounting (``agent_ledgers``,
-``run_epsilon``, ``calibrate_decentralized``, the paper's Theorems 1 and 5 in
-``paper_epsilon`` beside the sound bound).
-
-The distributed discrete Gaussian (Kairouz et al., ICML 2021) and Skellam
-(Agarwal et al., NeurIPS 2021) protocols (``DistributedDpConfig``,
-``secure_sum_round``): clip, rotate, scale, round conditionally, add an
-exact discrete Gaussian or a Skellam share, reduce modulo 2^b; the modular
-sum (optionally pairwise-masked) is decoded by the server. Their companion
-is ``distributed_dp_round_event``, their bits ``distributed_dp_bits`` and
-``calibrate_distributed_dp`` chooses gamma and the noise as the papers do.
-
-``Protocol`` is what a training loop needs from any of these client
-protocols: a traceable mean of the client vectors, the DpEvent of one round
-and the bits one client sends.
+This namespace exports the names of both parts.
 
 Example:
   >>> cfg = dpjax.distributed.CpsgdConfig(l2_norm_clip=1.0, levels=16,
@@ -46,68 +20,73 @@ Example:
   (3,)
 """
 
-from dpjax.distributed._cpsgd import client_encode
-from dpjax.distributed._decentralized import AgentBatch
-from dpjax.distributed._decentralized import ALGORITHMS
-from dpjax.distributed._decentralized import DecentralizedAlgorithm
-from dpjax.distributed._decentralized import DecentralizedState
-from dpjax.distributed._decentralized import qdpsgd1
-from dpjax.distributed._decentralized import qdpsgd2
-from dpjax.distributed._decentralized import RoundMetrics
-from dpjax.distributed._decentralized_baselines import dsgd
-from dpjax.distributed._decentralized_baselines import sdm
-from dpjax.distributed._decentralized_privacy import agent_epsilons
-from dpjax.distributed._decentralized_privacy import agent_ledgers
-from dpjax.distributed._decentralized_privacy import calibrate_decentralized
-from dpjax.distributed._decentralized_privacy import DecentralizedPrivacy
-from dpjax.distributed._decentralized_privacy import paper_epsilon
-from dpjax.distributed._decentralized_privacy import paper_is_upper_bound
-from dpjax.distributed._decentralized_privacy import paper_rdp_coefficients
-from dpjax.distributed._decentralized_privacy import qdpsgd2_sensitivities
-from dpjax.distributed._decentralized_privacy import qdpsgd_round_event
-from dpjax.distributed._decentralized_privacy import qdpsgd_step_event
-from dpjax.distributed._decentralized_privacy import run_epsilon
-from dpjax.distributed._gossip import agent_mesh
-from dpjax.distributed._gossip import gossip
-from dpjax.distributed._gossip import run_agents
-from dpjax.distributed._protocol import Protocol
-from dpjax.distributed._cpsgd import cpsgd_round_event
-from dpjax.distributed._cpsgd import distributed_mean
-from dpjax.distributed._cpsgd import distributed_mean_sharded
-from dpjax.distributed._cpsgd import server_decode
-from dpjax.distributed._cpsgd_config import bits_per_coordinate
-from dpjax.distributed._cpsgd_config import cpsgd_bits
-from dpjax.distributed._cpsgd_config import CpsgdConfig
-from dpjax.distributed._cpsgd_config import rotated_linf_clip
-from dpjax.distributed._cpsgd_error import cpsgd_expected_mse
-from dpjax.distributed._cpsgd_error import cpsgd_mse_bound
-from dpjax.distributed._ddp import client_encode_modular
-from dpjax.distributed._ddp import conditional_round
-from dpjax.distributed._ddp import MAX_SKELLAM_MU
-from dpjax.distributed._ddp import secure_sum
-from dpjax.distributed._ddp import secure_sum_round
-from dpjax.distributed._ddp import SecureSumRound
-from dpjax.distributed._ddp import server_decode_modular
-from dpjax.distributed._ddp_calibrate import calibrate_distributed_dp
-from dpjax.distributed._ddp_config import distributed_dp_bits
-from dpjax.distributed._ddp_config import distributed_dp_round_event
-from dpjax.distributed._ddp_config import DistributedDpConfig
-from dpjax.distributed._secure_sum import centered
-from dpjax.distributed._secure_sum import pairwise_mask
-from dpjax.distributed._secure_sum import to_modular
-from dpjax.distributed._gaussian import gaussian_distributed_mean
-from dpjax.distributed._gaussian import gaussian_protocol_bits
-from dpjax.distributed._gaussian import gaussian_protocol_round_event
-from dpjax.distributed._harness import client_keys
-from dpjax.distributed._harness import client_sum
-from dpjax.distributed._harness import shared_key
-from dpjax.distributed._topology import complete
-from dpjax.distributed._topology import erdos_renyi
-from dpjax.distributed._topology import laplacian
-from dpjax.distributed._topology import mixing_matrix
-from dpjax.distributed._topology import num_components
-from dpjax.distributed._topology import ring
-from dpjax.distributed._topology import spectral_gap
+from dpjax import _deprecation
+from dpjax.distributed.decentralized import ALGORITHMS
+from dpjax.distributed.decentralized import AgentBatch
+from dpjax.distributed.decentralized import DecentralizedAlgorithm
+from dpjax.distributed.decentralized import DecentralizedPrivacy
+from dpjax.distributed.decentralized import DecentralizedState
+from dpjax.distributed.decentralized import RoundMetrics
+from dpjax.distributed.decentralized import agent_epsilons
+from dpjax.distributed.decentralized import agent_ledgers
+from dpjax.distributed.decentralized import agent_mesh
+from dpjax.distributed.decentralized import calibrate_decentralized
+from dpjax.distributed.decentralized import complete
+from dpjax.distributed.decentralized import dsgd
+from dpjax.distributed.decentralized import erdos_renyi
+from dpjax.distributed.decentralized import gossip
+from dpjax.distributed.decentralized import laplacian
+from dpjax.distributed.decentralized import mixing_matrix
+from dpjax.distributed.decentralized import num_components
+from dpjax.distributed.decentralized import paper_epsilon
+from dpjax.distributed.decentralized import paper_is_upper_bound
+from dpjax.distributed.decentralized import paper_rdp_coefficients
+from dpjax.distributed.decentralized import qdpsgd1
+from dpjax.distributed.decentralized import qdpsgd2
+from dpjax.distributed.decentralized import qdpsgd2_sensitivities
+from dpjax.distributed.decentralized import qdpsgd_event
+from dpjax.distributed.decentralized import qdpsgd_step_event
+from dpjax.distributed.decentralized import ring
+from dpjax.distributed.decentralized import run_agents
+from dpjax.distributed.decentralized import run_epsilon
+from dpjax.distributed.decentralized import sdm
+from dpjax.distributed.decentralized import spectral_gap
+from dpjax.distributed.protocols import CpsgdConfig
+from dpjax.distributed.protocols import DistributedDpConfig
+from dpjax.distributed.protocols import MAX_SKELLAM_MU
+from dpjax.distributed.protocols import Protocol
+from dpjax.distributed.protocols import SecureSumRound
+from dpjax.distributed.protocols import bits_per_coordinate
+from dpjax.distributed.protocols import calibrate_distributed_dp
+from dpjax.distributed.protocols import centered
+from dpjax.distributed.protocols import client_encode
+from dpjax.distributed.protocols import client_encode_modular
+from dpjax.distributed.protocols import client_keys
+from dpjax.distributed.protocols import client_sum
+from dpjax.distributed.protocols import conditional_round
+from dpjax.distributed.protocols import cpsgd_bits
+from dpjax.distributed.protocols import cpsgd_event
+from dpjax.distributed.protocols import cpsgd_expected_mse
+from dpjax.distributed.protocols import cpsgd_mse_bound
+from dpjax.distributed.protocols import cpsgd_protocol
+from dpjax.distributed.protocols import distributed_dp_bits
+from dpjax.distributed.protocols import distributed_dp_event
+from dpjax.distributed.protocols import distributed_dp_protocol
+from dpjax.distributed.protocols import distributed_mean
+from dpjax.distributed.protocols import distributed_mean_sharded
+from dpjax.distributed.protocols import gaussian_distributed_mean
+from dpjax.distributed.protocols import gaussian_distributed_mean_event
+from dpjax.distributed.protocols import gaussian_distributed_mean_protocol
+from dpjax.distributed.protocols import gaussian_protocol_bits
+from dpjax.distributed.protocols import pairwise_mask
+from dpjax.distributed.protocols import plain_mean_protocol
+from dpjax.distributed.protocols import rotated_linf_clip
+from dpjax.distributed.protocols import secure_sum
+from dpjax.distributed.protocols import secure_sum_round
+from dpjax.distributed.protocols import server_decode
+from dpjax.distributed.protocols import server_decode_modular
+from dpjax.distributed.protocols import shared_key
+from dpjax.distributed.protocols import to_modular
 
 __all__ = [
     'agent_epsilons',
@@ -126,23 +105,26 @@ __all__ = [
     'complete',
     'conditional_round',
     'cpsgd_bits',
+    'cpsgd_event',
     'cpsgd_expected_mse',
     'cpsgd_mse_bound',
-    'cpsgd_round_event',
+    'cpsgd_protocol',
     'CpsgdConfig',
     'DecentralizedAlgorithm',
     'DecentralizedPrivacy',
     'DecentralizedState',
     'distributed_dp_bits',
-    'distributed_dp_round_event',
+    'distributed_dp_event',
+    'distributed_dp_protocol',
     'distributed_mean',
     'distributed_mean_sharded',
     'DistributedDpConfig',
     'dsgd',
     'erdos_renyi',
     'gaussian_distributed_mean',
+    'gaussian_distributed_mean_event',
+    'gaussian_distributed_mean_protocol',
     'gaussian_protocol_bits',
-    'gaussian_protocol_round_event',
     'gossip',
     'laplacian',
     'MAX_SKELLAM_MU',
@@ -152,11 +134,12 @@ __all__ = [
     'paper_epsilon',
     'paper_is_upper_bound',
     'paper_rdp_coefficients',
+    'plain_mean_protocol',
     'Protocol',
     'qdpsgd1',
     'qdpsgd2',
     'qdpsgd2_sensitivities',
-    'qdpsgd_round_event',
+    'qdpsgd_event',
     'qdpsgd_step_event',
     'ring',
     'rotated_linf_clip',
@@ -173,3 +156,15 @@ __all__ = [
     'spectral_gap',
     'to_modular',
 ]
+
+# The companions follow the rule <mechanism>_event(..., *, steps=1) and
+# <transform>_step_event(what ran, ...): the old names, kept one release.
+__getattr__ = _deprecation.deprecated_aliases(__name__, {
+    'cpsgd_round_event': 'dpjax.distributed.cpsgd_event',
+    'distributed_dp_round_event': 'dpjax.distributed.distributed_dp_event',
+    'gaussian_protocol_round_event':
+        'dpjax.distributed.gaussian_distributed_mean_event',
+    'qdpsgd_round_event': (
+        'dpjax.distributed._decentralized_privacy._qdpsgd_round_event',
+        'use dpjax.distributed.qdpsgd_step_event(metrics, setting, agent)'),
+})

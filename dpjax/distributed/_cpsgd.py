@@ -33,10 +33,12 @@ its quantization and Binomial keys.
 
 import functools
 
+import dp_accounting
 import jax
 import jax.numpy as jnp
 
 from dpjax import _validate
+from dpjax._composition import repeated
 from dpjax import accounting
 from dpjax import noise
 from dpjax.compression import inverse_randomized_hadamard
@@ -50,9 +52,9 @@ from dpjax.distributed._cpsgd_config import CpsgdConfig
 # --- Privacy -----------------------------------------------------------------
 
 
-def cpsgd_round_event(config: CpsgdConfig, dimension: int, num_clients: int,
-                      delta: float) -> accounting.EpsilonDeltaDpEvent:
-  """The (epsilon, delta) of one round, seen through the summed messages.
+def cpsgd_event(config: CpsgdConfig, dimension: int, num_clients: int,
+                delta: float, *, steps: int = 1) -> dp_accounting.DpEvent:
+  """The (epsilon, delta) of ``steps`` rounds, seen through the summed messages.
 
   Theorem 1 with N = n m trials (the clients' Bin(m, p) noises sum to
   Bin(n m, p)), lattice spacing s, dimension d' =
@@ -67,12 +69,14 @@ def cpsgd_round_event(config: CpsgdConfig, dimension: int, num_clients: int,
     dimension: d, the length of each client's vector.
     num_clients: n >= 1 clients per round, all participating.
     delta: in (0, 1).
+    steps: rounds (default 1).
 
   Returns:
-    ``EpsilonDeltaDpEvent(epsilon, delta)``, epsilon =
+    One round: ``EpsilonDeltaDpEvent(epsilon, delta)``, epsilon =
     ``accounting.binomial_epsilon(n m, p', s, delta, d', l1, l2, linf)``;
-    compose rounds in a ``PrivacyLedger`` (the PLD accountant composes it
-    optimally for a generic (epsilon, delta) mechanism).
+    ``steps`` rounds: its ``SelfComposedDpEvent``. Or compose rounds in a
+    ``PrivacyLedger`` (the PLD accountant composes it optimally for a
+    generic (epsilon, delta) mechanism).
 
   Raises:
     ValueError: bad input, or n m p (1 - p) below Theorem 1's condition.
@@ -87,7 +91,7 @@ def cpsgd_round_event(config: CpsgdConfig, dimension: int, num_clients: int,
 
   Example:
     >>> cfg = CpsgdConfig(l2_norm_clip=1.0, levels=16, trials=2000)
-    >>> ev = cpsgd_round_event(cfg, 10, 100, 1e-5)
+    >>> ev = cpsgd_event(cfg, 10, 100, 1e-5)
     >>> round(ev.epsilon, 3), ev.delta
     (0.515, 1e-05)
   """
@@ -96,9 +100,9 @@ def cpsgd_round_event(config: CpsgdConfig, dimension: int, num_clients: int,
   num_clients = _check_int('num_clients', num_clients, 1)
   l1, l2, linf = accounting.cpsgd_sensitivities(
       dprime, config.levels, config.linf_clip, config.l2_norm_clip)
-  return accounting.binomial_event(
+  return repeated(accounting.binomial_event(
       num_clients * config.trials, config.binomial_p, config.spacing,
-      delta, dprime, l1, l2, linf)
+      delta, dprime, l1, l2, linf), steps)
 
 
 # --- Protocol ----------------------------------------------------------------
@@ -154,7 +158,7 @@ def client_encode(config: CpsgdConfig, key: jax.Array,
   Privacy:
     A single message carries only Bin(m, p) noise; the privacy guarantee is
     for the *sum* of the n messages (aggregate noise Bin(n m, p), Theorem 1
-    with N = n m, ``cpsgd_round_event``), e.g. under secure aggregation.
+    with N = n m, ``cpsgd_event``), e.g. under secure aggregation.
 
   References:
     Agarwal et al., cpSGD, NeurIPS 2018, Sec. 4.2, eq. (8); Sec. 4.3.
@@ -287,7 +291,7 @@ def distributed_mean(config: CpsgdConfig, key: jax.Array,
     Agarwal et al. with N = n m, step s = 2 X_max / (k - 1) and the
     protocol's sensitivities (replace-one neighbours, ||X_i|| <= D), assuming
     the individual messages are hidden (secure aggregation). The companion
-    event is ``cpsgd_round_event(config, d, n, delta)``.
+    event is ``cpsgd_event(config, d, n, delta)``.
 
   References:
     Agarwal et al., cpSGD, NeurIPS 2018, Sec. 4.2-4.3, Thm. 3-4.
@@ -329,7 +333,7 @@ def distributed_mean_sharded(config: CpsgdConfig, key: jax.Array,
     float32 estimate [d] (replicated).
 
   Privacy:
-    As ``distributed_mean`` (companion event ``cpsgd_round_event``).
+    As ``distributed_mean`` (companion event ``cpsgd_event``).
 
   References:
     Agarwal et al., cpSGD, NeurIPS 2018, Sec. 4.2-4.3.

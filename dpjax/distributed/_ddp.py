@@ -165,7 +165,7 @@ def client_encode_modular(config: DistributedDpConfig, key: jax.Array,
 
   Privacy:
     One message carries only one noise share; the guarantee is for the
-    modular sum of n messages (``distributed_dp_round_event``).
+    modular sum of n messages (``distributed_dp_event``).
 
   References:
     Kairouz, Liu, Steinke, ICML 2021, Alg. 1; Agarwal, Kairouz, Liu, NeurIPS
@@ -287,7 +287,7 @@ def secure_sum_round(config: DistributedDpConfig, key: jax.Array,
 
   Privacy:
     The server sees only the modular sum; companion event
-    ``distributed_dp_round_event(config, d)``.
+    ``distributed_dp_event(config, d)``.
 
   References:
     Kairouz, Liu, Steinke, ICML 2021, Alg. 1-2; Agarwal, Kairouz, Liu,
@@ -349,7 +349,7 @@ def secure_sum(config: DistributedDpConfig, key: jax.Array,
   unchanged (the masks cancel), which the tests check.
 
   Privacy:
-    Companion event ``distributed_dp_round_event(config, d)``.
+    Companion event ``distributed_dp_event(config, d)``.
 
   Example:
     >>> cfg = DistributedDpConfig(mechanism='ddg', l2_norm_clip=1.0, bits=12,

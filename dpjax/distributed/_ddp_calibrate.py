@@ -28,7 +28,7 @@ from dpjax import _validate
 from dpjax import accounting
 from dpjax.distributed._cpsgd_config import _check_int
 from dpjax.distributed._ddp_config import DEFAULT_BETA
-from dpjax.distributed._ddp_config import distributed_dp_round_event
+from dpjax.distributed._ddp_config import distributed_dp_event
 from dpjax.distributed._ddp_config import DistributedDpConfig
 from dpjax.distributed._ddp_config import MECHANISMS
 
@@ -48,9 +48,9 @@ def _epsilon(mechanism, gamma, stddev, s) -> float:
     cfg = _config(mechanism, gamma, stddev, s)
   except ValueError:
     return math.inf
-  ev = distributed_dp_round_event(cfg, s['dimension'],
-                                  sampling_rate=s['sampling_rate'],
-                                  replace_one=s['replace_one'])
+  ev = distributed_dp_event(cfg, s['dimension'],
+                            sampling_rate=s['sampling_rate'],
+                            replace_one=s['replace_one'])
   return accounting.epsilon(dp_accounting.SelfComposedDpEvent(
       ev, s['rounds']), s['delta'], 'rdp')
 
@@ -110,14 +110,14 @@ def calibrate_distributed_dp(mechanism: str, *, epsilon: float, delta: float,
     sqrtn_norm_growth: assume ||sum_i x_i|| <= sqrt(n) c (default n c).
 
   Returns:
-    ``DistributedDpConfig`` whose ``distributed_dp_round_event`` composed
+    ``DistributedDpConfig`` whose ``distributed_dp_event`` composed
     ``rounds`` times has epsilon <= target at delta.
 
   Raises:
     ValueError: bad input (naming it), or b too small for n and k.
 
   Privacy:
-    The returned configuration's companion is ``distributed_dp_round_event``.
+    The returned configuration's companion is ``distributed_dp_event``.
 
   References:
     Kairouz, Liu, Steinke, ICML 2021, Sec. 4.4; Agarwal, Kairouz, Liu,
@@ -128,7 +128,7 @@ def calibrate_distributed_dp(mechanism: str, *, epsilon: float, delta: float,
     >>> cfg = calibrate_distributed_dp('ddg', epsilon=1.0, delta=1e-5,
     ...                                num_clients=100, dimension=1000,
     ...                                bits=16, l2_norm_clip=1.0)
-    >>> ev = distributed_dp_round_event(cfg, 1000)
+    >>> ev = distributed_dp_event(cfg, 1000)
     >>> accounting.epsilon(ev, 1e-5) <= 1.0
     True
   """

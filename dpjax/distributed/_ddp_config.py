@@ -2,7 +2,7 @@
 
 ``DistributedDpConfig`` holds what both protocols share (clip c, bits b,
 scale gamma, central noise stddev, n clients, conditional-rounding beta and
-retries) and the mechanism name; ``distributed_dp_round_event`` is the
+retries) and the mechanism name; ``distributed_dp_event`` is the
 privacy companion, ``distributed_dp_bits`` the communication count.
 """
 
@@ -10,6 +10,7 @@ import dataclasses
 import math
 
 from dpjax import accounting
+from dpjax._composition import repeated
 from dpjax import noise
 from dpjax.compression import next_power_of_two
 from dpjax.distributed._cpsgd_config import _check_int
@@ -149,10 +150,10 @@ def _check_config(config) -> None:
                      f'{type(config).__name__}.')
 
 
-def distributed_dp_round_event(config: DistributedDpConfig, dimension: int,
-                               *, sampling_rate: float = 1.0,
-                               replace_one: bool = False):
-  """The DpEvent of one round, for an observer of the modular sum only.
+def distributed_dp_event(config: DistributedDpConfig, dimension: int, *,
+                         sampling_rate: float = 1.0, replace_one: bool = False,
+                         steps: int = 1):
+  """The DpEvent of ``steps`` rounds, for an observer of the modular sum only.
 
   Sensitivities on the integer grid, d' = ``config.message_length(d)``:
   Delta_2 = B = ``config.norm_bound(d)`` (the conditional rounding bound;
@@ -171,10 +172,12 @@ def distributed_dp_round_event(config: DistributedDpConfig, dimension: int,
     sampling_rate: Poisson client sampling rate q in (0, 1] (q < 1 needs
       add/remove-one neighbours).
     replace_one: double the sensitivities (replace-one client).
+    steps: rounds (default 1).
 
   Returns:
     A DpEvent the RDP accountant composes (``accounting.epsilon``,
-    ``PrivacyLedger``).
+    ``PrivacyLedger``): one round's, self-composed ``steps`` times when
+    steps > 1.
 
   Raises:
     ValueError: bad input, ``stddev == 0`` (no privacy), or q < 1 with
@@ -192,7 +195,7 @@ def distributed_dp_round_event(config: DistributedDpConfig, dimension: int,
     >>> cfg = DistributedDpConfig(mechanism='skellam', l2_norm_clip=1.0,
     ...                           bits=16, gamma=1e-3, stddev=2.0,
     ...                           num_clients=100)
-    >>> ev = distributed_dp_round_event(cfg, 1000)
+    >>> ev = distributed_dp_event(cfg, 1000)
     >>> round(accounting.epsilon(ev, 1e-5), 2)
     2.17
   """
@@ -211,10 +214,12 @@ def distributed_dp_round_event(config: DistributedDpConfig, dimension: int,
   if replace_one:
     l2, l1 = 2 * l2, 2 * l1
   if config.mechanism == 'ddg':
-    return accounting.ddg_event(config.local_sigma, config.num_clients, l2,
-                                l1, dprime, sampling_rate)
+    return repeated(accounting.ddg_event(
+        config.local_sigma, config.num_clients, l2, l1, dprime,
+        sampling_rate), steps)
   variance = config.num_clients * 2 * config.local_mu
-  return accounting.skellam_event(variance, l2, l1, sampling_rate)
+  return repeated(accounting.skellam_event(variance, l2, l1, sampling_rate),
+                  steps)
 
 
 def distributed_dp_bits(config: DistributedDpConfig, dimension: int) -> int:

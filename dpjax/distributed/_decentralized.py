@@ -89,7 +89,7 @@ class RoundMetrics(NamedTuple):
     consensus: (1/n) sum_i ||x_i - mean_j x_j||^2 after the round (scalar).
     noise_multiplier: float32 scalar, the sigma the round ran (an override
       included; 0 for DSGD). The accounting of ``_decentralized_privacy``
-      reads it from the metrics (``qdpsgd_round_event``, ``run_epsilon``).
+      reads it from the metrics (``qdpsgd_step_event``, ``run_epsilon``).
   """
   batch_size: jax.Array
   bits: jax.Array
@@ -289,7 +289,7 @@ def qdpsgd1(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
     Per agent and round with |S| > 0 examples, the released noisy gradient
     has replace-one sensitivity 2K/|S| under noise sigma K: the Gaussian
     mechanism with noise multiplier sigma |S| / 2
-    (``qdpsgd_round_event(setting, metrics, i)`` reads |S| and the sigma
+    (``qdpsgd_step_event(metrics, setting, i)`` reads |S| and the sigma
     that ran from the round's metrics); everything an agent sends is
     post-processing of its noisy gradients. No subsampling amplification
     is claimed unless the setting opts in (``DecentralizedPrivacy(...,

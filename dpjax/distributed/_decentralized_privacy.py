@@ -27,7 +27,7 @@ run's epsilon is the largest over agents. Two accounts are kept side by side:
   ``qdpsgd2_sensitivities`` (rho_t = Delta_t^2 / (2 (sigma K)^2) zCDP); the
   drift carries every past batch, so no subsampling argument applies.
   The sigma of a run is read from its rounds' ``RoundMetrics`` (what ran,
-  sweep overrides included): ``qdpsgd_round_event`` and the functions that
+  sweep overrides included): ``qdpsgd_step_event`` and the functions that
   take the metrics in place of batch sizes refuse a setting whose
   ``noise_multiplier`` differs from it.
 * **Paper** (reported, never a headline): Theorems 1 and 5 of Ding et al.
@@ -42,6 +42,7 @@ run's epsilon is the largest over agents. Two accounts are kept side by side:
 import functools
 import math
 from typing import NamedTuple
+import warnings
 
 import dp_accounting
 import numpy as np
@@ -50,6 +51,7 @@ from dpjax import _deprecation
 from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
+from dpjax._composition import repeated
 from dpjax.distributed import _decentralized
 
 PRIVATE = ('qdpsgd1', 'qdpsgd2', 'sdm')
@@ -203,25 +205,27 @@ def _round_event(setting: DecentralizedPrivacy, size: int,
   return gaussian
 
 
-def qdpsgd_step_event(setting: DecentralizedPrivacy, batch_size: int,
-                      sensitivity: float | None = None
-                      ) -> dp_accounting.DpEvent:
-  """The sound event of one agent's round (see the module).
+def qdpsgd_event(setting: DecentralizedPrivacy, batch_size: int,
+                 l2_sensitivity: float | None = None, *, steps: int = 1
+                 ) -> dp_accounting.DpEvent:
+  """The sound event of one agent's round (see the module), ``steps`` times.
 
   Args:
     setting: the run's ``DecentralizedPrivacy``.
     batch_size: |S| of the round.
-    sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
+    l2_sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
+    steps: rounds of this size (default 1).
 
   Returns:
     Q-DPSGD-1 and SDM: ``GaussianDpEvent(sigma |S| / 2)``, inside
     ``SampledWithoutReplacementDpEvent(m, |S|, .)`` when ``amplified``;
     Q-DPSGD-2: ``ZCDpEvent(Delta^2 / (2 (sigma K)^2))``; ``NoOpDpEvent`` for
-    a round that used nothing; ``NonPrivateDpEvent`` for DSGD or sigma = 0.
+    a round that used nothing; ``NonPrivateDpEvent`` for DSGD or sigma = 0;
+    self-composed ``steps`` times when steps > 1.
 
   Example:
     >>> s = DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 1000, amplified=False)
-    >>> qdpsgd_step_event(s, 20)
+    >>> qdpsgd_event(s, 20)
     GaussianDpEvent(noise_multiplier=20.0)
   """
   _check(setting)
@@ -230,37 +234,56 @@ def qdpsgd_step_event(setting: DecentralizedPrivacy, batch_size: int,
     raise ValueError(f'Expected batch_size={batch_size} <= num_examples='
                      f'{setting.num_examples}: a round cannot use more '
                      'examples than the agent holds.')
-  if setting.algorithm == 'qdpsgd2' and sensitivity is None:
+  if setting.algorithm == 'qdpsgd2' and l2_sensitivity is None:
     raise ValueError('Expected the round sensitivity for Q-DPSGD-2 '
                      '(qdpsgd2_sensitivities).')
-  return _round_event(setting, batch_size, float(sensitivity or 0.0),
-                      float(setting.noise_multiplier))
+  return repeated(_round_event(setting, batch_size,
+                               float(l2_sensitivity or 0.0),
+                               float(setting.noise_multiplier)), steps)
 
 
-def qdpsgd_round_event(setting: DecentralizedPrivacy,
-                       metrics: _decentralized.RoundMetrics, agent: int,
-                       sensitivity: float | None = None, *,
-                       rtol: float = 1e-6) -> dp_accounting.DpEvent:
+def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
+                      setting: DecentralizedPrivacy | None = None,
+                      agent: int | None = None,
+                      l2_sensitivity: float | None = None, *,
+                      rtol: float = 1e-6, sensitivity: float | None = None
+                      ) -> dp_accounting.DpEvent:
   """Agent ``agent``'s sound event of the round that returned ``metrics``.
 
   Reads |S| and sigma from the round's ``RoundMetrics`` (what ran, a sweep
   override of sigma included) and refuses a setting that claims another
-  sigma; then as ``qdpsgd_step_event``.
+  sigma; then as ``qdpsgd_event``. (The old form ``qdpsgd_step_event(setting,
+  batch_size, sensitivity)`` still works for one release, with a
+  ``DeprecationWarning``: it is ``qdpsgd_event``.)
 
   Args:
-    setting: the run's ``DecentralizedPrivacy`` (its sigma is the claim).
     metrics: one round's metrics (``batch_size`` [n], scalar sigma).
+    setting: the run's ``DecentralizedPrivacy`` (its sigma is the claim).
     agent: the agent's index i.
-    sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
+    l2_sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
     rtol: relative tolerance of the sigma check (the metrics hold float32).
+    sensitivity: the deprecated name of ``l2_sensitivity`` (one release).
 
   Example:
     >>> m = dpjax.distributed.RoundMetrics(np.array([20, 0]), np.zeros(2),
     ...                                    0.0, np.float32(2.0))
     >>> s = DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 1000)
-    >>> qdpsgd_round_event(s, m, 0)
+    >>> qdpsgd_step_event(m, s, 0)
     GaussianDpEvent(noise_multiplier=20.0)
   """
+  if isinstance(metrics, DecentralizedPrivacy):  # (setting, batch_size, sens)
+    warnings.warn('qdpsgd_step_event(setting, batch_size, ...) is deprecated;'
+                  ' use qdpsgd_event(setting, batch_size, ...), or '
+                  'qdpsgd_step_event(metrics, setting, agent) to read the '
+                  'round that ran.', DeprecationWarning, stacklevel=2)
+    old = agent if sensitivity is None else sensitivity
+    return qdpsgd_event(metrics, setting, old)
+  l2_sensitivity = _deprecation.renamed_argument(
+      'qdpsgd_step_event', 'sensitivity', sensitivity, 'l2_sensitivity',
+      l2_sensitivity)
+  if not isinstance(setting, DecentralizedPrivacy) or agent is None:
+    raise ValueError('Expected qdpsgd_step_event(metrics, setting, agent): '
+                     'setting a DecentralizedPrivacy, agent an index.')
   ran = np.asarray(metrics.noise_multiplier)
   sizes = np.asarray(metrics.batch_size)
   if ran.shape or sizes.ndim != 1:
@@ -270,7 +293,14 @@ def qdpsgd_round_event(setting: DecentralizedPrivacy,
   _validate.non_negative_int(agent=agent)
   if agent >= sizes.shape[0]:
     raise ValueError(f'Expected agent={agent} < {sizes.shape[0]} agents.')
-  return qdpsgd_step_event(setting, int(sizes[agent]), sensitivity)
+  return qdpsgd_event(setting, int(sizes[agent]), l2_sensitivity)
+
+
+def _qdpsgd_round_event(setting, metrics, agent, sensitivity=None, *,
+                        rtol=1e-6):
+  """The deprecated ``qdpsgd_round_event``: ``qdpsgd_step_event`` with the
+  setting first."""
+  return qdpsgd_step_event(metrics, setting, agent, sensitivity, rtol=rtol)
 
 
 def _events_of(setting, sizes):
@@ -451,15 +481,19 @@ def paper_epsilon(setting: DecentralizedPrivacy, batch_sizes,
 
 
 def paper_is_upper_bound(setting: DecentralizedPrivacy, batch_size: int,
+                         l2_sensitivity: float | None = None, *,
                          sensitivity: float | None = None) -> bool:
   """Whether the paper's RDP of one round bounds the sound one at every order.
 
   Compares eps'(rho) of Thm. 1 / Thm. 5 with the round's sound RDP curve
-  (``qdpsgd_step_event``, amplified or not as ``setting`` says) at every
-  order in ``ORDERS``.
+  (``qdpsgd_event``, amplified or not as ``setting`` says; Q-DPSGD-2 at
+  ``l2_sensitivity``, once ``sensitivity=``) at every order in ``ORDERS``.
   """
+  l2_sensitivity = _deprecation.renamed_argument(
+      'paper_is_upper_bound', 'sensitivity', sensitivity, 'l2_sensitivity',
+      l2_sensitivity)
   size = 0 if setting.algorithm == 'qdpsgd2' else batch_size
   paper = float(paper_rdp_coefficients(setting, [[batch_size]])[0, 0])
-  event = qdpsgd_step_event(setting, size, sensitivity)
+  event = qdpsgd_event(setting, size, l2_sensitivity)
   sound = accounting.rdp_curve(event, ORDERS)
   return bool(np.all(paper * np.asarray(ORDERS) >= sound * (1 - 1e-12)))

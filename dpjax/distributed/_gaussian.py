@@ -4,7 +4,7 @@ The baseline of cpSGD (Agarwal et al. 2018, Sec. 4.1, Fig. 1): client i clips
 its vector X_i to L2 norm D, adds N(0, sigma^2 I) and sends d float32 values
 (32 bits per coordinate); the server averages the messages. It runs on the
 client harness (vmapped over the leading client axis); its event companion
-``gaussian_protocol_round_event`` and its bit count ``gaussian_protocol_bits``
+``gaussian_distributed_mean_event`` and its bit count ``gaussian_protocol_bits``
 are built from the same hyperparameters.
 """
 
@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from dpjax import _keys
 from dpjax import _validate
+from dpjax._composition import repeated
 from dpjax import accounting
 from dpjax import noise
 from dpjax.distributed import _harness
@@ -50,7 +51,7 @@ def gaussian_distributed_mean(key: jax.Array, xs: jax.typing.ArrayLike,
     neighbours: the Gaussian mechanism with noise multiplier
     sqrt(n) sigma / Delta, assuming the server sees only the sum (a single
     client's message alone has noise multiplier sigma / Delta). The
-    companion event is ``gaussian_protocol_round_event(D, sigma, n)``.
+    companion event is ``gaussian_distributed_mean_event(D, sigma, n)``.
 
   References:
     Agarwal et al., cpSGD, NeurIPS 2018, Sec. 4.1 and Fig. 1 (baseline).
@@ -101,9 +102,10 @@ def gaussian_protocol_bits(dimension: int) -> int:
   return _FLOAT32_BITS * int(dimension)
 
 
-def gaussian_protocol_round_event(l2_norm_clip: float, stddev: float,
-                                  num_clients: int) -> dp_accounting.DpEvent:
-  """The DpEvent of one round of ``gaussian_distributed_mean``.
+def gaussian_distributed_mean_event(l2_norm_clip: float, stddev: float,
+                                    num_clients: int, *, steps: int = 1
+                                    ) -> dp_accounting.DpEvent:
+  """The DpEvent of ``steps`` rounds of ``gaussian_distributed_mean``.
 
   The server sees the sum of n messages: noise N(0, n sigma^2) per
   coordinate, replace-one L2 sensitivity 2 D. This is
@@ -117,9 +119,11 @@ def gaussian_protocol_round_event(l2_norm_clip: float, stddev: float,
     l2_norm_clip: D > 0, as passed to ``gaussian_distributed_mean``.
     stddev: sigma > 0, each client's noise stddev.
     num_clients: n >= 1 clients per round, all participating.
+    steps: rounds (default 1).
 
   Returns:
-    ``dp_accounting.GaussianDpEvent(sqrt(n) sigma / (2 D))``.
+    ``dp_accounting.GaussianDpEvent(sqrt(n) sigma / (2 D))``, self-composed
+    ``steps`` times when steps > 1.
 
   Raises:
     ValueError: naming a bad value (sigma = 0 has no finite epsilon).
@@ -134,7 +138,7 @@ def gaussian_protocol_round_event(l2_norm_clip: float, stddev: float,
     "Improving the Gaussian mechanism for differential privacy", ICML 2018.
 
   Example:
-    >>> ev = gaussian_protocol_round_event(1.0, 1.0, 100)  # 10 / 2
+    >>> ev = gaussian_distributed_mean_event(1.0, 1.0, 100)  # 10 / 2
     >>> ev
     GaussianDpEvent(noise_multiplier=5.0)
     >>> round(epsilon(ev, 1e-5, 'pld'), 3)
@@ -142,5 +146,5 @@ def gaussian_protocol_round_event(l2_norm_clip: float, stddev: float,
   """
   _validate.positive(l2_norm_clip=l2_norm_clip, stddev=stddev)
   _validate.positive_int(num_clients=num_clients)
-  return accounting.gaussian_protocol_event(
-      math.sqrt(num_clients) * float(stddev), 2 * float(l2_norm_clip))
+  return repeated(accounting.gaussian_protocol_event(
+      math.sqrt(num_clients) * float(stddev), 2 * float(l2_norm_clip)), steps)

@@ -103,6 +103,12 @@ def _round_keys(key: jax.Array,
   return shared, _indexed_keys(client_root, num_clients)
 
 
+def _client_key(key: jax.Array, index: jax.typing.ArrayLike) -> jax.Array:
+  """``client_keys(key, n)[index]`` for one (possibly traced) index."""
+  client_root = jax.random.split(_keys.stream(key, _STREAM))[1]
+  return jax.random.fold_in(client_root, jnp.asarray(index, jnp.uint32))
+
+
 def _indexed_keys(root: jax.Array, num_clients: int) -> jax.Array:
   """``jax.random.fold_in(root, i)`` for i = 0..n-1 (uint32 indices)."""
   ids = jnp.arange(num_clients, dtype=jnp.uint32)

@@ -35,16 +35,12 @@ from dpjax.nonparametric._histogram import NoisyRegRelease
 from dpjax.nonparametric._histogram import DpHistogramRelease
 from dpjax.nonparametric._histogram import histogram
 from dpjax.nonparametric._histogram import noisy_reg
-from dpjax.nonparametric._histogram import noisy_reg_event
 from dpjax.nonparametric._histogram import dp_histogram
-from dpjax.nonparametric._histogram import dp_histogram_event
 from dpjax.nonparametric._knn import DpKnnRelease
 from dpjax.nonparametric._knn import dp_knn
-from dpjax.nonparametric._knn import dp_knn_event
 from dpjax.nonparametric._predict import predict
 from dpjax.nonparametric._random_trees import RandomTreesRelease
 from dpjax.nonparametric._random_trees import random_decision_trees
-from dpjax.nonparametric._random_trees import random_decision_trees_event
 from dpjax.nonparametric._trees import TreeEnsemble
 from dpjax.nonparametric._trees import depth_budgets
 from dpjax import _deprecation
@@ -56,9 +52,7 @@ __all__ = [
     'depth_budgets',
     'dp_bounds',
     'dp_histogram',
-    'dp_histogram_event',
     'dp_knn',
-    'dp_knn_event',
     'DpHistogramRelease',
     'DpKnnRelease',
     'exponential_mechanism',
@@ -68,12 +62,10 @@ __all__ = [
     'HistogramRelease',
     'jl_projection',
     'noisy_reg',
-    'noisy_reg_event',
     'NoisyRegRelease',
     'predict',
     'pte',
     'random_decision_trees',
-    'random_decision_trees_event',
     'RandomTreesRelease',
     'spe',
     'sspe',
@@ -81,10 +73,25 @@ __all__ = [
     'TreeEnsemble',
 ]
 
-# One prefix for the private version of an algorithm: dp_ (kept one release).
+
+def _returned(release: str, module: str) -> tuple[str, str]:
+  """A removed event function: its private home, and what to use instead."""
+  return (f'dpjax.nonparametric.{module}._{release}_event',
+          f'use the event dpjax.nonparametric.{release} returns with its '
+          'release')
+
+
+# One prefix for the private version of an algorithm: dp_; a release that
+# returns (release, event) has no separate event function (each kept one
+# release).
 __getattr__ = _deprecation.deprecated_aliases(__name__, {
+    'dp_histogram_event': _returned('dp_histogram', '_histogram'),
+    'dp_knn_event': _returned('dp_knn', '_knn'),
+    'noisy_reg_event': _returned('noisy_reg', '_histogram'),
     'private_bounds': 'dpjax.nonparametric.dp_bounds',
     'private_histogram': 'dpjax.nonparametric.dp_histogram',
-    'private_histogram_event': 'dpjax.nonparametric.dp_histogram_event',
+    'private_histogram_event': _returned('dp_histogram', '_histogram'),
     'PrivateHistogramRelease': 'dpjax.nonparametric.DpHistogramRelease',
+    'random_decision_trees_event': _returned('random_decision_trees',
+                                             '_random_trees'),
 })

@@ -10,6 +10,7 @@ from jax.typing import ArrayLike
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
+from dpjax._composition import repeated
 
 _STREAM = _keys.register('exponential_mechanism', __name__)
 
@@ -110,16 +111,19 @@ def exponential_mechanism_delta(epsilon: float, num_candidates: int) -> float:
              * NOISE_TAIL)
 
 
-def exponential_mechanism_event(epsilon: float, num_candidates: int):
+def exponential_mechanism_event(epsilon: float, num_candidates: int, *,
+                                steps: int = 1):
   """The (epsilon, delta)-DP event of one ``exponential_mechanism`` draw
-  over ``num_candidates`` candidates (``exponential_mechanism_delta``).
+  over ``num_candidates`` candidates (``exponential_mechanism_delta``),
+  self-composed ``steps`` times when steps > 1.
 
   Example:
     >>> exponential_mechanism_event(0.5, 2).delta > 0
     True
   """
-  return accounting.EpsilonDeltaDpEvent(
-      float(epsilon), exponential_mechanism_delta(epsilon, num_candidates))
+  return repeated(accounting.EpsilonDeltaDpEvent(
+      float(epsilon), exponential_mechanism_delta(epsilon, num_candidates)),
+                  steps)
 
 
 def _check_finite(u: jax.Array) -> None:

@@ -156,7 +156,7 @@ def histogram(x: ArrayLike, y: ArrayLike, *, bounds: Any, num_classes: int,
                           jnp.int32(bins), jnp.int32(0))
 
 
-def noisy_reg_event(epsilon: float, num_classes: int = 2):
+def _noisy_reg_event(epsilon: float, num_classes: int = 2):
   """The label-DP event of ``noisy_reg`` (features public).
 
   Pure DP with the epsilon of the discrete Laplace noise actually sampled
@@ -164,7 +164,7 @@ def noisy_reg_event(epsilon: float, num_classes: int = 2):
   ``epsilon``.
 
   Example:
-    >>> noisy_reg_event(2.0)
+    >>> _noisy_reg_event(2.0)
     EpsilonDeltaDpEvent(epsilon=2.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
@@ -208,8 +208,9 @@ def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
 
   Returns:
     ``(release, event)``: a ``NoisyRegRelease`` (``privacy_model =
-    'label'``, float32 scores on the grid (1 / n_j) Z) and
-    ``noisy_reg_event(epsilon, num_classes)``.
+    'label'``, float32 scores on the grid (1 / n_j) Z) and its pure
+    label-DP ``EpsilonDeltaDpEvent``, at the epsilon of the noise actually
+    sampled (at most ``epsilon``).
 
   Privacy: epsilon-DP in the label-DP model only: features public, labels
   private, neighbouring datasets differ in one label (for this model
@@ -259,7 +260,7 @@ def noisy_reg(key: jax.Array, x: ArrayLike, y: ArrayLike, *, epsilon: float,
   scores = _noisy_fractions(counts, noisy)
   release = NoisyRegRelease(unique, num, scores, low, high, projection,
                             jnp.int32(bins), jnp.int32(default_class))
-  return release, noisy_reg_event(epsilon, num_classes)
+  return release, _noisy_reg_event(epsilon, num_classes)
 
 
 @jax.jit
@@ -273,14 +274,14 @@ def _noisy_fractions(counts, noisy):
   return noisy.astype(jnp.float32) / n_j[:, None]
 
 
-def dp_histogram_event(epsilon: float):
+def _dp_histogram_event(epsilon: float):
   """The epsilon-DP (add/remove) event of ``dp_histogram``.
 
   The epsilon is that of the discrete Laplace noise actually sampled,
   1 / b' (``dpjax.noise.discrete_laplace_scale``): at most ``epsilon``.
 
   Example:
-    >>> dp_histogram_event(1.0)
+    >>> _dp_histogram_event(1.0)
     EpsilonDeltaDpEvent(epsilon=1.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
@@ -314,8 +315,9 @@ def dp_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
     max_cells: the largest b^m allowed.
 
   Returns:
-    ``(release, event)``: a ``DpHistogramRelease`` and
-    ``dp_histogram_event(epsilon)``.
+    ``(release, event)``: a ``DpHistogramRelease`` and its pure-DP
+    ``EpsilonDeltaDpEvent``, at the epsilon of the noise actually sampled
+    (1 / b', at most ``epsilon``).
 
   Privacy: epsilon-DP under add-or-remove-one (one record moves one count
   by 1: L1 sensitivity 1 against discrete Laplace of scale b' >= 1/eps);
@@ -351,7 +353,7 @@ def dp_histogram(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
   counts = _count_noise.add_count_noise(k_noise, counts, scale)
   release = DpHistogramRelease(counts, low, high, projection,
                                jnp.int32(bins))
-  return release, dp_histogram_event(epsilon)
+  return release, _dp_histogram_event(epsilon)
 
 
 def _flat_index(cells, bins):

@@ -42,14 +42,14 @@ class DpKnnRelease(NamedTuple):
   privacy_model = 'add_remove'
 
 
-def dp_knn_event(epsilon: float, num_test: int):
+def _dp_knn_event(epsilon: float, num_test: int):
   """The epsilon-DP event of one ``dp_knn`` release of ``num_test`` points.
 
   The epsilon is that of the discrete Laplace noise actually sampled,
   2 N / b' (``dpjax.noise.discrete_laplace_scale``): at most ``epsilon``.
 
   Example:
-    >>> dp_knn_event(2.0, 4)
+    >>> _dp_knn_event(2.0, 4)
     EpsilonDeltaDpEvent(epsilon=2.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
@@ -86,8 +86,9 @@ def dp_knn(key: jax.Array, x: ArrayLike, y: ArrayLike, x_test: ArrayLike, *,
       capped at n (with no training point, every count is noise alone).
 
   Returns:
-    ``(release, event)``: a ``DpKnnRelease`` and ``dp_knn_event(epsilon,
-    N)``.
+    ``(release, event)``: a ``DpKnnRelease`` and its pure-DP
+    ``EpsilonDeltaDpEvent``, at the epsilon of the noise actually sampled
+    (2 N / b', at most ``epsilon``).
     ``predict(release, x)`` answers each row of x with the noisy argmax of
     the nearest released test point (exact at the test points themselves).
 
@@ -135,7 +136,7 @@ def dp_knn(key: jax.Array, x: ArrayLike, y: ArrayLike, x_test: ArrayLike, *,
                         num_classes)
   counts = _count_noise.add_count_noise(key, counts, scale)
   return (DpKnnRelease(x_test, counts, low, high),
-          dp_knn_event(epsilon, num_test))
+          _dp_knn_event(epsilon, num_test))
 
 
 @functools.partial(jax.jit, static_argnums=(6, 7))

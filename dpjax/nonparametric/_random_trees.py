@@ -58,14 +58,14 @@ def default_depth(num_features: int) -> int:
   return int(min(max(num_features // 2, 1), 10))
 
 
-def random_decision_trees_event(epsilon: float, num_trees: int):
+def _random_decision_trees_event(epsilon: float, num_trees: int):
   """The epsilon-DP event of one ``random_decision_trees`` release.
 
   The epsilon is that of the discrete Laplace noise actually sampled,
   T / b' (``dpjax.noise.discrete_laplace_scale``): at most ``epsilon``.
 
   Example:
-    >>> random_decision_trees_event(2.0, 4)
+    >>> _random_decision_trees_event(2.0, 4)
     EpsilonDeltaDpEvent(epsilon=2.0, delta=0.0)
   """
   _validate.positive(epsilon=epsilon)
@@ -102,13 +102,14 @@ def random_decision_trees(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
 
   Returns:
     ``(release, event)``: a ``RandomTreesRelease`` read by
-    ``dpjax.nonparametric.predict``, and ``random_decision_trees_event``.
+    ``dpjax.nonparametric.predict``, and its pure-DP
+    ``EpsilonDeltaDpEvent``.
 
   Privacy: epsilon-DP under add-or-remove-one: the structure does not depend
   on the data, and one record changes one class count of one leaf in each of
   the T trees, an L1 change of T, against discrete Laplace noise of scale
   b' >= T / epsilon. Replace-one: L1 change 2 T, so 2 epsilon-DP. The event
-  is ``random_decision_trees_event(epsilon, num_trees)`` (T / b').
+  states the epsilon of the noise actually sampled, T / b'.
 
   References:
     Fan, Wang, Yu & Ma, "Is random model better?", ICDM 2003/2005;
@@ -146,7 +147,7 @@ def random_decision_trees(key: jax.Array, x: ArrayLike, y: ArrayLike, *,
   release = RandomTreesRelease(
       attrs, thrs, _count_noise.add_count_noise(k_noise, exact, scale),
       jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32))
-  return release, random_decision_trees_event(epsilon, num_trees)
+  return release, _random_decision_trees_event(epsilon, num_trees)
 
 
 def _structure(key: jax.Array, num_features: int, depth: int):

@@ -11,7 +11,7 @@ masked (cap = min(m, floor(max speed * T_d))).
 
 Amplification by subsampling is not claimed by default: the decentralized
 accounting takes each round as the unsampled mechanism on the examples it
-used (``dpjax.distributed.qdpsgd_step_event``), which holds for any batch.
+used (``dpjax.distributed.qdpsgd_event``), which holds for any batch.
 A batch of this sampler is, given its size, a uniform subset of the shard
 drawn from the key, so while the key is kept secret a run may opt in with
 ``DecentralizedPrivacy(..., amplified=True)`` (sampling without

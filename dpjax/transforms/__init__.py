@@ -31,24 +31,25 @@ from dpjax.transforms._adaptive_clipping import adaptive_effective_noise_multipl
 from dpjax.transforms._alias import compressive_dpsgd
 from dpjax.transforms._alias import dpsgd
 from dpjax.transforms._alias import rs_dpsgd
+from dpjax.transforms._alias_compressed_gd import compgd
+from dpjax.transforms._alias_compressed_gd import dp_compgd
+from dpjax.transforms._alias_compressed_gd import dp_compsgd
+from dpjax.transforms._alias_compressed_gd import dp_projected_gd
+from dpjax.transforms._alias_compressed_gd import dp_projected_sgd
+from dpjax.transforms._alias_compressed_gd import projected_gd
 from dpjax.transforms._bandmf import bandmf
 from dpjax.transforms._clipping import clip_per_example
 from dpjax.transforms._clipping import ClipPerExampleState
 from dpjax.transforms._compressed_gd import average_iterate
-from dpjax.transforms._compressed_gd import compgd
 from dpjax.transforms._compressed_gd import CompressedGdState
-from dpjax.transforms._compressed_gd import dp_compgd
-from dpjax.transforms._compressed_gd import dp_compsgd
-from dpjax.transforms._compressed_gd import dp_projected_gd
-from dpjax.transforms._compressed_gd import dp_projected_sgd
-from dpjax.transforms._compressed_gd import private_estimate
-from dpjax.transforms._compressed_gd import projected_gd
+from dpjax.transforms._compressed_gd import dp_gradient_estimate
 from dpjax.transforms._compressed_gd_events import calibrate_dp_compgd
 from dpjax.transforms._compressed_gd_events import calibrate_dp_compsgd
 from dpjax.transforms._compressed_gd_events import dp_compgd_event
 from dpjax.transforms._compressed_gd_events import dp_compgd_step_event
 from dpjax.transforms._compressed_gd_events import dp_compsgd_event
 from dpjax.transforms._compressed_gd_events import dp_compsgd_step_event
+from dpjax.transforms._compressed_gd_events import dp_gradient_estimate_event
 from dpjax.transforms._compressing import compressive_measurements
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
@@ -140,6 +141,8 @@ __all__ = [
     'dp_compsgd',
     'dp_compsgd_event',
     'dp_compsgd_step_event',
+    'dp_gradient_estimate',
+    'dp_gradient_estimate_event',
     'dp_projected_gd',
     'dp_projected_sgd',
     'dpsgd',
@@ -162,7 +165,6 @@ __all__ = [
     'normalize',
     'NormalizeState',
     'privacy_states',
-    'private_estimate',
     'project_gaussian',
     'projected_gd',
     'projection_dim_schedule',
@@ -187,6 +189,7 @@ __all__ = [
 # <transform>_step_event rule.
 __getattr__ = _deprecation.deprecated_aliases(__name__, {
     'dp_compgd_state_event': 'dpjax.transforms.dp_compgd_step_event',
+    'private_estimate': 'dpjax.transforms.dp_gradient_estimate',
     'dp_compsgd_state_event': 'dpjax.transforms.dp_compsgd_step_event',
     **{name: 'dpjax.compression.' + name for name in (
         'decode_sparse',

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import optax
 
 from dpjax import _keys
+from dpjax._composition import repeated
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
@@ -366,19 +367,6 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
   return _add_noise(noise_lib.discrete_gaussian_grid, key, _DISCRETE_GAUSSIAN,
                     sigma=sigma,
                     eta=eta)
-
-
-def repeated(event: dp_accounting.DpEvent,
-             steps: int) -> dp_accounting.DpEvent:
-  """``event`` for one step, else ``steps`` self-compositions of it.
-
-  Example:
-    >>> repeated(dp_accounting.GaussianDpEvent(1.0), 3).count
-    3
-  """
-  _validate.positive_int(steps=steps)
-  return event if steps == 1 else dp_accounting.SelfComposedDpEvent(event,
-                                                                    steps)
 
 
 def add_gaussian_noise_event(stddev: float, l2_sensitivity: float = 1.0, *,

@@ -151,7 +151,7 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     sampler key reused for several steps is refused by the ledger. Resume from the saved state, never from parameters alone. Under
     Poisson sampling at rate q for T steps the run is
     ``dpjax.accounting.dpsgd_event(noise_multiplier, q, T)``; its message is
-    ``dpsgd_bits(params)`` bits per step.
+    ``dpsgd_bits(d)`` bits per step (d parameters).
 
   References:
     Abadi et al. 2016, Alg. 1.

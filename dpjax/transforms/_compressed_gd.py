@@ -6,9 +6,11 @@ Each step of CompGD / DP-CompGD / DP-CompSGD draws a fresh Gaussian Phi_t
 theta_t = Pi_{Phi_t C}(Phi_t w_t - eta_t h_t) and a lift w_{t+1} in C with
 Phi_t w_{t+1} = theta_t (``dpjax.recovery.constrained_lift``). The baselines
 (projected GD, DP-GD, DP-SGD) step in R^d and project onto C. C is an l1 or
-l2 ball of radius r. Every optimizer is an optax transformation whose update
-is ``w_{t+1} - w_t`` (``optax.apply_updates``) and whose state accumulates
-the average iterate sum_t eta_t w_t / sum_t eta_t (``average_iterate``).
+l2 ball of radius r. Every optimizer (``compgd``, ``dp_compgd``, ...,
+ready-made in ``_alias_compressed_gd``) is an optax transformation built by
+``_factory`` here, whose update is ``w_{t+1} - w_t`` (``optax.apply_updates``)
+and whose state accumulates the average iterate sum_t eta_t w_t / sum_t eta_t
+(``average_iterate``).
 
 Privacy: what is released, and its sensitivity (a deviation from the thesis).
 Alg. 8 releases s_t Phi_t g_t + e, with g_t the mean gradient and s_t =
@@ -88,7 +90,7 @@ def average_iterate(state: CompressedGdState) -> Any:
   """w_bar_T = sum_t eta_t w_t / sum_t eta_t (thesis, ch. 6 output).
 
   Example:
-    >>> tx = compgd(1.0, 2, 1.0, key=jax.random.key(0))
+    >>> tx = dpjax.compgd(1.0, 2, 1.0, key=jax.random.key(0))
     >>> w = jnp.zeros(4)
     >>> u, s = tx.update(jnp.ones(4), tx.init(w), w)
     >>> average_iterate(s).tolist()
@@ -126,7 +128,7 @@ def _clipped_sum(rows: jax.Array, l2_norm_clip, keep: jax.Array, finite):
 
 def _estimate(per_example, phi, l2_norm_clip, noise_multiplier, key, *,
               sensitivity_factor, divisor, mask, dtype):
-  """``private_estimate`` and the number of real rows it dropped."""
+  """``dp_gradient_estimate`` and the number of real rows it dropped."""
   rows = _flat_rows(per_example).astype(dtype)
   keep = (jnp.ones(rows.shape[:1], bool) if mask is None
           else jnp.asarray(mask, bool))
@@ -144,12 +146,13 @@ def _estimate(per_example, phi, l2_norm_clip, noise_multiplier, key, *,
   return (total + noise) / jnp.asarray(divisor, dtype), dropped
 
 
-def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
-                     noise_multiplier: Any, key: jax.Array, *,
-                     sensitivity_factor: float, divisor: Any,
-                     mask: jax.typing.ArrayLike | None = None,
-                     dtype=jnp.float32) -> jax.Array:
-  """The released gradient estimate of one private step.
+def dp_gradient_estimate(per_example: Any, phi, l2_norm_clip: Any,
+                         noise_multiplier: Any, key: jax.Array, *,
+                         sensitivity_factor: float, divisor: Any,
+                         mask: jax.typing.ArrayLike | None = None,
+                         dtype=jnp.float32) -> jax.Array:
+  """The released gradient estimate of one private step (once
+  ``private_estimate``, kept one release).
 
   (sum_i clip_L(Phi g_i) + N(0, (k L sigma)^2 I)) / divisor over the rows of
   ``per_example`` (a pytree with a leading batch axis; ``mask`` zeroes padded
@@ -161,14 +164,14 @@ def private_estimate(per_example: Any, phi, l2_norm_clip: Any,
   Privacy:
     Changing one row changes the clipped sum by at most 2L (replace, k = 2)
     or L (add/remove, k = 1), for every Phi: one step is the Gaussian
-    mechanism with noise multiplier sigma (``dp_compgd_event``,
-    ``dp_compsgd_event``). Zero is inside the clipping ball, so dropping a
+    mechanism with noise multiplier sigma (``dp_gradient_estimate_event``;
+    a run: ``dp_compgd_event``, ``dp_compsgd_event``). Zero is inside the clipping ball, so dropping a
     non-finite row keeps the bound.
 
   Example:
-    >>> h = private_estimate(jnp.ones((2, 3)), None, 1.0, 0.0,
-    ...                      jax.random.key(0), sensitivity_factor=2.0,
-    ...                      divisor=2)
+    >>> h = dp_gradient_estimate(jnp.ones((2, 3)), None, 1.0, 0.0,
+    ...                          jax.random.key(0), sensitivity_factor=2.0,
+    ...                          divisor=2)
     >>> [round(float(v), 4) for v in h]
     [0.5774, 0.5774, 0.5774]
   """
@@ -270,229 +273,3 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
     return unravel(w_next - w), new_state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
-
-
-def compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
-           radius: Any, *, key: jax.Array, ball: str = 'l1',
-           block_size: int | None = None, rows_schedule=None,
-           solver_iterations: int = 50
-           ) -> optax.GradientTransformationExtraArgs:
-  """CompGD (non-private): the update is the mean gradient g_t in R^d.
-
-  theta_t = Pi_{Phi_t C}(Phi_t w_t - eta_t Phi_t g_t), w_{t+1} in C with
-  Phi_t w_{t+1} = theta_t (FISTA, ``solver_iterations`` iterations, warm
-  start w_t; the residual is in the state).
-
-  Args:
-    learning_rate: eta_t, a scalar or a schedule of the step count (may be
-      traced).
-    num_rows: m (static), 1 <= m <= d (checked at ``init``).
-    radius: r > 0 of the constraint set C (may be traced).
-    key: PRNG key (required); Phi_t from ``fold_in(key, t)``.
-    ball: 'l1' (default) or 'l2'.
-    block_size: generate Phi_t in column blocks (see ``gaussian_projection``).
-    rows_schedule: count -> m_t (``projection_dim_schedule``), optional.
-    solver_iterations: FISTA iterations of the lift (static).
-
-  Returns:
-    An optax transformation (``CompressedGdState``) whose update is
-    w_{t+1} - w_t; pass ``params=w_t``.
-
-  References:
-    Huang thesis, Alg. 6 (CompGD); Kasiviswanathan, UAI 2021.
-
-  Example:
-    >>> tx = compgd(0.5, 2, 1.0, key=jax.random.key(0))
-    >>> w = jnp.zeros(4)
-    >>> u, s = tx.update(jnp.array([1.0, 0, 0, 0]), tx.init(w), w)
-    >>> float(jnp.abs(w + u).sum()) <= 1.0 + 1e-5
-    True
-  """
-  return _factory(learning_rate, radius, ball, key=key, num_rows=num_rows,
-                  private=False, block_size=block_size,
-                  rows_schedule=rows_schedule,
-                  solver_iterations=solver_iterations)
-
-
-def dp_compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
-              radius: Any, l2_norm_clip: Any, noise_multiplier: Any,
-              num_examples: int, *, key: jax.Array, ball: str = 'l1',
-              block_size: int | None = None, rows_schedule=None,
-              solver_iterations: int = 50
-              ) -> optax.GradientTransformationExtraArgs:
-  """DP-CompGD (full batch): the update is the n per-example gradients.
-
-  h_t = (sum_i clip_L(Phi_t grad_i) + N(0, (2 L sigma)^2 I_m)) / n, then the
-  step of ``compgd`` with h_t in place of Phi_t g_t.
-
-  Args:
-    learning_rate: eta_t, scalar or schedule (may be traced).
-    num_rows: m (static).
-    radius: r of C (may be traced).
-    l2_norm_clip: L, the clip bound of each projected per-example gradient
-      (may be traced).
-    noise_multiplier: sigma >= 0 (may be traced); stddev 2 L sigma on the sum.
-    num_examples: n, the (public) dataset size; divides the sum.
-    key: PRNG key (required); Phi_t and the noise of step t come from
-      ``fold_in(key, t)`` (split).
-    ball, block_size, rows_schedule, solver_iterations: as ``compgd``.
-
-  Returns:
-    An optax transformation; ``update(per_example_grads, state, params)``
-    with every gradient leaf ``(n,) + param.shape`` (checked: a gradient
-    without its batch axis raises). A padded batch needs ``mask=`` (bool
-    [B]); without it the batch must have exactly n rows.
-
-  Privacy:
-    Replace-one sensitivity of the clipped sum is 2L for every Phi_t (see
-    the module docstring; the thesis's s_t-rescaled release has sensitivity
-    2L, not 2L / n, and is not used). Each step is the Gaussian mechanism
-    with noise multiplier sigma under replace-one; T steps are
-    ``dp_compgd_event(sigma, T)``, read from the run's state by
-    ``dp_compgd_step_event(state)``; ``calibrate_dp_compgd`` picks sigma for a
-    target (epsilon, delta).
-
-  References:
-    Huang thesis, Alg. 8 (with the release changed as above); Abadi et al.
-    2016 (per-example clipping).
-
-  Example:
-    >>> tx = dp_compgd(0.5, 2, 1.0, 1.0, 1.0, 3, key=jax.random.key(0))
-    >>> w = jnp.zeros(4)
-    >>> u, s = tx.update(jnp.ones((3, 4)), tx.init(w), w)
-    >>> u.shape, int(s.stream.count)
-    ((4,), 1)
-  """
-  _validate.positive_int(num_examples=num_examples)
-  return _factory(learning_rate, radius, ball, key=key, num_rows=num_rows,
-                  private=True, l2_norm_clip=l2_norm_clip,
-                  noise_multiplier=noise_multiplier, divisor=num_examples,
-                  sensitivity_factor=2.0, block_size=block_size,
-                  rows_schedule=rows_schedule,
-                  solver_iterations=solver_iterations,
-                  num_examples=num_examples)
-
-
-def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
-               radius: Any, l2_norm_clip: Any, noise_multiplier: Any,
-               expected_batch_size: Any, *, key: jax.Array, ball: str = 'l1',
-               block_size: int | None = None, rows_schedule=None,
-               solver_iterations: int = 50
-               ) -> optax.GradientTransformationExtraArgs:
-  """DP-CompSGD: a Poisson minibatch (``dpjax.sampling.PoissonSampler``).
-
-  h_t = (sum_{i in B_t} clip_L(Phi_t grad_i) + N(0, (L sigma)^2 I_m)) / (q n):
-  the per-example gradients of the padded batch come first with
-  ``mask=batch.mask`` (padded rows are masked), divided by the EXPECTED
-  batch size.
-
-  Args:
-    learning_rate, num_rows, radius, l2_norm_clip, noise_multiplier: as
-      ``dp_compgd`` (stddev L sigma on the sum).
-    expected_batch_size: q n (may be traced).
-    key, ball, block_size, rows_schedule, solver_iterations: as ``compgd``.
-
-  Returns:
-    An optax transformation; ``update(grads, state, params, mask=mask)``,
-    ``mask`` (bool [B]) required: without it a padded row would count as
-    an example (one example counted as often as it pads the batch).
-
-  Privacy:
-    Add/remove-one sensitivity of the clipped sum is L for every Phi_t, so a
-    step is the Poisson-subsampled Gaussian mechanism;
-    ``dp_compsgd_event(sigma, q, T)`` (or ``sampler.dp_event(sigma)`` per
-    step) is the event; ``dp_compsgd_step_event(state, sampler)`` reads it
-    from the run's state.
-
-  References:
-    Huang thesis, Alg. 9 (Poisson sampling instead of fixed-size batches).
-
-  Example:
-    >>> tx = dp_compsgd(0.5, 2, 1.0, 1.0, 1.0, 2.0, key=jax.random.key(0))
-    >>> w = jnp.zeros(4)
-    >>> u, _ = tx.update(jnp.ones((3, 4)), tx.init(w), w,
-    ...                  mask=jnp.array([True, True, False]))
-    >>> u.shape
-    (4,)
-  """
-  _validate.positive(expected_batch_size=expected_batch_size)
-  return _factory(learning_rate, radius, ball, key=key, num_rows=num_rows,
-                  private=True, l2_norm_clip=l2_norm_clip,
-                  noise_multiplier=noise_multiplier,
-                  divisor=expected_batch_size, sensitivity_factor=1.0,
-                  block_size=block_size, rows_schedule=rows_schedule,
-                  solver_iterations=solver_iterations, require_mask=True)
-
-
-def projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any, *,
-                 ball: str = 'l1') -> optax.GradientTransformationExtraArgs:
-  """GD projected onto C (non-private baseline): w - eta g, then Pi_C.
-
-  References:
-    Huang thesis, ch. 6-7 (the GD baseline of Figs. 7.1-7.3).
-
-  Example:
-    >>> tx = projected_gd(1.0, 1.0)
-    >>> w = jnp.zeros(2)
-    >>> (w + tx.update(jnp.array([-3.0, 0.0]), tx.init(w), w)[0]).tolist()
-    [1.0, 0.0]
-  """
-  return _factory(learning_rate, radius, ball, key=jax.random.key(0),
-                  num_rows=None, private=False)
-
-
-def dp_projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any,
-                    l2_norm_clip: Any, noise_multiplier: Any,
-                    num_examples: int, *, key: jax.Array, ball: str = 'l1'
-                    ) -> optax.GradientTransformationExtraArgs:
-  """Projected DP-GD (full batch): clip per example, N(0, (2 L sigma)^2 I_d).
-
-  Privacy:
-    Replace-one sensitivity 2L of the clipped sum: the same event as
-    ``dp_compgd`` (``dp_compgd_event``), with the noise in d dimensions.
-    Gradients and ``mask`` as ``dp_compgd``.
-
-  References:
-    Huang thesis, ch. 7 (the DP-GD baseline of Figs. 7.1-7.3); Bassily,
-    Smith, Thakurta, FOCS 2014 (projected noisy gradient descent).
-
-  Example:
-    >>> tx = dp_projected_gd(0.5, 1.0, 1.0, 1.0, 3, key=jax.random.key(0))
-    >>> w = jnp.zeros(4)
-    >>> tx.update(jnp.ones((3, 4)), tx.init(w), w)[0].shape
-    (4,)
-  """
-  _validate.positive_int(num_examples=num_examples)
-  return _factory(learning_rate, radius, ball, key=key, num_rows=None,
-                  private=True, l2_norm_clip=l2_norm_clip,
-                  noise_multiplier=noise_multiplier, divisor=num_examples,
-                  sensitivity_factor=2.0, num_examples=num_examples)
-
-
-def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
-                     l2_norm_clip: Any, noise_multiplier: Any,
-                     expected_batch_size: Any, *, key: jax.Array,
-                     ball: str = 'l1') -> optax.GradientTransformationExtraArgs:
-  """Projected DP-SGD on Poisson batches (stddev L sigma, masked rows).
-
-  ``update(grads, state, params, mask=mask)``: ``mask`` (bool [B]) is
-  required, as in ``dp_compsgd``.
-
-  Privacy:
-    The DP-SGD event: ``dp_compsgd_event(sigma, q, T)``.
-
-  References:
-    Abadi et al. 2016, Alg. 1 (with a projection onto C).
-
-  Example:
-    >>> tx = dp_projected_sgd(0.5, 1.0, 1.0, 1.0, 2.0, key=jax.random.key(0))
-    >>> w = jnp.zeros(4)
-    >>> tx.update(jnp.ones((3, 4)), tx.init(w), w,
-    ...           mask=jnp.ones(3, bool))[0].shape
-    (4,)
-  """
-  return _factory(learning_rate, radius, ball, key=key, num_rows=None,
-                  private=True, l2_norm_clip=l2_norm_clip,
-                  noise_multiplier=noise_multiplier,
-                  divisor=expected_batch_size, sensitivity_factor=1.0,
-                  require_mask=True)

@@ -18,6 +18,7 @@ import numpy as np
 
 from dpjax import _validate
 from dpjax import accounting
+from dpjax._composition import repeated
 from dpjax.transforms._compressed_gd import CompressedGdState
 from dpjax.transforms._dpsgd_noise import _scalar
 
@@ -40,6 +41,23 @@ def dp_compgd_event(noise_multiplier: float, steps: int = 1
   _validate.positive_int(steps=steps)
   return dp_accounting.SelfComposedDpEvent(
       accounting.gaussian_step_event(noise_multiplier), steps)
+
+
+def dp_gradient_estimate_event(noise_multiplier: float, *, steps: int = 1
+                               ) -> dp_accounting.DpEvent:
+  """``steps`` releases of ``dp_gradient_estimate`` at noise multiplier sigma.
+
+  One release adds N(0, (k L sigma)^2 I) to a clipped sum of sensitivity k L
+  (k = ``sensitivity_factor``: 2 under replace-one, 1 under add/remove-one,
+  the relation to account it under): the Gaussian mechanism with noise
+  multiplier sigma, whatever Phi (Huang thesis, Alg. 8).
+
+  Example:
+    >>> dp_gradient_estimate_event(2.0)
+    GaussianDpEvent(noise_multiplier=2.0)
+  """
+  _validate.non_negative(noise_multiplier=noise_multiplier)
+  return repeated(accounting.gaussian_step_event(noise_multiplier), steps)
 
 
 def dp_compsgd_event(noise_multiplier: float, sampling_rate: float,

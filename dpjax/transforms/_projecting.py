@@ -15,6 +15,7 @@ the first m_t <= num_rows of them (scaled by 1 / sqrt(m_t)), the rest zero.
 
 import math
 from typing import Callable, NamedTuple
+import warnings
 
 import jax
 from jax import flatten_util
@@ -28,19 +29,20 @@ from dpjax.transforms._state import KeyStepState
 _STREAM = _keys.register('gaussian_projection', __name__)
 
 
-def validate_rows(num_rows: int, dim: int | None = None) -> None:
-  """1 <= num_rows (<= dim when dim is known), integers."""
+def validate_rows(num_rows: int, dimension: int | None = None) -> None:
+  """1 <= num_rows (<= dimension when it is known), integers."""
   _validate.positive_int(num_rows=num_rows)
-  if dim is not None and num_rows > dim:
-    raise ValueError(f'Expected num_rows={num_rows} <= dim={dim}: a '
+  if dimension is not None and num_rows > dimension:
+    raise ValueError(f'Expected num_rows={num_rows} <= '
+                     f'dimension={dimension}: a '
                      'projection to more rows than the dimension compresses '
                      'nothing.')
 
 
 class GaussianProjection(NamedTuple):
-  """Phi in R^{num_rows x dim}, N(0, 1 / m) entries, defined by its key.
+  """Phi in R^{num_rows x dimension}, N(0, 1 / m) entries, defined by its key.
 
-  Build with ``gaussian_projection``. ``num_rows``, ``dim`` and
+  Build with ``gaussian_projection``. ``num_rows``, ``dimension`` and
   ``block_size`` are static; ``active_rows`` (m, may be traced) keeps the
   first m rows and zeroes the rest. Without blocks the matrix is drawn once
   (``dense``) and reused by every product; with blocks each product
@@ -49,14 +51,22 @@ class GaussianProjection(NamedTuple):
   """
   key: jax.Array
   num_rows: int
-  dim: int
+  dimension: int
   block_size: int | None
   active_rows: jax.Array
   dense: jax.Array | None = None
 
   @property
+  def dim(self) -> int:
+    """Deprecated name of ``dimension``, kept for one release."""
+    warnings.warn('GaussianProjection.dim is deprecated; use '
+                  'GaussianProjection.dimension.', DeprecationWarning,
+                  stacklevel=2)
+    return self.dimension
+
+  @property
   def _num_blocks(self) -> int:
-    return -(-self.dim // self.block_size)
+    return -(-self.dimension // self.block_size)
 
   def _scale(self, dtype) -> jax.Array:
     m = self.active_rows
@@ -69,24 +79,24 @@ class GaussianProjection(NamedTuple):
     return z * self._scale(dtype)[:, None]
 
   def matrix(self, dtype=jnp.float32) -> jax.Array:
-    """The dense [num_rows, dim] matrix (the same entries the blocks use)."""
+    """The dense [num_rows, dimension] matrix (the blocks' entries)."""
     if self.block_size is None:
       if self.dense is not None:
         return self.dense.astype(dtype)
-      z = jax.random.normal(self.key, (self.num_rows, self.dim), dtype)
+      z = jax.random.normal(self.key, (self.num_rows, self.dimension), dtype)
       return z * self._scale(dtype)[:, None]
     blocks = [self._block(b, dtype) for b in range(self._num_blocks)]
-    return jnp.concatenate(blocks, axis=1)[:, :self.dim]
+    return jnp.concatenate(blocks, axis=1)[:, :self.dimension]
 
   def _padded(self, x: jax.Array) -> jax.Array:
-    """x [..., dim] -> [num_blocks, ..., block_size] (zero padded)."""
-    pad = self._num_blocks * self.block_size - self.dim
+    """x [..., dimension] -> [num_blocks, ..., block_size] (zero padded)."""
+    pad = self._num_blocks * self.block_size - self.dimension
     x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])
     x = x.reshape(x.shape[:-1] + (self._num_blocks, self.block_size))
     return jnp.moveaxis(x, -2, 0)
 
   def matvec(self, v: jax.Array) -> jax.Array:
-    """Phi v for v [..., dim] -> [..., num_rows] (rows of a batch too)."""
+    """Phi v for v [..., dimension] -> [..., num_rows] (rows of a batch too)."""
     v = jnp.asarray(v)
     if self.block_size is None:
       return v @ self.matrix(v.dtype).T
@@ -101,13 +111,13 @@ class GaussianProjection(NamedTuple):
     return out
 
   def rmatvec(self, u: jax.Array) -> jax.Array:
-    """Phi^T u for u [num_rows] -> [dim]."""
+    """Phi^T u for u [num_rows] -> [dimension]."""
     u = jnp.asarray(u)
     if self.block_size is None:
       return self.matrix(u.dtype).T @ u
     out = jax.lax.map(lambda b: self._block(b, u.dtype).T @ u,
                       jnp.arange(self._num_blocks))
-    return out.reshape(-1)[:self.dim]
+    return out.reshape(-1)[:self.dimension]
 
 
 def gaussian_projection(key: jax.Array, num_rows: int, dimension: int, *,
@@ -225,8 +235,7 @@ def project_gaussian(num_rows: int, *, key: jax.Array,
   state0 = KeyStepState.create(key, stream=_STREAM)
 
   def init_fn(params):
-    dim = flatten_util.ravel_pytree(params)[0].size
-    validate_rows(num_rows, dim)
+    validate_rows(num_rows, flatten_util.ravel_pytree(params)[0].size)
     return state0
 
   def update_fn(updates, state, params=None):

@@ -3,7 +3,9 @@
 The message format and ``sparse_message_bits`` are in ``dpjax.compression``.
 """
 
+import numbers
 from typing import Any
+import warnings
 
 import jax
 import numpy as np
@@ -38,12 +40,32 @@ def rs_dpsgd_bits(schedule: _sparsifying.SparsityMaskSchedule,
   return np.asarray(bits, np.int64)
 
 
-def dpsgd_bits(like: Any, value_bits: int = 32) -> int:
-  """Bits of one dense DP-SGD update of parameters shaped like ``like``.
+def dpsgd_bits(dimension: Any = None, value_bits: int = 32, *,
+               like: Any = None) -> int:
+  """Bits of one dense DP-SGD update of d = ``dimension`` parameters.
+
+  d * ``value_bits``. Passing the parameters themselves (positionally, or as
+  ``like=``) still counts their coordinates for one release, with a
+  ``DeprecationWarning``.
 
   Example:
-    >>> dpsgd_bits({'w': jnp.zeros((3, 2)), 'b': jnp.zeros(2)})
+    >>> dpsgd_bits(8)
     256
   """
-  d = sum(int(np.prod(np.shape(x))) for x in jax.tree.leaves(like))
-  return compression.sparse_message_bits(d, d, value_bits)
+  if dimension is None and like is None:
+    raise ValueError('dpsgd_bits: expected dimension, the number of '
+                     'parameters.')
+  if like is not None or not _is_count(dimension):
+    if like is not None and dimension is not None:
+      raise ValueError('dpsgd_bits: pass dimension= only (like= is its '
+                       'deprecated form).')
+    warnings.warn('dpsgd_bits(params) is deprecated; use '
+                  'dpsgd_bits(dimension), d the number of parameters.',
+                  DeprecationWarning, stacklevel=2)
+    tree = dimension if like is None else like
+    dimension = sum(int(np.prod(np.shape(x))) for x in jax.tree.leaves(tree))
+  return compression.sparse_message_bits(dimension, dimension, value_bits)
+
+
+def _is_count(value: Any) -> bool:
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -59,8 +59,7 @@ def _cpsgd(args, n, d):
 
   def eps(m):
     try:
-      return distributed.cpsgd_round_event(make(m), d, n,
-                                           args.delta).epsilon
+      return distributed.cpsgd_event(make(m), d, n, args.delta).epsilon
     except ValueError:
       return math.inf
   limit = (2**31 - 1) // n - args.levels

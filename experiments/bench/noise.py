@@ -13,10 +13,10 @@ separately), each call followed by ``jax.block_until_ready``:
   t = floor(sigma) + 1), as in IBM's discretegauss.py. The reference draws
   ``--oracle-draws`` samples per repeat; its samples per second are
   extrapolated per sample.
-* FWHT: ``dpjax.transforms.fwht`` at d = 2^12 against the dense product
+* FWHT: ``dpjax.compression.fwht`` at d = 2^12 against the dense product
   ``x @ (H / sqrt(d))`` with the d x d Sylvester matrix (both jitted,
   float32), for one vector (dominated by per-call overhead) and for a batch
-  of ``--fwht-batch`` vectors, and ``dpjax.transforms.fwht`` alone at d = 2^20.
+  of ``--fwht-batch`` vectors, and ``dpjax.compression.fwht`` alone at d = 2^20.
 * Binomial: ``dpjax.noise.binomial`` (exact; 32 trials per random word,
   bit-sliced comparison with the binary digits of p', popcount) at
   m = 1000 and m = 2^20 trials for p = 1/2, a dyadic p = 3/8 and a general
@@ -135,7 +135,7 @@ def bench_fwht(repeats, warmup, batch):
   x = jax.random.normal(jax.random.key(0), (small,))
   xs = jax.random.normal(jax.random.key(2), (batch, small))
   dense_h = jnp.asarray(linalg.hadamard(small) / np.sqrt(small), jnp.float32)
-  fwht = jax.jit(dpjax.transforms.fwht)
+  fwht = jax.jit(dpjax.compression.fwht)
   dense = jax.jit(lambda m, v: v @ m)  # H is symmetric
   big = jax.random.normal(jax.random.key(1), (2**20,))
   calls = {'fwht_small': lambda: fwht(x), 'dense_small': lambda: dense(dense_h, x),

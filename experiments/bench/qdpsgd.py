@@ -26,10 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import clipping
+from dpjax import compression
 from dpjax import distributed as dd
 from dpjax import noise
 from dpjax import sampling
-from dpjax import transforms
 from experiments.bench import timing
 
 # The smallest setting (``bench all --quick``, the harness check).
@@ -59,7 +59,7 @@ def bench(n: int, repeats: int, loop_max: int) -> dict:
                            min(1.0, 4.0 / n + 0.02))
     attempt += 1
   w = dd.mixing_matrix(graph)
-  q = transforms.low_precision_quantizer(0.05, 3)
+  q = compression.low_precision_quantizer(0.05, 3)
   alg = dd.qdpsgd1(_loss, w, l2_norm_clip=0.5, noise_multiplier=1.0,
                    learning_rate=0.1, mixing_rate=0.5, quantizer=q)
   sampler = sampling.DeadlineSampler(1000, 20)

@@ -18,7 +18,7 @@ Inputs: ``spread`` (Gaussian directions, every coordinate O(1/sqrt(d))) and
 without rotation X_max = D is needed.
 
 For each variant and k, m is (i) the smallest m whose per-round epsilon
-(Theorem 1 with N = n m, ``cpsgd_round_event``, replace-one neighbours) is
+(Theorem 1 with N = n m, ``cpsgd_event``, replace-one neighbours) is
 at most each target epsilon, and (ii) any fixed ``num_trials``. Every seed
 generates its own client vectors and protocol keys and runs ``reps`` rounds
 per point. Each point reports the bits, the measured MSE of the estimate

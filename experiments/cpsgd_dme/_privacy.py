@@ -1,6 +1,6 @@
 """cpsgd_dme's protocols and their privacy: Theorem 1 per round, m per target.
 
-Epsilons come from ``distributed.cpsgd_round_event``; the smallest m meeting a
+Epsilons come from ``distributed.cpsgd_event``; the smallest m meeting a
 target epsilon from ``accounting.calibrate_trials``.
 """
 
@@ -25,7 +25,7 @@ def make_protocol(cfg, variant, levels,
 def round_epsilon(cfg, protocol) -> float | None:
   """Per-round epsilon (Theorem 1), or None where its condition fails."""
   try:
-    return distributed.cpsgd_round_event(
+    return distributed.cpsgd_event(
         protocol, cfg.dimension, cfg.num_clients, cfg.delta).epsilon
   except ValueError as e:
     if 'Theorem 1 needs' not in str(e):

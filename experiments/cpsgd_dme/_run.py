@@ -97,11 +97,11 @@ def _clamping(keys, xs, index, l2_norm_clip, linf_clip, *, rotate, padded):
     if rotate:
       rkey = distributed.shared_key(key)
       x = jnp.pad(x, ((0, 0), (0, padded - d)))
-      x = dpjax.transforms.randomized_hadamard(x, key=rkey)
+      x = dpjax.compression.randomized_hadamard(x, key=rkey)
     clamped = jnp.clip(x, -linf_clip, linf_clip)
     bias = clamped.mean(0) - x.mean(0)
     if rotate:
-      bias = dpjax.transforms.inverse_randomized_hadamard(bias, key=rkey)[:d]
+      bias = dpjax.compression.inverse_randomized_hadamard(bias, key=rkey)[:d]
     return jnp.mean(clamped != x), jnp.sum(bias**2)
   return jax.vmap(one)(keys, xs[index])
 

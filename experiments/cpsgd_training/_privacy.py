@@ -1,6 +1,6 @@
 """cpsgd_training's privacy: per-round delta, cpSGD events, matched Gaussian.
 
-Every number comes from dpjax: ``distributed.cpsgd_round_event`` (Theorem 1),
+Every number comes from dpjax: ``distributed.cpsgd_event`` (Theorem 1),
 ``accounting.gaussian_stddev`` and ``accounting.gaussian_epsilon`` (the exact
 Gaussian mechanism) and the ledger of the federated loop.
 """
@@ -47,7 +47,7 @@ def privacy_rows(cfg, dimension, n):
         row['message_length'], k, protocol.linf_clip, clip)
     row['l2_sensitivity'] = l2  # Theorem 1's Delta_2 (Gaussian: 2 D)
     try:
-      event = dist.cpsgd_round_event(protocol, dimension, n, delta_r)
+      event = dist.cpsgd_event(protocol, dimension, n, delta_r)
     except ValueError as e:  # Theorem 1's condition fails: no guarantee
       row.update(epsilon_round=None, epsilon_total=None, ledger=None,
                  no_guarantee=str(e), event=None)
@@ -110,7 +110,7 @@ def settings(cfg, privacy, dimension, n):
       out.append((f'Gaussian @ {label(row)}', 'gaussian', row,
                   federated.Protocol(
                       gaussian, param=stddev,
-                      event=dist.gaussian_protocol_round_event(clip, stddev,
-                                                               n),
+                      event=dist.gaussian_distributed_mean_event(
+                          clip, stddev, n),
                       bits_per_client=dist.gaussian_protocol_bits(dimension))))
   return out

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from dpjax import compression
 from dpjax import distributed as dist
-from dpjax import transforms
 from experiments.common import data as data_lib
 from experiments.common import federated
 from experiments.common import models
@@ -101,7 +101,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
     del row['protocol'], row['event']
   return dict(dataset=report_lib.dataset_info(ds),
               model=cfg.model, dimension=d,
-              padded_dimension=transforms.next_power_of_two(d),  # rotated
+              padded_dimension=compression.next_power_of_two(d),  # rotated
               clients_per_round=n, delta_round=round_delta(cfg),
               privacy=privacy, runs=runs, summary=summary, curves=curves_out,
               comparisons=comparisons(summary, cfg.clip_norm), plan=plan,

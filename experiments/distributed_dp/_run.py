@@ -74,8 +74,7 @@ def _ddp_row(cfg, point, xs, means, mech, bits, eps):
       mech, epsilon=eps, delta=cfg.delta, num_clients=n, dimension=d,
       bits=bits, l2_norm_clip=cfg.clip_norm, k_stddevs=cfg.k_stddevs,
       replace_one=True)
-  event = distributed.distributed_dp_round_event(protocol, d,
-                                                 replace_one=True)
+  event = distributed.distributed_dp_event(protocol, d, replace_one=True)
   base = dict(mechanism=mech, bits=bits, target_epsilon=eps,
               epsilon=accounting.epsilon(event, cfg.delta),
               gamma=protocol.gamma, stddev=protocol.stddev)

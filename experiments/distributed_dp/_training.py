@@ -10,10 +10,10 @@ amplification by subsampling):
 
 * DDG and Skellam at b bits: ``calibrate_distributed_dp`` for the total
   (epsilon, delta) over T rounds, the round ``secure_sum_round`` (decoded
-  sum / n), its event ``distributed_dp_round_event`` (RDP, composed T times
+  sum / n), its event ``distributed_dp_event`` (RDP, composed T times
   by the ledger), its bits ``distributed_dp_bits``;
 * cpSGD with rotation, as in cpsgd_training (``federated.cpsgd_mean``,
-  ``cpsgd_round_event`` at delta_round = delta / (2 T), PLD composition):
+  ``cpsgd_event`` at delta_round = delta / (2 T), PLD composition):
   the per-round epsilon is the largest whose T-fold PLD composition meets
   the total; per k, the smallest m meeting it (Theorem 1); at b bits, the
   k of smallest analytic MSE bound among those whose sum of n messages in
@@ -39,8 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import accounting
+from dpjax import compression
 from dpjax import distributed as dist
-from dpjax import transforms
 from experiments.common import data as data_lib
 from experiments.common import federated
 from experiments.common import models
@@ -97,7 +97,7 @@ def cpsgd_candidates(cfg, d: int, n: int) -> list[dict[str, Any]]:
 
     def eps(m, make=make):
       try:
-        return dist.cpsgd_round_event(make(m), d, n, dr).epsilon
+        return dist.cpsgd_event(make(m), d, n, dr).epsilon
       except ValueError as e:
         if 'Theorem 1 needs' not in str(e):
           raise
@@ -195,7 +195,7 @@ def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
         settings.append(dict(row, note=f'local mu = {protocol.local_mu:.3g}'
                              ' above the Skellam sampler range (2^22)'))
         continue
-      event = dist.distributed_dp_round_event(protocol, d, replace_one=True)
+      event = dist.distributed_dp_event(protocol, d, replace_one=True)
       settings.append(dict(
           row, protocol=protocol, event=event, index=len(ddp_configs),
           gamma=protocol.gamma, stddev=protocol.stddev,
@@ -218,7 +218,7 @@ def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
                            'epsilon'))
       continue
     p = c['protocol']
-    event = dist.cpsgd_round_event(p, d, n, delta_round(cfg))
+    event = dist.cpsgd_event(p, d, n, delta_round(cfg))
     settings.append(dict(
         row, protocol=p, event=event, levels=c['levels'], trials=c['trials'],
         sum_bits=c['sum_bits'], epsilon_round=float(event.epsilon),
@@ -229,7 +229,7 @@ def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
       setting='Gaussian (32 bits)', method='gaussian', bits=32,
       client_stddev=client_stddev, stddev=sigma_sum,
       noise_multiplier=sigma_sum / (2 * clip),
-      event=dist.gaussian_protocol_round_event(clip, client_stddev, n),
+      event=dist.gaussian_distributed_mean_event(clip, client_stddev, n),
       epsilon_exact=accounting.gaussian_epsilon(sigma_sum, 2 * clip, delta,
                                                 rounds),
       bits_per_client=dist.gaussian_protocol_bits(d)))
@@ -306,7 +306,7 @@ def run_training(cfg, say) -> dict[str, Any]:
     say(f"training {s['setting']}: test acc {acc.mean():.4f} "
         f"({time.time() - t0:.1f} s)")
   return dict(dataset=report_lib.dataset_info(ds), seeds=seeds, dimension=d,
-              padded_dimension=transforms.next_power_of_two(d),
+              padded_dimension=compression.next_power_of_two(d),
               clients_per_round=n, num_clients=num_clients,
               delta_round=delta_round(cfg),
               cpsgd_epsilon_round=the_plan['cpsgd_epsilon_round'],

@@ -139,7 +139,7 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
   phist = dict(bins=cfg.bins or bin_rule(n, m), bounds=pbounds,
                num_classes=k)
   if want('private_histogram'):
-    rel, _ = npm.private_histogram(keys[0], px, y, epsilon=eps, **phist)
+    rel, _ = npm.dp_histogram(keys[0], px, y, epsilon=eps, **phist)
     out['private_histogram'] = acc(npm.predict(rel, pxt))
   if want('dp_knn'):
     rel, _ = npm.dp_knn(keys[1], x, y, xt, **common)

@@ -23,9 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpjax import compression
 from dpjax import distributed as dd
 from dpjax import sampling
-from dpjax import transforms
 from experiments.common import data as data_lib
 from experiments.common import models
 from experiments.common import report as report_lib
@@ -178,7 +178,7 @@ def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float,
                    bits: int):
   alpha, rate = step_sizes(cfg)
   clip = cfg.clip_norm
-  quantizer = transforms.low_precision_quantizer(eta_at(cfg, bits), bits)
+  quantizer = compression.low_precision_quantizer(eta_at(cfg, bits), bits)
   if algorithm == 'qdpsgd1':
     return dd.qdpsgd1(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                       noise_multiplier=sigma, learning_rate=alpha,

@@ -80,7 +80,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
       dpjax.transforms.SparsityMaskSchedule.cooling(
           r, math.ceil(steps / spe), spe, params), d)[:steps]
           for r in set(cfg.rates)}
-  dense = dpjax.transforms.dpsgd_bits(params)
+  dense = dpjax.transforms.dpsgd_bits(d)
   for row in summary:  # sparse messages: values + positions once per epoch
     if row['setting'] != 'non_private':
       row['bits_vs_dense'] = float(bits[row['rate']].mean()) / dense
