@@ -4,7 +4,7 @@ For each target epsilon, sigma is calibrated under RDP for the exact
 mechanism the sampler runs (truncated Poisson subsampling,
 ``PoissonSampler.dp_event``) and the number of steps; the reported epsilons
 are read back from each run's ledger under RDP and PLD. Each seed picks its
-clip norm C on the validation split (``verdict.selected_settings``), and the
+clip norm C on the validation split (``verdict.select_per_seed``), and the
 test accuracy at that C is the seed's result (``selected`` rows); the choice
 never sees the test split. The seeds of a setting train as one vmapped
 program (``train.run_seeds_and_record``). Tuning C is not accounted, as in
