@@ -8,6 +8,10 @@ import numpy as np
 import pytest
 
 from experiments.common import data as data_lib
+from experiments.common import models
+from experiments.common import train as train_lib
+from experiments.common import verdict
+from experiments.dpsgd_baseline import _config as baseline_config
 from experiments.dpsgd_baseline import _run as baseline_run
 from experiments.rs_privacy import _claims as privacy_claims
 from experiments.rs_privacy import _config as privacy_config
@@ -132,3 +136,36 @@ def test_rs_privacy_tunes_both_methods_on_validation_over_one_clip_grid():
   [claim] = privacy_claims.claims(dict(selected=chosen), cfg).verdicts()
   assert claim['mean'] == pytest.approx(0.85 - 0.90)
   assert claim['verdict'] == 'refuted'
+
+
+def test_select_per_seed_groups_orders_and_never_reads_test():
+  runs = [dict(g=g, seed=s, c=c, val_accuracy=v, test_accuracy=1 - v)
+          for g in ('a', 'b') for s in (1, 0)
+          for c, v in ((2, .5), (1, .5 if s else .4), (3, .6 if g == 'b'
+                                                        else .1))]
+  chosen = verdict.select_per_seed(runs, ('g',), ('c',))
+  assert [(r['g'], r['seed'], r['c']) for r in chosen] == [
+      ('a', 0, 2), ('a', 1, 1), ('b', 0, 3), ('b', 1, 3)]
+  assert all(r['selected'] for r in chosen)
+  assert not any('selected' in r for r in runs)  # the inputs stay as they were
+
+
+@pytest.mark.parametrize('config_module', [baseline_config, privacy_config,
+                                           tradeoff_config])
+def test_sweeps_share_one_data_model_and_train_config_setup(config_module):
+  cfg = config_module.Config.preset('quick', dataset='iris', epochs=3,
+                                    expected_batch_size=10, evals=4)
+  ds = train_lib.sweep_data(cfg)
+  again = data_lib.with_validation(data_lib.load('iris', seed=cfg.seed),
+                                   cfg.validation_fraction, cfg.seed)
+  np.testing.assert_array_equal(ds.x_val, again.x_val)
+  n = len(ds.x_train)
+  base = train_lib.sweep_base(cfg, n)
+  steps = -(-3 * n // 10)
+  assert base == dict(steps=steps, expected_batch_size=10,
+                      learning_rate=cfg.learning_rate, momentum=cfg.momentum,
+                      l2_norm_clip=1.0, devices=getattr(cfg, 'devices', 1),
+                      eval_every=steps // 4, clipping=cfg.clipping)
+  name, model = models.for_dataset(ds, getattr(cfg, 'model', ''))
+  assert name == (getattr(cfg, 'model', '') or 'mlp')  # iris: the MLP
+  assert model.num_outputs == ds.num_classes

@@ -4,6 +4,7 @@ families and compare-results."""
 import dataclasses
 import json
 import os
+import typing
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from experiments import registry
 from experiments.common import claims as claims_lib
 from experiments.common import compare
 from experiments.common import config
+from experiments.common import flags
 from experiments.common import report as report_lib
 from experiments.common import runner
 from experiments.common import verdict as verdict_lib
@@ -147,9 +149,47 @@ def test_converted_experiments_refuse_bad_settings_before_any_work(
   assert not ran and not os.listdir(out)
 
 
+def _out_of_range(field, elem):
+  """Values a field's declared range refuses (of an element, for a list)."""
+  meta = field.metadata
+  bounds = [(meta['ge'], -1), (meta['gt'], 0), (meta['le'], 1),
+            (meta['lt'], 0)]
+  out = [elem(b + shift) for b, shift in bounds if b is not None]
+  if meta['choices'] is not None:
+    out.append('not a choice' if elem is str else -12345)
+  return out
+
+
+_WRONG_TYPE = {int: 'x', float: 'x', str: 3, bool: 'yes', dict: 3}
+
+
+@pytest.mark.parametrize('name', registry.NAMES)
+def test_every_experiment_refuses_unknown_wrong_type_and_out_of_range(name):
+  """Issue 34's typed configs: every field of every experiment, checked
+  when the config is built (before any work), naming the field."""
+  exp = registry.get(name)
+  with pytest.raises(ValueError, match='unknown setting zzbogus'):
+    exp.configure('quick', zzbogus=1)
+  with pytest.raises(ValueError, match='unknown flag --zzbogus'):
+    flags.parse(exp.config, ['--zzbogus', '1'])
+  hints = typing.get_type_hints(exp.config)
+  for f in dataclasses.fields(exp.config):
+    if f.name == 'mode':
+      continue
+    base, elem, _ = config.field_type(hints[f.name])
+    elem = elem or base
+    as_field = (lambda v: (v,)) if base is tuple else (lambda v: v)
+    bad = [as_field(_WRONG_TYPE[elem])] + [
+        as_field(v) for v in _out_of_range(f, elem)]
+    if elem in (int, float) and len(bad) == 1:  # no declared range:
+      bad += [as_field(elem(-1)), as_field(elem(1e9))]  # validate refuses
+    for value in bad:
+      with pytest.raises(ValueError, match=f.name):
+        exp.configure('quick', **{f.name: value})
+
+
 def test_every_field_has_a_flag_in_run_name_help(capsys):
-  for name in ('dpsgd_baseline', 'compgd', 'qdpsgd', 'nonparametric',
-               'trees', 'audit'):
+  for name in registry.NAMES:
     exp = registry.get(name)
     assert cli.main(['run', name, '--help']) == 0
     text = capsys.readouterr().out

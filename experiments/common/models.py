@@ -297,6 +297,14 @@ def default_model_name(dataset_name: str) -> str:
           'sphere_logistic': 'logistic'}.get(dataset_name, 'mlp')
 
 
+def for_dataset(ds: Any, name: str = '', **kwargs: Any) -> tuple[str, Any]:
+  """(name, module): the model ``name`` ('': ``default_model_name``) sized
+  for ``ds`` (a ``data.Dataset``: its classes and input shape)."""
+  name = name or default_model_name(ds.name)
+  return name, make_model(name, ds.num_classes, input_shape=ds.input_shape,
+                          **kwargs)
+
+
 def num_params(params: Any) -> int:
   """Total number of scalars in a parameter pytree (or variables dict).
 

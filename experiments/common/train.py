@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import dpjax
 from dpjax import accounting
 from experiments.common import checkpoint as checkpoint_lib
+from experiments.common import data as data_lib
 from experiments.common import progress as progress_lib
 from experiments.common import validation
 from experiments.common import train_step
@@ -265,15 +266,24 @@ def steps_for_epochs(epochs: float, expected_batch_size: int,
   return max(1, math.ceil(epochs * num_examples / expected_batch_size))
 
 
-def sweep_base(cfg: dict[str, Any], num_examples: int) -> dict[str, Any]:
-  """``TrainConfig`` fields an experiment's sweep shares, from its config."""
-  steps = steps_for_epochs(cfg['epochs'], cfg['expected_batch_size'],
-                           num_examples)
-  return dict(steps=steps, expected_batch_size=cfg['expected_batch_size'],
-              learning_rate=cfg['learning_rate'], momentum=cfg['momentum'],
-              l2_norm_clip=cfg['l2_norm_clip'],
-              devices=cfg.get('devices', 1),
-              eval_every=max(1, steps // cfg['evals']))
+def sweep_data(cfg: Any) -> Dataset:
+  """A sweep's data: ``cfg.dataset`` (drawn with ``cfg.seed``; digits in its
+  place if ``cfg.allow_fallback``) with a validation split, its own or
+  ``cfg.validation_fraction`` of the train split."""
+  return data_lib.with_validation(
+      data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback),
+      cfg.validation_fraction, cfg.seed)
+
+
+def sweep_base(cfg: Any, num_examples: int) -> dict[str, Any]:
+  """``TrainConfig`` fields every run of a sweep shares, from its config
+  (epochs, batch, SGD, evals, clipping, devices); C is 1 until a run sets
+  its own."""
+  steps = steps_for_epochs(cfg.epochs, cfg.expected_batch_size, num_examples)
+  return dict(steps=steps, expected_batch_size=cfg.expected_batch_size,
+              learning_rate=cfg.learning_rate, momentum=cfg.momentum,
+              l2_norm_clip=1.0, devices=getattr(cfg, 'devices', 1),
+              eval_every=max(1, steps // cfg.evals), clipping=cfg.clipping)
 
 
 def run_seeds_and_record(module: nn.Module, data: Dataset,

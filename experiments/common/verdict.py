@@ -259,6 +259,33 @@ def selected_settings(validation, *, higher_is_better: bool = True
   return np.argmax(val, 1) if higher_is_better else np.argmin(val, 1)
 
 
+def select_per_seed(runs: Sequence[Mapping[str, Any]],
+                    group_by: Sequence[str], order_by: Sequence[str], *,
+                    score: str = 'val_accuracy') -> list[dict[str, Any]]:
+  """Per group (the values of ``group_by``) and seed, the run with the best
+  ``score`` (``selected_settings``; ties: the first by ``order_by``), marked
+  ``selected``. Groups in order of first appearance, seeds ascending.
+
+  >>> runs = [dict(eps=1, seed=s, clip=c, val_accuracy=v)
+  ...         for s, c, v in ((0, 1.0, .8), (0, .5, .8), (1, .5, .7),
+  ...                         (1, 1.0, .9))]
+  >>> [(r['seed'], r['clip']) for r in select_per_seed(runs, ('eps',),
+  ...                                                  ('clip',))]
+  [(0, 0.5), (1, 1.0)]
+  """
+  groups: dict[tuple, dict[Any, list]] = {}
+  for r in runs:
+    groups.setdefault(tuple(r[k] for k in group_by), {}).setdefault(
+        r['seed'], []).append(r)
+  out = []
+  for by_seed in groups.values():
+    for seed in sorted(by_seed):
+      rows = sorted(by_seed[seed], key=lambda r: tuple(r[k] for k in order_by))
+      best = int(selected_settings(np.array([[r[score] for r in rows]]))[0])
+      out.append(dict(rows[best], selected=True))
+  return out
+
+
 def selected_gain(validation, test, *, baseline: int = 0,
                   higher_is_better: bool = True) -> np.ndarray:
   """Per-seed held-out gain of the setting chosen on validation data.

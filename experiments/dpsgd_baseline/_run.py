@@ -4,7 +4,7 @@ For each target epsilon, sigma is calibrated under RDP for the exact
 mechanism the sampler runs (truncated Poisson subsampling,
 ``PoissonSampler.dp_event``) and the number of steps; the reported epsilons
 are read back from each run's ledger under RDP and PLD. Each seed picks its
-clip norm C on the validation split (``verdict.selected_settings``), and the
+clip norm C on the validation split (``verdict.select_per_seed``), and the
 test accuracy at that C is the seed's result (``selected`` rows); the choice
 never sees the test split. The seeds of a setting train as one vmapped
 program (``train.run_seeds_and_record``). Tuning C is not accounted, as in
@@ -12,8 +12,6 @@ the papers.
 """
 
 from typing import Any
-
-import numpy as np
 
 from dpjax import accounting
 from experiments.common import data as data_lib
@@ -37,36 +35,21 @@ def _model_specs(ds: data_lib.Dataset, cfg: Config):
 def select_clip(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """Per (model, target epsilon) and seed, the run whose C has the best
   validation accuracy (ties: the first C), marked ``selected``."""
-  groups: dict[tuple, dict[int, list]] = {}
-  for r in runs:
-    groups.setdefault((r['model'], r['target_epsilon']), {}).setdefault(
-        r['seed'], []).append(r)
-  out = []
-  for by_seed in groups.values():
-    for seed in sorted(by_seed):
-      rows = sorted(by_seed[seed], key=lambda r: r['clip'])
-      best = int(verdict.selected_settings(
-          np.array([[r['val_accuracy'] for r in rows]]))[0])
-      out.append(dict(rows[best], selected=True))
-  return out
+  return verdict.select_per_seed(runs, ('model', 'target_epsilon'), ('clip',))
 
 
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   """Trains every (model, setting, C, seed); returns the numbers."""
-  ds = data_lib.with_validation(
-      data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback),
-      cfg.validation_fraction, cfg.seed)
+  ds = train_lib.sweep_data(cfg)
   n = len(ds.x_train)
-  base = dict(train_lib.sweep_base(dict(cfg.to_dict(), l2_norm_clip=1.0), n),
-              clipping=cfg.clipping)
+  base = train_lib.sweep_base(cfg, n)
   sampler = train_lib.make_sampler(train_lib.TrainConfig(**base), n)
   sigmas = {eps: accounting.calibrate(sampler.dp_event, eps, cfg.delta,
                                       steps=base['steps'])
             for eps in cfg.epsilons}
   runs = []
   for model_name, model_kwargs in _model_specs(ds, cfg).items():
-    model = models.make_model(model_name, ds.num_classes,
-                              input_shape=ds.input_shape, **model_kwargs)
+    _, model = models.for_dataset(ds, model_name, **model_kwargs)
     for target in [None] + list(cfg.epsilons):
       # Non-private training does not clip: one run, C recorded as None.
       for clip in cfg.clips if target is not None else (None,):

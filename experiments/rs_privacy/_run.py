@@ -11,10 +11,7 @@ grid; the choice never sees the test split).
 
 from typing import Any
 
-import numpy as np
-
 from dpjax import accounting
-from experiments.common import data as data_lib
 from experiments.common import models
 from experiments.common import report as report_lib
 from experiments.common import runner
@@ -28,31 +25,16 @@ METHODS = ('DP-SGD', 'DP-SGD + RS')
 def choose(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """Per (target epsilon, method) and seed, the run with the best
   validation accuracy (ties: the smallest (C, r*)), marked ``selected``."""
-  groups: dict[tuple, dict[int, list]] = {}
-  for r in runs:
-    groups.setdefault((r['target_epsilon'], r['method']), {}).setdefault(
-        r['seed'], []).append(r)
-  out = []
-  for by_seed in groups.values():
-    for seed in sorted(by_seed):
-      rows = sorted(by_seed[seed], key=lambda r: (r['clip'], r['rate']))
-      best = int(verdict.selected_settings(
-          np.array([[r['val_accuracy'] for r in rows]]))[0])
-      out.append(dict(rows[best], selected=True))
-  return out
+  return verdict.select_per_seed(runs, ('target_epsilon', 'method'),
+                                 ('clip', 'rate'))
 
 
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   """Trains every (epsilon, C, r*, seed); returns the numbers."""
-  ds = data_lib.with_validation(
-      data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback),
-      cfg.validation_fraction, cfg.seed)
-  model_name = cfg.model or models.default_model_name(ds.name)
-  model = models.make_model(model_name, ds.num_classes,
-                            input_shape=ds.input_shape)
+  ds = train_lib.sweep_data(cfg)
+  model_name, model = models.for_dataset(ds, cfg.model)
   n = len(ds.x_train)
-  base = dict(train_lib.sweep_base(dict(cfg.to_dict(), l2_norm_clip=1.0), n),
-              clipping=cfg.clipping)
+  base = train_lib.sweep_base(cfg, n)
   steps = base['steps']
   sampler = train_lib.make_sampler(train_lib.TrainConfig(**base), n)
   runs = []

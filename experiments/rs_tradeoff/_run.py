@@ -14,7 +14,6 @@ from typing import Any
 import jax
 
 import dpjax
-from experiments.common import data as data_lib
 from experiments.common import models
 from experiments.common import report as report_lib
 from experiments.common import runner
@@ -43,17 +42,10 @@ def settings(cfg: Config) -> list[tuple[str, Any, float, Any, tuple]]:
 
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   """Trains every (curve, rate, seed); returns the numbers."""
-  ds = data_lib.with_validation(
-      data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback),
-      cfg.validation_fraction, cfg.seed)
-  model_name = cfg.model or models.default_model_name(ds.name)
-  model = models.make_model(model_name, ds.num_classes,
-                            input_shape=ds.input_shape)
-  steps = train_lib.steps_for_epochs(cfg.epochs, cfg.expected_batch_size,
-                                     len(ds.x_train))
-  base = dict(steps=steps, expected_batch_size=cfg.expected_batch_size,
-              learning_rate=cfg.learning_rate, momentum=cfg.momentum,
-              eval_every=max(1, steps // cfg.evals), clipping=cfg.clipping)
+  ds = train_lib.sweep_data(cfg)
+  model_name, model = models.for_dataset(ds, cfg.model)
+  base = train_lib.sweep_base(cfg, len(ds.x_train))
+  steps = base['steps']
   runs = train_lib.run_seeds_and_record(
       model, ds, train_lib.TrainConfig(**base), cfg.seeds, delta=cfg.delta,
       out_dir=ctx.out_dir, label='non-private', progress=ctx.progress,
@@ -62,7 +54,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   for setting, sigma, clip, ablation, rates in settings(cfg):
     for rate in rates:
       tc = train_lib.TrainConfig(
-          **base, l2_norm_clip=clip, noise_multiplier=sigma,
+          **dict(base, l2_norm_clip=clip), noise_multiplier=sigma,
           ablation=ablation, sparsify_rate=rate)
       runs += train_lib.run_seeds_and_record(
           model, ds, tc, cfg.seeds, delta=cfg.delta, out_dir=ctx.out_dir,
