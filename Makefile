@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 reproduce: $(STAMP)
-	$(PY) -m experiments run all
+	$(PY) -m experiments run all --jobs 2
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), a whole module per
 # process (tests marked `spread` go one by one; tests/conftest.py) so that

@@ -6,6 +6,7 @@
                                      [--out DIR] [--epsilons E ...] [--delta D]
                                      [--accountant rdp|pld] [--force]
                                      [--allow-fallback] [--devices N]
+                                     [--jobs N]
   python -m experiments run NAME --help  # that experiment's settings
   python -m experiments run NAME [--quick|--full] [--FIELD VALUE ...]
                                      # a converted experiment: one flag per
@@ -88,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
                    'configuration')
   run.add_argument('--no-progress', dest='progress', action='store_false',
                    help='no progress bars')
+  run.add_argument('--jobs', type=int, default=1,
+                   help='experiments run at a time, each in its own process '
+                   '(the same results; `make reproduce` uses 2, the cores '
+                   'it expects)')
   report = sub.add_parser('report', help='rewrite the report of DIR')
   report.add_argument('dir')
   sub.add_parser('compare-results', add_help=False,
@@ -132,6 +137,7 @@ def _validate_run_args(args) -> None:
     validation.open_unit(delta=args.delta)
   if args.devices is not None:
     validation.positive_int(devices=args.devices)
+  validation.positive_int(jobs=args.jobs)
 
 
 def run_overrides(args) -> dict:
@@ -156,15 +162,19 @@ def _configs(names, mode, overrides) -> dict[str, Any]:
   return configs
 
 
-def run_experiments(names, mode, out, progress=True, force=False,
+def run_experiments(names, mode, out, progress=True, force=False, jobs=1,
                     **overrides) -> None:
-  """Runs ``names`` (skipping finished ones unless ``force``), then reports."""
+  """Runs ``names`` (skipping finished ones unless ``force``), ``jobs`` at a
+  time in separate processes when above 1, then reports."""
   from experiments.common import runner  # pylint: disable=g-import-not-at-top
   _check_out(out)
   configs = _configs(names, mode, overrides)
-  for name, cfg in configs.items():
-    runner.run_and_write(registry.get(name), cfg, out, mode=mode,
-                         progress=progress, force=force)
+  if jobs > 1 and len(configs) > 1:
+    runner.run_parallel(configs, out, mode=mode, force=force, jobs=jobs)
+  else:
+    for name, cfg in configs.items():
+      runner.run_and_write(registry.get(name), cfg, out, mode=mode,
+                           progress=progress, force=force)
   write_report(out)
 
 
@@ -268,7 +278,8 @@ def parse_run(argv) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
   names = _names(args.name)
   _validate_run_args(args)
   return (names, args.mode or 'quick',
-          dict(out=args.out, progress=args.progress, force=args.force),
+          dict(out=args.out, progress=args.progress, force=args.force,
+               jobs=args.jobs),
           run_overrides(args))
 
 

@@ -51,6 +51,7 @@ def test_list_names_every_experiment(capsys):
     (['run', 'audit', '--one-run-guesses', '9', '--one-run-canaries', '8'],
      'one_run_guesses=9 <= one_run_canaries=8'),
     (['run', 'compgd', '--out', __file__], 'is a file, not a directory'),
+    (['run', 'all', '--jobs', '0'], 'jobs=0'),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, match, capsys):
   assert cli.main(argv) == 2
@@ -361,3 +362,22 @@ def test_every_offered_dataset_runs_or_is_refused_up_front(name, dataset,
   results = exp.results(configs[name], str(tmp_path), progress=False)
   report_lib.write_results(str(tmp_path), results)
   assert exp.report(report_lib.read_results(str(tmp_path)), str(tmp_path))
+
+
+@pytest.mark.slow
+def test_parallel_jobs_give_the_sequential_results(tmp_path):
+  """``run all --jobs 2``: each experiment in its own spawned process, the
+  same results.json (but for the runner's wall time and versions)."""
+  from experiments.common import compare  # pylint: disable=g-import-not-at-top
+  from experiments.common import runner  # pylint: disable=g-import-not-at-top
+  names = ('compgd', 'cpsgd_mechanisms')
+  configs = {n: registry.get(n).configure('quick', **TINY[n]) for n in names}
+  par, seq = str(tmp_path / 'par'), str(tmp_path / 'seq')
+  runner.run_parallel(configs, par, mode='quick', force=False, jobs=2)
+  for name, cfg in configs.items():
+    runner.run_and_write(registry.get(name), cfg, seq, mode='quick',
+                         progress=False)
+  for name in names:
+    a = compare.load(os.path.join(par, name, 'results.json'))
+    b = compare.load(os.path.join(seq, name, 'results.json'))
+    assert not compare.diff(a, b), name

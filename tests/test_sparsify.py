@@ -93,6 +93,17 @@ def test_smallest_k_is_a_stable_argsort_prefix_under_ties():
       expected = np.zeros(len(values), bool)
       expected[order[:max(0, min(k, len(values)))]] = True
       np.testing.assert_array_equal(np.asarray(fn(values, k)), expected)
+  # Two words, lexicographic, and an eligibility mask: the k smallest
+  # eligible (w1, w2) pairs, ties by position.
+  w1 = rng.integers(0, 3, 41).astype(np.uint32)
+  w2 = rng.integers(0, 3, 41).astype(np.uint32)
+  ok = rng.random(41) < 0.7
+  order = [i for i in np.lexsort((np.arange(41), w2, w1)) if ok[i]]
+  for k in (0, 1, 5, 17, len(order), 50):
+    expected = np.zeros(41, bool)
+    expected[order[:k]] = True
+    np.testing.assert_array_equal(
+        np.asarray(compression.smallest_k((w1, w2), k, ok)), expected)
 
 
 def rs_step(final_rate=0.6, sigma=1.0, clip=True, key=0, l2_norm_clip=1.0,

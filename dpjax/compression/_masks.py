@@ -15,42 +15,50 @@ import numpy as np
 from dpjax import _validate
 
 
-def smallest_k(values: jax.Array, k: jax.typing.ArrayLike) -> jax.Array:
-  """Boolean mask of the ``k`` smallest of uint32 ``values`` (1-D), ties
-  broken by position: what a stable argsort's first ``k`` would select.
+def smallest_k(words: Any, k: jax.typing.ArrayLike,
+               eligible: jax.Array | None = None) -> jax.Array:
+  """Boolean mask of the ``k`` smallest ``eligible`` entries, by key.
 
-  No sort: a 32-step bisection finds the k-th smallest value t (the least t
-  with ``#{v <= t} >= k``), then every value below t and the first
-  ``k - #{v < t}`` equal to t are selected. O(32 n) compares and one cumsum
-  (XLA's CPU sort of 5e4 keys takes 60-90 ms; this about 1 ms). ``k`` may be
-  traced; ``k <= 0`` selects none, ``k >= n`` all.
+  ``words``: a uint32 vector [n] or a tuple of them, compared
+  lexicographically (two random words make a tie about 2^-64 likely per
+  pair); remaining ties go to the earlier position: the selection is the
+  first ``k`` of a stable argsort. No sort: per word, a 32-step bisection
+  finds the cut value among the candidates still tied, so the cost is
+  O(32 n) compares per word and one cumsum (XLA's CPU sort of 5e4 keys takes
+  60-90 ms; this about 1 ms). ``k`` may be traced; ``k <= 0`` selects none,
+  ``k`` above the number eligible selects all of them.
   """
-  values = jnp.asarray(values, jnp.uint32)
-  k = jnp.clip(jnp.asarray(k, jnp.int32), 0, values.size)
+  words = tuple(jnp.asarray(w, jnp.uint32) for w in (
+      words if isinstance(words, (tuple, list)) else (words,)))
+  tied = (jnp.ones(words[0].shape, bool) if eligible is None
+          else jnp.asarray(eligible, bool))
+  room = jnp.clip(jnp.asarray(k, jnp.int32), 0, jnp.sum(tied, dtype=jnp.int32))
+  chosen = jnp.zeros(words[0].shape, bool)
+  for w in words:  # among the still-tied candidates, cut on this word
 
-  def bisect(_, bounds):  # invariant: #{v <= hi} >= k; answer in [lo, hi]
-    lo, hi = bounds
-    mid = lo + (hi - lo) // 2
-    enough = jnp.sum(values <= mid, dtype=jnp.int32) >= k
-    return jnp.where(enough, lo, mid + 1), jnp.where(enough, mid, hi)
+    def bisect(_, bounds, w=w, tied=tied, room=room):
+      lo, hi = bounds  # invariant: #{tied, w <= hi} >= room
+      mid = lo + (hi - lo) // 2
+      enough = jnp.sum(tied & (w <= mid), dtype=jnp.int32) >= room
+      return jnp.where(enough, lo, mid + 1), jnp.where(enough, mid, hi)
 
-  _, t = jax.lax.fori_loop(0, 32, bisect, (jnp.uint32(0),
-                                           jnp.uint32(2**32 - 1)))
-  below = values < t
-  at = values == t
-  room = k - jnp.sum(below, dtype=jnp.int32)
-  return below | (at & (jnp.cumsum(at, dtype=jnp.int32) <= room))
+    _, cut = jax.lax.fori_loop(0, 32, bisect, (jnp.uint32(0),
+                                               jnp.uint32(2**32 - 1)))
+    below = tied & (w < cut)
+    chosen = chosen | below
+    room = room - jnp.sum(below, dtype=jnp.int32)
+    tied = tied & (w == cut)
+  return chosen | (tied & (jnp.cumsum(tied, dtype=jnp.int32) <= room))
 
 
 def random_mask(key: jax.Array, like: Any, num_zeros: jax.typing.ArrayLike):
   """A 0/1 mask shaped like ``like`` with exactly ``num_zeros`` zeros.
 
   The zeroed set is uniform over all subsets of that size of the flattened
-  coordinates, up to ties between 32-bit random values: coordinate j is
-  zeroed iff its random word ``u_j`` is among the ``num_zeros`` smallest
-  (``smallest_k``; a tie at the cut, probability about n / 2^32, goes to
-  the earlier coordinate). ``num_zeros`` may be traced. The mask depends on
-  the key alone, never on data.
+  coordinates, up to ties between 64-bit random keys (as
+  ``jax.random.permutation``'s): coordinate j is zeroed iff its key is among
+  the ``num_zeros`` smallest (``smallest_k``). ``num_zeros`` may be traced.
+  The mask depends on the key alone, never on data.
 
   Example:
     >>> m = random_mask(jax.random.key(0), {'w': jnp.zeros((2, 3))}, 4)
@@ -59,8 +67,8 @@ def random_mask(key: jax.Array, like: Any, num_zeros: jax.typing.ArrayLike):
   """
   leaves, treedef = jax.tree.flatten(like)
   sizes = [int(np.prod(x.shape)) for x in leaves]
-  words = jax.random.bits(_validate.key(key), (sum(sizes),), jnp.uint32)
-  keep = ~smallest_k(words, num_zeros)
+  words = jax.random.bits(_validate.key(key), (2, sum(sizes)), jnp.uint32)
+  keep = ~smallest_k((words[0], words[1]), num_zeros)
   parts = jnp.split(keep, np.cumsum(sizes)[:-1])
   return treedef.unflatten([
       p.reshape(x.shape).astype(x.dtype) for p, x in zip(parts, leaves)])

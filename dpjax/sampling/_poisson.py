@@ -25,6 +25,7 @@ from scipy import stats
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
+from dpjax import compression
 
 # Default probability that a Poisson batch exceeds its padded size.
 DEFAULT_OVERFLOW_PROBABILITY = 1e-12
@@ -138,10 +139,10 @@ class PoissonSampler:
     def first_selected():
       return jnp.nonzero(selected, size=cap, fill_value=0)[0].astype(jnp.int32)
 
-    def uniform_subset():
-      perm = jax.random.permutation(truncate_key, n)
-      order = jnp.argsort(~selected[perm], stable=True)
-      return perm[order[:cap]].astype(jnp.int32)
+    def uniform_subset():  # the cap selected with the smallest random keys
+      words = jax.random.bits(truncate_key, (2, n), jnp.uint32)
+      kept = compression.smallest_k((words[0], words[1]), cap, selected)
+      return jnp.nonzero(kept, size=cap, fill_value=0)[0].astype(jnp.int32)
 
     if cap >= n:  # nothing to truncate; the truncation branch would not fit
       indices = first_selected()

@@ -30,7 +30,7 @@ from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
-IGNORED = ('wall_seconds', 'seconds', 'versions')
+IGNORED = ('wall_seconds', 'seconds', 'sample_seconds', 'versions')
 
 
 class Row(NamedTuple):

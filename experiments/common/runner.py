@@ -190,3 +190,34 @@ def run_and_write(exp, cfg, out: str, *, mode: str, progress: bool = True,
   report_lib.write_results(exp_dir, results)
   print(f'[{exp.name}] done in {time.time() - start:.0f} s', file=sys.stderr)
   return True
+
+
+def run_named(name: str, cfg, out: str, mode: str, progress: bool,
+              force: bool) -> bool:
+  """``run_and_write`` of the registry's experiment ``name`` (a picklable
+  entry point for the worker processes of ``run all --jobs N``)."""
+  from experiments import registry  # pylint: disable=g-import-not-at-top
+  return run_and_write(registry.get(name), cfg, out, mode=mode,
+                       progress=progress, force=force)
+
+
+def run_parallel(configs: dict, out: str, *, mode: str, force: bool,
+                 jobs: int) -> None:
+  """Runs the experiments of ``configs`` (name -> Config) ``jobs`` at a time,
+  each in a fresh process (spawned: nothing but the Config crosses over).
+
+  Every experiment is a pure function of its Config and keys, and each
+  process sizes XLA's thread pool as a lone one would, so results.json is
+  the same as from a sequential run; only wall times differ. Progress bars
+  are off (lines of two processes would interleave). The first failure is
+  raised once the running experiments end.
+  """
+  import concurrent.futures  # pylint: disable=g-import-not-at-top
+  import multiprocessing  # pylint: disable=g-import-not-at-top
+  context = multiprocessing.get_context('spawn')
+  with concurrent.futures.ProcessPoolExecutor(
+      max_workers=jobs, mp_context=context, max_tasks_per_child=1) as pool:
+    futures = [pool.submit(run_named, name, cfg, out, mode, False, force)
+               for name, cfg in configs.items()]
+    for future in futures:
+      future.result()

@@ -13,7 +13,7 @@ clipped sum data-parallel over the first N devices; the results equal the
 single-device run up to float rounding. Claims: ``_claims``.
 
 Both presets: mnist5k (5,000 real MNIST digits, 3,500 / 500 / 1,000
-train / validation / test), 10 seeds, expected batch 256, lr 0.2, momentum
+train / validation / test), 6 seeds (full: 10), expected batch 256, lr 0.2, momentum
 0.9 (fixed a priori, not tuned on the test split). Quick: the MLP, C in {0.5,
 1}, 5 epochs. Full: the MLP and the 26K-parameter DP-CNN, C in {0.1, 0.5,
 1} (the grid of Zhu & Blaschko Sec. 6.2), 30 epochs. On a set without a

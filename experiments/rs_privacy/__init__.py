@@ -11,8 +11,9 @@ Because the choices never see the test split, the test gain carries no
 selection bias. Claims: ``_claims``.
 
 Presets: ``_config.Config``. Both on mnist5k (real MNIST digits; the paper's
-nearest rows are FMNIST), 10 seeds, expected batch 256. Quick: the MLP, C in
-{0.5, 1}, r* in {0.5, 0.9}, 5 epochs. Full: the 26K-parameter DP-CNN (the
+nearest rows are FMNIST), expected batch 256. Quick: 6 seeds, eps 1 (Table
+2's first column), the MLP, C in {0.5, 1}, r* in {0.5, 0.9}, 5 epochs; full:
+10 seeds, eps 1 and 3. Full: the 26K-parameter DP-CNN (the
 paper's DP-CNN/S), the paper's grids C in {0.1, 0.5, 1} and r* in {0.5,
 0.7, 0.9}, 30 epochs.
 """
