@@ -196,7 +196,9 @@ def run_named(name: str, cfg, out: str, mode: str, progress: bool,
               force: bool) -> bool:
   """``run_and_write`` of the registry's experiment ``name`` (a picklable
   entry point for the worker processes of ``run all --jobs N``)."""
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
   from experiments import registry  # pylint: disable=g-import-not-at-top
+  absl_logging.set_verbosity(absl_logging.ERROR)  # as the CLI's process
   return run_and_write(registry.get(name), cfg, out, mode=mode,
                        progress=progress, force=force)
 
