@@ -16,6 +16,15 @@ NAMES = ('dpsgd_baseline', 'rs_tradeoff', 'rs_privacy', 'rs_attack',
          'nonparametric', 'trees', 'correlated_noise', 'finetune',
          'audit')
 
+# The quick runs, longest first (cold, 2 cores, 2026-11-26): `run all --jobs
+# N` starts them in this order so that the longest does not start last.
+# Only scheduling reads it; the report keeps the order of NAMES.
+LONGEST_FIRST = ('qdpsgd', 'rs_tradeoff', 'compressive_regression',
+                 'nonparametric', 'cpsgd_dme', 'trees', 'correlated_noise',
+                 'finetune', 'cpsgd_training', 'audit', 'compgd',
+                 'distributed_dp', 'dpsgd_baseline', 'rs_privacy',
+                 'rs_attack', 'cpsgd_mechanisms')
+
 
 def module(name: str) -> ModuleType:
   """The experiment's module (package) called ``name`` (one of ``NAMES``)."""

@@ -124,6 +124,8 @@ def test_run_all_builds_every_configuration_from_the_cli_defaults():
   args = cli._parser().parse_args(['run', 'all'])  # what make reproduce runs
   configs = cli._configs(registry.NAMES, 'quick', cli.run_overrides(args))
   assert list(configs) == list(registry.NAMES)
+  # run all --jobs schedules every experiment, longest first
+  assert sorted(registry.LONGEST_FIRST) == sorted(registry.NAMES)
 
 
 def test_accountant_flag_reaches_the_configuration():

@@ -206,7 +206,8 @@ def run_named(name: str, cfg, out: str, mode: str, progress: bool,
 def run_parallel(configs: dict, out: str, *, mode: str, force: bool,
                  jobs: int) -> None:
   """Runs the experiments of ``configs`` (name -> Config) ``jobs`` at a time,
-  each in a fresh process (spawned: nothing but the Config crosses over).
+  each in a fresh process (spawned: nothing but the Config crosses over),
+  longest first (``registry.LONGEST_FIRST``).
 
   Every experiment is a pure function of its Config and keys, and each
   process sizes XLA's thread pool as a lone one would, so results.json is
@@ -219,7 +220,11 @@ def run_parallel(configs: dict, out: str, *, mode: str, force: bool,
   context = multiprocessing.get_context('spawn')
   with concurrent.futures.ProcessPoolExecutor(
       max_workers=jobs, mp_context=context, max_tasks_per_child=1) as pool:
-    futures = [pool.submit(run_named, name, cfg, out, mode, False, force)
-               for name, cfg in configs.items()]
+    from experiments import registry  # pylint: disable=g-import-not-at-top
+    order = sorted(configs, key=lambda n: (
+        registry.LONGEST_FIRST.index(n) if n in registry.LONGEST_FIRST
+        else len(registry.LONGEST_FIRST)))
+    futures = [pool.submit(run_named, name, configs[name], out, mode, False,
+                           force) for name in order]
     for future in futures:
       future.result()
