@@ -35,7 +35,8 @@ def test_bench_writes_json_table_and_plot_with_positive_ratios(tmp_path,
   for stat in row['time'].values():  # 2 passes of 1 call: range = the calls
     assert stat['passes'] == 2 and stat['lo'] <= stat['median'] <= stat['hi']
     assert stat['disagree'] == (stat['hi'] > 1.25 * stat['lo'])
-  assert row['clip_error']['ghost'] == 0.0
+  # checked against dpjax vmap (exact norms), within ghost's own tolerance
+  assert row['clip_error']['ghost'] <= dpsgd_cli.tolerance('ghost')
   assert set(row['ratio']) == {'ghost'}
   for value in list(row['ratio'].values()) + list(row['ms'].values()):
     assert math.isfinite(value) and value > 0
