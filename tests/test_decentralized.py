@@ -177,11 +177,14 @@ def test_traced_hyperparameters_do_not_recompile():
                            dict(noise_multiplier=1.0))
 
 
-def test_qdpsgd1_noisy_gradient_has_the_stated_sensitivity():
+@pytest.mark.parametrize('clip_method', dd.CLIP_METHODS)
+def test_qdpsgd1_noisy_gradient_has_the_stated_sensitivity(clip_method):
   """Replace one example adversarially: the mean clipped gradient that
-  Q-DPSGD-1 noises moves by at most 2K / |S|, and nearly that much."""
+  Q-DPSGD-1 noises moves by at most 2K / |S|, and nearly that much, with
+  either clipping method (ghost's certified norms only clip more)."""
   k = 0.5  # the cached algorithm's K, with alpha = eps = 1 and sigma = 0
-  alg = _make('qdpsgd1')
+  alg = (_make('qdpsgd1') if clip_method == 'vmap'
+         else _build('qdpsgd1', clip_method=clip_method))
   hyper = dict(learning_rate=1.0, mixing_rate=1.0, noise_multiplier=0.0)
   x, y = _data()
   batch = _batch(x, y, jax.random.key(7))
@@ -204,6 +207,18 @@ def test_qdpsgd1_noisy_gradient_has_the_stated_sensitivity():
   bound = np.where(sizes > 0, 2 * k / np.maximum(sizes, 1), 0)
   assert (worst <= bound * (1 + 1e-5) + 1e-6).all(), (worst, bound)
   assert (worst[sizes > 0] >= 0.5 * bound[sizes > 0]).all()
+
+
+@pytest.mark.parametrize('name', ['qdpsgd1', 'qdpsgd2', 'sdm'])
+def test_ghost_clipping_gives_the_vmap_rounds(name):
+  """clip_method='ghost' forms the same clipped mean gradient without
+  per-example gradients: the same states and metrics to float rounding."""
+  s1, m1 = _run(_make(name))
+  s2, m2 = _run(_build(name, clip_method='ghost'))
+  for a, b in zip(jax.tree.leaves((s1, m1)), jax.tree.leaves((s2, m2))):
+    np.testing.assert_allclose(np.asarray(a, np.float64),
+                               np.asarray(b, np.float64), rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_qdpsgd2_broadcast_sensitivity_stays_below_the_drift_bound():
@@ -261,6 +276,8 @@ def test_qdpsgd2_broadcast_sensitivity_stays_below_the_drift_bound():
     (lambda: dd.sdm(loss, W, l2_norm_clip=0.5, noise_multiplier=1.0,
                     learning_rate=0.1, rate=1.5), 'rate=1.5'),
     (lambda: dd.dsgd(loss, W, learning_rate=0.0), 'learning_rate=0.0'),
+    (lambda: dd.sdm(loss, W, l2_norm_clip=0.5, noise_multiplier=1.0,
+                    learning_rate=0.1, clip_method='jit'), "clip_method"),
 ])
 def test_bad_input_names_the_value(call, match):
   with pytest.raises(ValueError, match=match):

@@ -23,6 +23,7 @@ Example:
 from dpjax import _deprecation
 from dpjax.distributed.decentralized import ALGORITHMS
 from dpjax.distributed.decentralized import AgentBatch
+from dpjax.distributed.decentralized import CLIP_METHODS
 from dpjax.distributed.decentralized import DecentralizedAlgorithm
 from dpjax.distributed.decentralized import DecentralizedPrivacy
 from dpjax.distributed.decentralized import DecentralizedState

@@ -80,12 +80,13 @@ def dsgd(loss_fn: LossFn, mixing, *, learning_rate: float,
 def sdm(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
         noise_multiplier: float, learning_rate: float, theta: float = 0.6,
         rate: float = 0.3, mesh: jax.sharding.Mesh | None = None,
-        axis_name: str = 'agents') -> DecentralizedAlgorithm:
+        axis_name: str = 'agents',
+        clip_method: str = 'vmap') -> DecentralizedAlgorithm:
   """SDM-DSGD: sparsified differentials, Gaussian noise on the gradient.
 
   Args:
     loss_fn, mixing, l2_norm_clip, noise_multiplier, learning_rate, mesh,
-      axis_name: as ``qdpsgd1``.
+      axis_name, clip_method: as ``qdpsgd1``.
     theta: the averaging weight (0, 1] (paper: 0.6).
     rate: c, the probability a coordinate of the differential is sent
       (0, 1] (paper: 0.3).
@@ -108,7 +109,7 @@ def sdm(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
   _validate.positive(theta=theta, rate=rate)
   if float(theta) > 1 or float(rate) > 1:
     raise ValueError(f'Expected theta={theta} and rate={rate} in (0, 1].')
-  grad = _mean_grad(loss_fn, float(l2_norm_clip))
+  grad = _mean_grad(loss_fn, float(l2_norm_clip), clip_method)
   clip, c, th = float(l2_norm_clip), float(rate), float(theta)
 
   def body(rows, rows_w, mix, hyper, x, y, keys, examples, mask):

@@ -20,6 +20,7 @@ Example:
 
 from dpjax.distributed._decentralized import ALGORITHMS
 from dpjax.distributed._decentralized import AgentBatch
+from dpjax.distributed._decentralized import CLIP_METHODS
 from dpjax.distributed._decentralized import DecentralizedAlgorithm
 from dpjax.distributed._decentralized import DecentralizedState
 from dpjax.distributed._decentralized import RoundMetrics
@@ -56,6 +57,7 @@ __all__ = [
     'AgentBatch',
     'ALGORITHMS',
     'calibrate_decentralized',
+    'CLIP_METHODS',
     'complete',
     'DecentralizedAlgorithm',
     'DecentralizedPrivacy',
