@@ -182,16 +182,19 @@ def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float,
   if algorithm == 'qdpsgd1':
     return dd.qdpsgd1(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                       noise_multiplier=sigma, learning_rate=alpha,
-                      mixing_rate=rate, quantizer=quantizer)
+                      mixing_rate=rate, quantizer=quantizer,
+                      clip_method=cfg.clipping)
   if algorithm == 'qdpsgd2':
     return dd.qdpsgd2(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                       noise_multiplier=sigma, learning_rate=alpha,
-                      mixing_rate=rate, quantizer=quantizer)
+                      mixing_rate=rate, quantizer=quantizer,
+                      clip_method=cfg.clipping)
   if algorithm == 'sdm':
     return dd.sdm(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                   noise_multiplier=sigma,
                   learning_rate=cfg.baseline_learning_rate,
-                  theta=cfg.theta, rate=cfg.sdm_rate)
+                  theta=cfg.theta, rate=cfg.sdm_rate,
+                  clip_method=cfg.clipping)
   return dd.dsgd(sc.loss_fn, sc.mixing,
                  learning_rate=cfg.baseline_learning_rate)
 
