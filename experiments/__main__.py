@@ -178,6 +178,38 @@ def run_experiments(names, mode, out, progress=True, force=False, jobs=1,
   write_report(out)
 
 
+def _runs_table(dirs) -> str:
+  """Each experiment's mode, seeds, wall time and verdict counts, and the
+  registered experiments with no results here (a run in parts)."""
+  from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
+  lines = ['| experiment | mode | seeds | wall time (s) | held | refuted | '
+           'inconclusive |', '|---|---|---|---|---|---|---|']
+  ran, total = [], 0.0
+  counts = dict(held=0, refuted=0, inconclusive=0)
+  for d in dirs:
+    r = report_lib.read_results(d)
+    ran.append(r['experiment'])
+    total += r.get('wall_seconds') or 0.0
+    verdicts = [c['verdict'] for c in r.get('claims', ())]
+    for v in verdicts:
+      counts[v] = counts.get(v, 0) + 1
+    lines.append(f"| {r['experiment']} | {r['config']['mode']} | "
+                 f"{len(r['seeds'])} | {r.get('wall_seconds', '-')} | " +
+                 ' | '.join(str(verdicts.count(v))
+                            for v in ('held', 'refuted', 'inconclusive')) +
+                 ' |')
+  lines.append(f'| total | | | {round(total, 1)} | ' + ' | '.join(
+      str(counts[v]) for v in ('held', 'refuted')) +
+      f" | {counts['inconclusive']} "
+      f"({100 * counts['inconclusive'] / max(1, sum(counts.values())):.0f}%) |")
+  missing = [n for n in registry.NAMES if n not in ran]
+  note = (f"\nNot run in this directory: {', '.join(missing)}.\n"
+          if missing else '')
+  return ('Wall time is each experiment\'s own, in its process (`run all '
+          '--jobs N` runs N at once).\n\n' + '\n'.join(lines) + '\n' +
+          note + '\n')
+
+
 def _claims_summary(dirs) -> str:
   """The verdict rule, stated once, and every experiment's claims."""
   from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
@@ -223,8 +255,8 @@ def write_report(out: str) -> str:
                         'batch size](bench/bench.png)\n')
     path = os.path.join(out, report_lib.COMBINED_REPORT_FILE)
     with open(path, 'w') as f:
-      f.write('# dpjax reproductions\n\n' + _claims_summary(dirs) +
-              '\n'.join(sections))
+      f.write('# dpjax reproductions\n\n' + _runs_table(dirs) +
+              _claims_summary(dirs) + '\n'.join(sections))
   print(f'wrote {path}', file=sys.stderr)
   print('\n'.join(sections))
   return path

@@ -183,6 +183,16 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
   assert 'dpsgd_baseline/accuracy_vs_epsilon.png' in combined
   assert combined.count(verdict.RULE) == 1  # the rule, stated once
   assert 'dpsgd_baseline: mlp: eps=8 within 0.05 of non-private' in combined
+  # The run table: mode, seeds, wall time and verdicts per experiment, and
+  # the experiments this directory lacks (a run in parts says what is left).
+  n_claims = len(results['claims'])
+  assert (f"| dpsgd_baseline | quick | 1 | {results['wall_seconds']} |"
+          in combined)
+  assert f"| total | | | {results['wall_seconds']} |" in combined
+  assert '(%d%%) |' % round(100 * sum(
+      c['verdict'] == 'inconclusive' for c in results['claims'])
+      / n_claims) in combined
+  assert 'Not run in this directory: rs_tradeoff,' in combined
 
   # `report DIR` redoes the report from results.json alone, and carries the
   # benchmark's table when `python -m experiments bench` wrote one there.
