@@ -6,7 +6,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: reproduce test test-slow docs bench bench-quick clean
+# `make reproduce-full`: every experiment's paper-scale preset (hours on
+# 2 cores); an experiment already done in results-full/ is skipped, so it
+# can run in parts.
+.PHONY: reproduce reproduce-full test test-slow docs bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +18,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 reproduce: $(STAMP)
-	$(PY) -m experiments run all --jobs 2
+	$(PY) -m experiments run all --jobs 3
+
+reproduce-full: $(STAMP)
+	$(PY) -m experiments run all --full --jobs 2 --out results-full
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), a whole module per
 # process (tests marked `spread` go one by one; tests/conftest.py) so that

@@ -35,7 +35,7 @@ setting = config.setting
 
 @dataclasses.dataclass(frozen=True)
 class Config(config.Config):
-  """Quick: 5 seeds, per-step eps in {1, 10, 100, 1000, 10^4}, kappa in {1,
+  """Quick: 8 seeds, per-step eps in {1, 10, 100, 1000, 10^4}, kappa in {1,
   3, 5}; full: 20 seeds, eps from 0.1 to 10^5, kappa in {1, 2, 3, 5, 8, 10,
   15, 20}. Epsilons are per step (per release)."""
   NAME = NAME
@@ -44,7 +44,7 @@ class Config(config.Config):
       epsilons=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0, 10000.0,
                 100000.0))}
 
-  num_seeds: int = setting(5, 'seeds, run as one vmapped program', ge=1)
+  num_seeds: int = setting(8, 'seeds, run as one vmapped program', ge=1)
   dataset: str = setting('synthetic_regression', 'a regression dataset: '
                          f"{', '.join(REGRESSION_DATASETS)} or "
                          f'{data_lib.CSV_PREFIX}PATH')

@@ -12,7 +12,7 @@ setting = config.setting
 
 @dataclasses.dataclass(frozen=True)
 class Config(config.Config):
-  """Quick: 3 seeds, 3 epochs; full: 10 seeds, 15 epochs and a wider
+  """Quick: 10 seeds, 3 epochs; full: 10 seeds, 15 epochs and a wider
   learning-rate grid. The data is always public digits (pretraining) and
   MNIST-5k (private fine-tuning, validation split for the learning rate)."""
   NAME = NAME
@@ -20,7 +20,7 @@ class Config(config.Config):
       num_seeds=10, epochs=15, hidden=128, pretrain_epochs=40,
       learning_rates=(0.01, 0.03, 0.1, 0.3, 1.0))}
 
-  num_seeds: int = setting(3, 'seeds, trained as one vmapped program', ge=2)
+  num_seeds: int = setting(10, 'seeds, trained as one vmapped program', ge=2)
   epsilons: tuple[float, ...] = setting(
       (1.0, 4.0), 'target epsilons of every private run (the claims compare '
       'at the smallest and the largest)', gt=0, min_len=2)

@@ -13,13 +13,13 @@ setting = config.setting
 
 @dataclasses.dataclass(frozen=True)
 class Config(sgd_config.ClassificationConfig):
-  """Quick: 3 seeds, 8 images, 20k trials, 1000 attack steps; full: 10
+  """Quick: 10 seeds, 8 images, 20k trials, 1000 attack steps; full: 10
   seeds, 64 images, 200k trials, 3000 attack steps."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(num_seeds=10, num_images=64,
                                        trials=200_000, attack_steps=3000)}
 
-  num_seeds: int = setting(3, 'seeds, run as one vmapped program', ge=1)
+  num_seeds: int = setting(10, 'seeds, run as one vmapped program', ge=1)
   rates: tuple[float, ...] = setting(
       (0.0, 0.3, 0.5, 0.7, 0.9, 0.99), 'sparsification rates r, increasing')
   num_images: int = setting(8, 'test images attacked per seed', ge=1)
