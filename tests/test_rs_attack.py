@@ -95,8 +95,9 @@ def test_modes_run_enough_seeds():
 
 
 def test_tiny_run_pairs_rates_within_a_seed(tmp_path):
-  cfg = EXP.configure('quick', num_images=2, trials=64, trial_chunk=32,
-                      attack_steps=3, rates=[0.0, 0.5, 0.9], dim=10)
+  cfg = EXP.configure('quick', num_seeds=3, num_images=2, trials=64,
+                      trial_chunk=32, attack_steps=3, rates=[0.0, 0.5, 0.9],
+                      dim=10)
   results = EXP.results(cfg, str(tmp_path), progress=False)
   cf, inv = results['closed_form'], results['inversion']
   assert results['seeds'] == [0, 1, 2] and cf['trials'] == 64
