@@ -219,8 +219,14 @@ def _claims_summary(dirs) -> str:
     results = report_lib.read_results(d)
     rows += [dict(c, claim=f"{results['experiment']}: {c['claim']}")
              for c in results.get('claims', ())]
+  if not rows:
+    return ''
+  undecided = verdict_lib.undecided_table(rows)
+  if undecided:
+    undecided = ('### What would decide the inconclusive claims\n\n'
+                 f'{verdict_lib.UNDECIDED_NOTE}\n\n{undecided}\n\n')
   return (f'{verdict_lib.RULE}\n\n' + verdict_lib.claims_table(rows) +
-          '\n\n' if rows else '')
+          '\n\n' + undecided)
 
 
 def write_report(out: str) -> str:

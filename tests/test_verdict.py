@@ -321,6 +321,31 @@ def test_seeds_for_effect_rejects_bad_input(kwargs, match):
     vlib.seeds_for_effect(**kwargs)
 
 
+def test_seeds_to_decide_an_inconclusive_claim_are_the_ones_that_would():
+  """The seeds a stored inconclusive claim needs: with its observed gap and
+  spread taken as true, that many seeds detect it at the claim's own
+  Bonferroni level, one fewer do not; and the table lists only the
+  inconclusive claims, with a phrase where no number can be given."""
+  diffs = [0.02, -0.01, 0.03, 0.0, 0.015]
+  v = paired_verdict(diffs, comparisons=4)
+  assert v.verdict == 'inconclusive'
+  stored = vlib.claim('gain', v)
+  n = vlib.seeds_to_decide(stored)
+  assert vlib.detectable_effect(v.sd, n, comparisons=4) <= abs(v.mean)
+  assert vlib.detectable_effect(v.sd, n - 1, comparisons=4) > abs(v.mean)
+  # Its Bonferroni level is the claim's own (0.95 over 4 comparisons).
+  assert n > vlib.seeds_for_effect(v.mean, v.sd)
+  decided = vlib.claim('clear', paired_verdict([1.0, 1.1, 0.9]))
+  one = vlib.claim('one seed', paired_verdict([0.3]))
+  null = vlib.claim('null', paired_verdict([0.1, -0.1, 0.05, -0.05]))
+  assert vlib.seeds_to_decide(one).startswith('no spread')
+  assert vlib.seeds_to_decide(null) == 'no effect seen'
+  table = vlib.undecided_table([stored, decided, one, null])
+  assert '| gain |' in table and '| clear |' not in table
+  assert f'| {n} |' in table
+  assert vlib.undecided_table([decided]) == ''
+
+
 def test_table_shows_the_mde_and_tolerates_results_without_it():
   v = paired_verdict(DIFFS, comparisons=3)
   row = vlib.verdict_table_row('gain > 0', v)

@@ -343,6 +343,51 @@ def claim(text: str, v: Verdict, **details: Any) -> dict[str, Any]:
   return dict(claim=text, **fields, **details)
 
 
+UNDECIDED_COLUMNS = (('claim', 'Inconclusive claim'),
+                     ('gap', 'Mean - threshold'), ('sd', 'SD per seed'),
+                     ('seeds', 'Seeds'), ('needed', 'Seeds to decide it'))
+UNDECIDED_NOTE = (
+    'Seeds to decide it: the fewest seeds whose minimal detectable effect '
+    '(80% power at the claim\'s Bonferroni level, with this run\'s spread) '
+    'is at most the distance of the observed mean from the threshold, i.e. '
+    'the run that would decide the claim if that distance were the true '
+    'effect. It is a planning estimate: the observed distance is itself '
+    'noisy, and where it is near zero no effect was seen and more seeds '
+    'would only narrow the interval around the threshold.')
+
+
+def seeds_to_decide(c: Mapping[str, Any], max_seeds: int = 100_000
+                    ) -> Union[int, str]:
+  """``seeds_for_effect`` of a stored claim, taking its observed distance
+  from the threshold as the effect; a phrase when there is none to take."""
+  n, sd = int(c['n']), float(c.get('sd', float('nan')))
+  gap = float(c['mean']) - float(c['threshold'])
+  if n < 2 or not math.isfinite(sd):
+    return 'no spread (fewer than 2 seeds)'
+  if gap == 0:
+    return 'no effect seen'
+  m = int(c['comparisons'])
+  family = 1.0 - (1.0 - float(c['confidence'])) * m
+  try:
+    return seeds_for_effect(gap, sd, comparisons=m, confidence=family,
+                            max_seeds=max_seeds)
+  except ValueError:
+    return f'more than {max_seeds:,}'
+
+
+def undecided_table(claims: Sequence[Mapping[str, Any]]) -> str:
+  """The inconclusive ``claims`` and the seeds each would need
+  (``seeds_to_decide``); '' when every claim is decided."""
+  rows = [dict(claim=c['claim'],
+               gap=float(c['mean']) - float(c['threshold']),
+               sd=float(c.get('sd', float('nan'))), seeds=int(c['n']),
+               needed=seeds_to_decide(c))
+          for c in claims if c['verdict'] == 'inconclusive']
+  if not rows:
+    return ''
+  return report.markdown_table(rows, UNDECIDED_COLUMNS)
+
+
 def claims_table(claims: Sequence[Mapping[str, Any]]) -> str:
   """The markdown table of ``results['claims']``; with the expected
   effect and the seeds it needs when any claim states one."""
