@@ -223,7 +223,7 @@ def _claims_summary(dirs) -> str:
     return ''
   undecided = verdict_lib.undecided_table(rows)
   if undecided:
-    undecided = ('### What would decide the inconclusive claims\n\n'
+    undecided = ('## What would decide the inconclusive claims\n\n'
                  f'{verdict_lib.UNDECIDED_NOTE}\n\n{undecided}\n\n')
   return (f'{verdict_lib.RULE}\n\n' + verdict_lib.claims_table(rows) +
           '\n\n' + undecided)

@@ -194,7 +194,7 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
       / n_claims) in combined
   assert 'Not run in this directory: rs_tradeoff,' in combined
   # One seed: every claim is inconclusive and says why no seed count is given.
-  assert '### What would decide the inconclusive claims' in combined
+  assert '## What would decide the inconclusive claims' in combined
   assert '| no spread (fewer than 2 seeds) |' in combined
 
   # `report DIR` redoes the report from results.json alone, and carries the
