@@ -181,33 +181,33 @@ def run_experiments(names, mode, out, progress=True, force=False, jobs=1,
 def _runs_table(dirs) -> str:
   """Each experiment's mode, seeds, wall time and verdict counts, and the
   registered experiments with no results here (a run in parts)."""
+  import collections  # pylint: disable=g-import-not-at-top
   from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
-  lines = ['| experiment | mode | seeds | wall time (s) | held | refuted | '
-           'inconclusive |', '|---|---|---|---|---|---|---|']
-  ran, total = [], 0.0
-  counts = dict(held=0, refuted=0, inconclusive=0)
+  columns = [('experiment', 'experiment'), ('mode', 'mode'),
+             ('seeds', 'seeds'), ('wall', 'wall time (s)')] + [
+                 (v, v) for v in ('held', 'refuted', 'inconclusive')]
+  rows, total = [], collections.Counter()
   for d in dirs:
     r = report_lib.read_results(d)
-    ran.append(r['experiment'])
-    total += r.get('wall_seconds') or 0.0
-    verdicts = [c['verdict'] for c in r.get('claims', ())]
-    for v in verdicts:
-      counts[v] = counts.get(v, 0) + 1
-    lines.append(f"| {r['experiment']} | {r['config']['mode']} | "
-                 f"{len(r['seeds'])} | {r.get('wall_seconds', '-')} | " +
-                 ' | '.join(str(verdicts.count(v))
-                            for v in ('held', 'refuted', 'inconclusive')) +
-                 ' |')
-  lines.append(f'| total | | | {round(total, 1)} | ' + ' | '.join(
-      str(counts[v]) for v in ('held', 'refuted')) +
-      f" | {counts['inconclusive']} "
-      f"({100 * counts['inconclusive'] / max(1, sum(counts.values())):.0f}%) |")
+    counts = collections.Counter(c['verdict'] for c in r.get('claims', ()))
+    total.update(counts)
+    rows.append(dict(counts, experiment=r['experiment'],
+                     mode=r['config']['mode'], seeds=len(r['seeds']),
+                     wall=r.get('wall_seconds')))
+  share = 100 * total['inconclusive'] / max(1, sum(total.values()))
+  rows.append(dict(total, experiment='total', mode='', seeds='',
+                   inconclusive=f"{total['inconclusive']} ({share:.0f}%)",
+                   wall=float(sum(r['wall'] or 0.0 for r in rows))))
+  for row in rows:  # a verdict no claim had is a count of 0, not '-'
+    for v in ('held', 'refuted', 'inconclusive'):
+      row.setdefault(v, 0)
+  ran = {r['experiment'] for r in rows}
   missing = [n for n in registry.NAMES if n not in ran]
   note = (f"\nNot run in this directory: {', '.join(missing)}.\n"
           if missing else '')
   return ('Wall time is each experiment\'s own, in its process (`run all '
-          '--jobs N` runs N at once).\n\n' + '\n'.join(lines) + '\n' +
-          note + '\n')
+          '--jobs N` runs N at once).\n\n' +
+          report_lib.markdown_table(rows, columns) + '\n' + note + '\n')
 
 
 def _claims_summary(dirs) -> str:
