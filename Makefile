@@ -6,9 +6,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# `make reproduce-full`: every experiment's paper-scale preset (hours on
-# 2 cores); an experiment already done in results-full/ is skipped, so it
-# can run in parts.
+# `make reproduce-full`: every experiment's paper-scale preset (days on
+# 2 cores, mostly qdpsgd; hours on one GPU); an experiment already done in
+# results-full/ is skipped and training runs resume from their checkpoints
+# there, so it can run in parts.
 .PHONY: reproduce reproduce-full test test-slow docs bench bench-quick clean
 
 $(STAMP): pyproject.toml

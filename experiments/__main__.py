@@ -91,8 +91,9 @@ def _parser() -> argparse.ArgumentParser:
                    help='no progress bars')
   run.add_argument('--jobs', type=int, default=1,
                    help='experiments run at a time, each in its own process '
-                   '(the same results; `make reproduce` uses 2, the cores '
-                   'it expects)')
+                   '(the same results; `make reproduce` uses 3 on 2 cores, '
+                   'since the experiments wait on Python part of the '
+                   'time)')
   report = sub.add_parser('report', help='rewrite the report of DIR')
   report.add_argument('dir')
   sub.add_parser('compare-results', add_help=False,
@@ -193,14 +194,19 @@ def _runs_table(dirs) -> str:
     total.update(counts)
     rows.append(dict(counts, experiment=r['experiment'],
                      mode=r['config']['mode'], seeds=len(r['seeds']),
-                     wall=r.get('wall_seconds')))
+                     wall=r.get('wall_seconds'),
+                     device=r.get('versions', {}).get('device')))
   share = 100 * total['inconclusive'] / max(1, sum(total.values()))
-  rows.append(dict(total, experiment='total', mode='', seeds='',
+  rows.append(dict(total, experiment='total', mode='', seeds='', device='',
                    inconclusive=f"{total['inconclusive']} ({share:.0f}%)",
                    wall=float(sum(r['wall'] or 0.0 for r in rows))))
   for row in rows:  # a verdict no claim had is a count of 0, not '-'
     for v in ('held', 'refuted', 'inconclusive'):
       row.setdefault(v, 0)
+  if any(r['device'] not in (None, 'cpu') for r in rows[:-1]):
+    # Name the device of every row once any ran off the CPU ('-': a run
+    # from before results.json recorded it).
+    columns.insert(4, ('device', 'device'))
   ran = {r['experiment'] for r in rows}
   missing = [n for n in registry.NAMES if n not in ran]
   note = (f"\nNot run in this directory: {', '.join(missing)}.\n"

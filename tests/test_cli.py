@@ -193,6 +193,8 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
       c['verdict'] == 'inconclusive' for c in results['claims'])
       / n_claims) in combined
   assert 'Not run in this directory: rs_tradeoff,' in combined
+  assert results['versions']['device'] == 'cpu'
+  assert '| device |' not in combined and ', on cpu' not in combined
   # One seed: every claim is inconclusive and says why no seed count is given.
   assert '## What would decide the inconclusive claims' in combined
   assert '| no spread (fewer than 2 seeds) |' in combined
@@ -208,6 +210,16 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
     combined = f.read()
   assert '## bench' in combined and '| mlp | 64 |' in combined
   assert '](bench/bench.png)' in combined
+  # A run on an accelerator is named in the run table and in its section.
+  report_lib.write_results(exp_dir, dict(results, versions=dict(
+      results['versions'], device='gpu: Test GPU')))
+  assert cli.main(['report', out]) == 0
+  with open(os.path.join(out, 'REPORT.md')) as f:
+    combined = f.read()
+  assert f'| dpsgd_baseline | quick | 1 | {wall} | gpu: Test GPU |' in combined
+  assert f'| total |  |  | {wall} |  |' in combined
+  assert f"dpjax {results['versions']['dpjax']}, on gpu: Test GPU." in combined
+  report_lib.write_results(exp_dir, results)
 
   # Rerunning the same command skips the finished experiment ...
   start = time.time()

@@ -60,7 +60,8 @@ def test_envelope_holds_config_privacy_data_seeds_versions_and_claims(
   assert results['seeds'] == [2, 3, 4] == [c.seed for c, _ in calls] + [3, 4]
   assert results['dataset'] == dict(name='none')
   assert set(results['versions']) == {'jax', 'jaxlib', 'numpy', 'dpjax',
-                                      'python'}
+                                      'python', 'device'}
+  assert results['versions']['device'] == 'cpu'
   assert all(results['versions'].values())
   assert results['wall_seconds'] >= 0
   (claim,) = results['claims']

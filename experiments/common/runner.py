@@ -48,14 +48,23 @@ COMMON = ('dataset', 'seed', 'epsilons', 'delta', 'accountant',
 
 
 def versions() -> dict[str, str | None]:
-  """Installed versions of the packages that decide the numbers."""
+  """Installed versions of the packages that decide the numbers, and the
+  device JAX ran on."""
   out = {}
   for name in VERSIONED:
     try:
       out[name] = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
       out[name] = None
+  if out['dpjax'] is None:  # imported from a checkout, not installed
+    import dpjax  # pylint: disable=g-import-not-at-top
+    out['dpjax'] = dpjax.__version__
   out['python'] = sys.version.split()[0]
+  import jax  # pylint: disable=g-import-not-at-top
+  dev = jax.devices()[0]
+  # Where the numbers came from: 'cpu', or e.g. 'gpu: NVIDIA H200'.
+  out['device'] = (dev.platform if dev.platform == 'cpu'
+                   else f'{dev.platform}: {dev.device_kind}')
   return out
 
 
@@ -154,8 +163,14 @@ class Experiment:
           f"{report_lib.fmt(results['delta'])}; data: "
           f"{results['dataset']['name']}; wall time "
           f"{results['wall_seconds']} s; jax {v['jax']}, numpy {v['numpy']}, "
-          f"dpjax {v['dpjax']}.", '']
+          f"dpjax {v['dpjax']}{_on_device(v)}.", '']
     return '\n'.join(lines)
+
+
+def _on_device(v: dict[str, Any]) -> str:
+  """', on DEVICE' where a run recorded a device other than the CPU."""
+  device = v.get('device')
+  return f', on {device}' if device not in (None, 'cpu') else ''
 
 
 def done(exp_dir: str, stored: dict[str, Any]) -> bool:
