@@ -534,6 +534,10 @@ def _algorithm(name):
         'qdpsgd2': lambda: distributed.qdpsgd2(
             _agent_loss, w, mixing_rate=0.5, quantizer=q, **common),
         'sdm': lambda: distributed.sdm(_agent_loss, w, **common),
+        # ghost clipping's certified norms on the same non-finite inputs
+        'qdpsgd1_ghost': lambda: distributed.qdpsgd1(
+            _agent_loss, w, mixing_rate=0.5, quantizer=q, clip_method='ghost',
+            **common),
     }[name]()
   return _ROUNDS[name]
 
@@ -541,7 +545,8 @@ def _algorithm(name):
 @SETTINGS
 @hypothesis.given(seed=st.integers(0, 2**31 - 1),
                   specials=st.integers(0, 3),
-                  name=st.sampled_from(['qdpsgd1', 'qdpsgd2', 'sdm']),
+                  name=st.sampled_from(['qdpsgd1', 'qdpsgd2', 'sdm',
+                                        'qdpsgd1_ghost']),
                   misuse=st.sampled_from([None, None, 'int_mask',
                                           'no_batch_axis', 'agent_mask']))
 def test_decentralized_rounds_are_finite_or_refused(seed, specials, name,

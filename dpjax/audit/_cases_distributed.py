@@ -111,14 +111,18 @@ def _agent_batch(canary: float) -> distributed.AgentBatch:
   return distributed.AgentBatch(examples, jnp.array([[True], [False]]))
 
 
-def qdpsgd1_case() -> AuditCase:
+def qdpsgd1_case(clip_method: str = 'vmap') -> AuditCase:
+  """Q-DPSGD-1's round under ``clip_method``; the ghost case's twin clips
+  at 4 K while its claim states K (a clip the norms do not enforce), the
+  vmap case's halves the noise."""
   sigma = 4.0  # noise multiplier sigma |S| / 2 = 2 on the mean gradient
   quantizer = compression.low_precision_quantizer(0.125, 8)
 
-  def mech(noise_multiplier):
+  def mech(noise_multiplier, clip=_CLIP):
     alg = distributed.qdpsgd1(
-        _loss, _SWAP, l2_norm_clip=_CLIP, noise_multiplier=noise_multiplier,
-        learning_rate=_ALPHA, mixing_rate=1.0, quantizer=quantizer)
+        _loss, _SWAP, l2_norm_clip=clip, noise_multiplier=noise_multiplier,
+        learning_rate=_ALPHA, mixing_rate=1.0, quantizer=quantizer,
+        clip_method=clip_method)
 
     def mechanism(key, batch):
       state, _ = alg.round(alg.init(jnp.zeros(1)), key, batch)
@@ -129,15 +133,22 @@ def qdpsgd1_case() -> AuditCase:
                                              amplified=False)
   eps = _cases._epsilon(distributed.qdpsgd_event(setting, 1), DELTA,
                        'pld')
+  name = 'qdpsgd1' if clip_method == 'vmap' else f'qdpsgd1_{clip_method}'
   case = AuditCase(
-      'qdpsgd1', mech(sigma), _agent_batch(100.0), _agent_batch(-100.0),
+      name, mech(sigma), _agent_batch(100.0), _agent_batch(-100.0),
       lambda x: x, float(eps), DELTA, REPLACE_ONE,
-      'one round, agent 0\'s one example at +-100 K e_0 (clipped to +-K); '
-      'score = agent 0\'s model after the round (its noisy gradient step): '
-      'tight')
+      f'one round ({clip_method} clipping), agent 0\'s one example at '
+      '+-100 K e_0 (clipped to +-K); score = agent 0\'s model after the '
+      'round (its noisy gradient step): tight')
+  if clip_method == 'vmap':
+    return case._replace(broken=case._replace(
+        name='qdpsgd1_half_noise', mechanism=mech(sigma / 2), broken=None,
+        attack='sigma halved'))
+  # The noise scales with the clip, so the twin keeps the noise of K and
+  # only lets the gradient through at 4 K.
   return case._replace(broken=case._replace(
-      name='qdpsgd1_half_noise', mechanism=mech(sigma / 2), broken=None,
-      attack='sigma halved'))
+      name=f'{name}_clip_4x', mechanism=mech(sigma / 4, 4 * _CLIP),
+      broken=None, attack='gradient clipped at 4 K, noise and claim of K'))
 
 
 def qdpsgd2_case() -> AuditCase:
@@ -182,9 +193,12 @@ def distributed_builders() -> dict[str, Callable[[], AuditCase]]:
 
   Example:
     >>> list(distributed_builders())
-    ['cpsgd_binomial', 'ddg', 'skellam', 'qdpsgd1', 'qdpsgd2']
+    ['cpsgd_binomial', 'ddg', 'skellam', 'qdpsgd1', 'qdpsgd1_ghost',
+     'qdpsgd2']
   """
   return {'cpsgd_binomial': cpsgd_case,
           'ddg': functools.partial(_secure_sum_case, 'ddg'),
           'skellam': functools.partial(_secure_sum_case, 'skellam'),
-          'qdpsgd1': qdpsgd1_case, 'qdpsgd2': qdpsgd2_case}
+          'qdpsgd1': qdpsgd1_case,
+          'qdpsgd1_ghost': functools.partial(qdpsgd1_case, 'ghost'),
+          'qdpsgd2': qdpsgd2_case}
