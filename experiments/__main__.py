@@ -203,7 +203,8 @@ def _runs_table(dirs) -> str:
   for row in rows:  # a verdict no claim had is a count of 0, not '-'
     for v in ('held', 'refuted', 'inconclusive'):
       row.setdefault(v, 0)
-  if any(r['device'] not in (None, 'cpu') for r in rows[:-1]):
+  from experiments.common import runner  # pylint: disable=g-import-not-at-top
+  if any(runner.off_cpu(r['device']) for r in rows[:-1]):
     # Name the device of every row once any ran off the CPU ('-': a run
     # from before results.json recorded it).
     columns.insert(4, ('device', 'device'))

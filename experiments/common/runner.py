@@ -167,10 +167,16 @@ class Experiment:
     return '\n'.join(lines)
 
 
+def off_cpu(device: str | None) -> bool:
+  """Whether a recorded device (``versions()['device']``) is not the CPU
+  (None: not recorded)."""
+  return device not in (None, 'cpu')
+
+
 def _on_device(v: dict[str, Any]) -> str:
   """', on DEVICE' where a run recorded a device other than the CPU."""
   device = v.get('device')
-  return f', on {device}' if device not in (None, 'cpu') else ''
+  return f', on {device}' if off_cpu(device) else ''
 
 
 def done(exp_dir: str, stored: dict[str, Any]) -> bool:
