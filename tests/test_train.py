@@ -310,11 +310,13 @@ def test_seeds_in_one_program_are_the_single_seed_runs(digits, model,
 def test_seeds_share_one_epsilon_computation_and_score_validation(
     digits, model, tmp_path, monkeypatch):
   # The seeds' ledgers hold identical events: each accountant runs once per
-  # program, not once per seed. A validation split is scored too.
+  # distinct event in the process, not once per seed or per run. A
+  # validation split is scored too.
   calls = []
   real = accounting.PrivacyLedger.epsilon
   monkeypatch.setattr(accounting.PrivacyLedger, 'epsilon',
                       lambda self, *a: calls.append(a) or real(self, *a))
+  monkeypatch.setattr(train, '_EPSILONS', {})
   held = data_lib.with_validation(digits, 0.25, seed=0)
   cfg = train.TrainConfig(**dict(CONFIG, steps=4, eval_every=2))
   rows = train.run_seeds_and_record(model, held, cfg, (0, 1, 2), delta=DELTA,
@@ -322,5 +324,19 @@ def test_seeds_share_one_epsilon_computation_and_score_validation(
                                     progress=False)
   assert len({r['epsilon_pld'] for r in rows}) == 1
   assert sum('pld' in a for a in calls) == 1
-  assert len(calls) == 2 + 2  # two evaluations (rdp), then rdp and pld
+  # rdp after 2 and 4 steps (the evaluations; the final rdp is step 4's),
+  # then pld.
+  assert len(calls) == 2 + 1
+  # Another run spending the same events (a sweep's next sparsification
+  # rate) computes nothing; one with another sigma does.
+  again = train.run_seeds_and_record(model, held, cfg, (0, 1, 2),
+                                     delta=DELTA, out_dir=str(tmp_path),
+                                     label='memo-again', progress=False)
+  assert len(calls) == 3
+  assert again[0]['epsilon_pld'] == rows[0]['epsilon_pld']
+  other = dataclasses.replace(cfg, noise_multiplier=2 * cfg.noise_multiplier)
+  train.run_seeds_and_record(model, held, other, (0, 1, 2), delta=DELTA,
+                             out_dir=str(tmp_path), label='memo-other',
+                             progress=False)
+  assert len(calls) == 3 + 3
   assert all(0 <= r['val_accuracy'] <= 1 and 'val_loss' in r for r in rows)

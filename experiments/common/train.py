@@ -21,6 +21,7 @@ killed and resumed ends bit-identical to an uninterrupted one.
 """
 
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -70,18 +71,24 @@ class TrainResult(NamedTuple):
   seconds: float
 
 
+# Epsilons by (composed event, relation, delta, accountant), for the whole
+# process: the seeds of one program spend identical events (their ledgers
+# differ only in keys), so do the settings of a sweep that share sigma, q
+# and steps (every sparsification rate of a DP-SGD panel), and a PLD epsilon
+# costs seconds.
+_EPSILONS: dict[tuple, float] = {}
+
+
 def _epsilon_memo() -> Callable[..., float]:
   """``epsilon(ledger, delta, accountant='rdp')``, computed once per
-  distinct composed event: the seeds of one program spend identical events
-  (their ledgers differ only in keys), and a PLD epsilon costs seconds."""
-  memo: dict[tuple, float] = {}
+  distinct composed event in this process (``_EPSILONS``)."""
 
   def epsilon(ledger, delta, accountant='rdp'):
     key = (repr(ledger.event()), ledger.neighboring_relation, delta,
            accountant)
-    if key not in memo:
-      memo[key] = ledger.epsilon(delta, accountant)
-    return memo[key]
+    if key not in _EPSILONS:
+      _EPSILONS[key] = ledger.epsilon(delta, accountant)
+    return _EPSILONS[key]
 
   return epsilon
 
@@ -116,8 +123,16 @@ def _make_evaluate(model, data: Dataset):
         out['val_accuracy'] = accuracy(params, *val)
     return out
 
+  # One transfer per evaluation (iterating a device array would dispatch a
+  # slice per seed).
   return lambda params: {k: [float(x) for x in v]
-                         for k, v in evaluate(params).items()}
+                         for k, v in jax.device_get(evaluate(params)).items()}
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _unstack(num_seeds: int, tree: Any) -> list[Any]:
+  """``[tree[i] for i < num_seeds]`` (every leaf indexed) in one dispatch."""
+  return [jax.tree.map(lambda x, i=i: x[i], tree) for i in range(num_seeds)]
 
 
 def train(model: nn.Module, data: Dataset, config: TrainConfig, *,
@@ -222,12 +237,12 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
 
   def record_pending():
     for ran, drawn in pending:
-      for i, ledger in enumerate(ledgers):
+      # Each seed's part of the step's states and batch, fetched at once.
+      per_seed = jax.device_get(_unstack(len(ledgers), (ran, drawn)))
+      for ledger, (ran_i, drawn_i) in zip(ledgers, per_seed):
         event, noise = dpjax.transforms.dpsgd_step_event(
-            jax.tree.map(lambda x, i=i: x[i], ran), sampler,
-            noise_multiplier=config.noise_multiplier)
-        ledger.record(event, noise=noise,
-                      batch=jax.tree.map(lambda x, i=i: x[i], drawn))
+            ran_i, sampler, noise_multiplier=config.noise_multiplier)
+        ledger.record(event, noise=noise, batch=drawn_i)
     pending.clear()
 
   while step < config.steps:
