@@ -33,9 +33,9 @@ the paper's float Laplace noise (``exact=False``): the sweep traces eps, which
 the exact grid samplers (the library default) cannot take, and it keeps the
 published numbers; its epsilons are those of ideal real-valued noise.
 
-Presets (``_config.Config``): quick (8 seeds, per-step eps in {1, 10, 100, 1000,
-10^4}, kappa in {1, 3, 5}) and full (20 seeds, eps from 0.1 to 10^5, kappa in
-{1, 2, 3, 5, 8, 10, 15, 20}). Seeds and eps of one method run as one vmapped,
+Presets (``_config.Config``): quick (8 seeds, n = 5,000, per-step eps in {1,
+100, 1000, 10^4}, kappa in {1, 3, 5}) and full (20 seeds, n = 10,000, eps from
+0.1 to 10^5, kappa in {1, 2, 3, 5, 8, 10, 15, 20}). Seeds and eps of one method run as one vmapped,
 jitted program. The cost is the per-example clipping of n gradients at every
 step (every private method) plus, for the compressive mechanism, CoSaMP: 6
 (kappa + 1) iterations per step, each a small Cholesky solve.
