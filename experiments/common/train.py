@@ -79,18 +79,15 @@ class TrainResult(NamedTuple):
 _EPSILONS: dict[tuple, float] = {}
 
 
-def _epsilon_memo() -> Callable[..., float]:
-  """``epsilon(ledger, delta, accountant='rdp')``, computed once per
-  distinct composed event in this process (``_EPSILONS``)."""
-
-  def epsilon(ledger, delta, accountant='rdp'):
-    key = (repr(ledger.event()), ledger.neighboring_relation, delta,
-           accountant)
-    if key not in _EPSILONS:
-      _EPSILONS[key] = ledger.epsilon(delta, accountant)
-    return _EPSILONS[key]
-
-  return epsilon
+def _epsilon(ledger: accounting.PrivacyLedger, delta: float,
+             accountant: str = 'rdp') -> float:
+  """``ledger.epsilon(delta, accountant)``, computed once per distinct
+  composed event in this process (``_EPSILONS``)."""
+  key = (repr(ledger.event()), ledger.neighboring_relation, delta,
+         accountant)
+  if key not in _EPSILONS:
+    _EPSILONS[key] = ledger.epsilon(delta, accountant)
+  return _EPSILONS[key]
 
 
 def _make_evaluate(model, data: Dataset):
@@ -211,10 +208,9 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
               f'Checkpoint at step {step} in {checkpoint_dir} has a ledger of '
               f'{ledger.num_events} events; expected {expected_events}.')
 
-  spent = _epsilon_memo()
-
   def epsilon(ledger):
-    return spent(ledger, delta) if config.private and ledger.num_events else 0.0
+    private = config.private and ledger.num_events
+    return _epsilon(ledger, delta) if private else 0.0
 
   def log_metrics():
     metrics = evaluate(state['params'])
@@ -319,9 +315,8 @@ def run_seeds_and_record(module: nn.Module, data: Dataset,
       desc=label, checkpoint_dir=os.path.join(out_dir, 'checkpoints',
                                               label.replace(' ', '_')))
   rows = []
-  spent = _epsilon_memo()
   for seed, res in zip(seeds, results):
-    eps = {a: spent(res.ledger, delta, a) if config.private else None
+    eps = {a: _epsilon(res.ledger, delta, a) if config.private else None
            for a in ('rdp', 'pld')}
     run_config = dataclasses.replace(config, seed=seed)
     rows.append(dict(

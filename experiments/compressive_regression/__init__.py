@@ -35,10 +35,11 @@ published numbers; its epsilons are those of ideal real-valued noise.
 
 Presets (``_config.Config``): quick (8 seeds, n = 5,000, per-step eps in {1,
 100, 1000, 10^4}, kappa in {1, 3, 5}) and full (20 seeds, n = 10,000, eps from
-0.1 to 10^5, kappa in {1, 2, 3, 5, 8, 10, 15, 20}). Seeds and eps of one method run as one vmapped,
-jitted program. The cost is the per-example clipping of n gradients at every
-step (every private method) plus, for the compressive mechanism, CoSaMP: 6
-(kappa + 1) iterations per step, each a small Cholesky solve.
+0.1 to 10^5, kappa in {1, 2, 3, 5, 8, 10, 15, 20}). Seeds and eps of one
+method run as one vmapped, jitted program. The cost is the per-example
+clipping of n gradients at every step (every private method) plus, for the
+compressive mechanism, CoSaMP: 6 (kappa + 1) iterations per step, each a
+small Cholesky solve.
 
 Claims (``_claims.py``, one family) are paired by seed: every private method of
 seed s runs with the key of seed s. The kappa of the best-kappa claims is picked
