@@ -408,3 +408,48 @@ def test_parallel_jobs_give_the_sequential_results(tmp_path):
     a = compare.load(os.path.join(par, name, 'results.json'))
     b = compare.load(os.path.join(seq, name, 'results.json'))
     assert not compare.diff(a, b), name
+
+
+def test_qdpsgd_resumes_from_its_finished_rows(tmp_path, monkeypatch):
+  """A full qdpsgd run takes days on a CPU, so each finished row is kept: a
+  rerun reads them without training and writes the same results; a corrupt
+  row is set aside and trained again; another configuration, or other code,
+  never reads them."""
+  from experiments.common import row_cache  # pylint: disable=g-import-not-at-top
+  from experiments.qdpsgd import _run as qdpsgd_run  # pylint: disable=g-import-not-at-top
+  exp = registry.get('qdpsgd')
+  cfg = exp.configure('quick', **TINY['qdpsgd'])
+  first = exp.results(cfg, str(tmp_path), progress=False)
+  files = sorted(tmp_path.glob('checkpoints/*/*.npz'))
+  assert len(files) == len(qdpsgd_run.settings(cfg))
+
+  real_trainer = qdpsgd_run.Scenario.trainer
+  trained = []
+
+  def counting_trainer(self, alg, deadline):
+    trained.append(alg.name)
+    return real_trainer(self, alg, deadline)
+
+  monkeypatch.setattr(qdpsgd_run.Scenario, 'trainer', counting_trainer)
+  second = exp.results(cfg, str(tmp_path), progress=False)
+  assert not trained
+  assert second['scenarios'] == first['scenarios']
+  assert second['claims'] == first['claims']
+
+  files[0].write_bytes(b'not a row')
+  with pytest.warns(UserWarning, match='unreadable or does not match'):
+    third = exp.results(cfg, str(tmp_path), progress=False)
+  assert len(trained) == 1
+  assert third['scenarios'] == first['scenarios']
+  assert list(tmp_path.glob('checkpoints/*/corrupt-*'))
+
+  row = dict(qdpsgd_run.settings(cfg)[0], sigma=0.0)
+  cache = row_cache.RowCache(str(tmp_path), cfg.to_dict())
+  other = row_cache.RowCache(
+      str(tmp_path), exp.configure('quick', **dict(
+          TINY['qdpsgd'], clip_norm=0.4)).to_dict())
+  assert other.path(row) != cache.path(row)
+  assert cache.path(dict(row, sigma=1e-9)) != cache.path(row)
+  cache.provenance = dict(cache.provenance, source='edited')
+  assert cache.path(row) != row_cache.RowCache(
+      str(tmp_path), cfg.to_dict()).path(row)

@@ -29,6 +29,7 @@ from dpjax import sampling
 from experiments.common import data as data_lib
 from experiments.common import models
 from experiments.common import report as report_lib
+from experiments.common import row_cache
 from experiments.common import runner
 from experiments.common import train as train_lib
 from experiments.qdpsgd._claims import label
@@ -236,6 +237,9 @@ def run_scenario(cfg: Config, ds, n: int, batch: float,
   delta = cfg.delta
   rows, curves, privacy = [], {}, []
   trainers = {}  # one compilation per algorithm (and per Q-DPSGD-2 sigma)
+  # Finished rows are kept, so that a long (full) run resumes in parts.
+  rows_done = row_cache.RowCache(ctx.checkpoint_dir(f'n{n}_B{batch:g}'),
+                                 cfg.to_dict())
   for spec in settings(cfg):
     t0 = time.time()
     algorithm, eps, bits = spec['algorithm'], spec['eps'], spec['bits']
@@ -248,14 +252,18 @@ def run_scenario(cfg: Config, ds, n: int, batch: float,
     elif spec['calibration'] == 'paper':
       sigma = paper_sigma(unit, sizes, eps, delta)
     setting = privacy_setting(cfg, sc, algorithm, sigma, bits=bits)
-    key = (algorithm, bits, sigma if algorithm == 'qdpsgd2' else None)
-    if key not in trainers:
-      trainers[key] = sc.trainer(
-          make_algorithm(cfg, sc, algorithm, sigma, bits), deadline)
-    hyper = ({} if algorithm in ('qdpsgd2', 'dsgd')
-             else dict(noise_multiplier=sigma))
-    out = trainers[key](sc.keys, sc.params0, sc.shards, hyper)
-    out = {k: np.asarray(v) for k, v in out.items()}
+
+    def train(algorithm=algorithm, sigma=sigma, bits=bits,
+              deadline=deadline):
+      key = (algorithm, bits, sigma if algorithm == 'qdpsgd2' else None)
+      if key not in trainers:
+        trainers[key] = sc.trainer(
+            make_algorithm(cfg, sc, algorithm, sigma, bits), deadline)
+      hyper = ({} if algorithm in ('qdpsgd2', 'dsgd')
+               else dict(noise_multiplier=sigma))
+      return trainers[key](sc.keys, sc.params0, sc.shards, hyper)
+
+    out = rows_done.get(dict(spec, sigma=sigma), train)
     p_bits = 16.0 * sc.dimension
     times = np.cumsum(out['compute_time'] + cfg.comm_time
                       * out['bits'].max(axis=-1) / p_bits, axis=1)
