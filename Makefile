@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # `make reproduce-full`: every experiment's paper-scale preset (days on
 # 2 cores, mostly qdpsgd; hours on one GPU); an experiment already done in
 # results-full/ is skipped, training runs resume from their checkpoints
-# there and qdpsgd from its finished rows, so it can run in parts.
+# there, qdpsgd and audit from their finished rows, so it can run in parts.
 .PHONY: reproduce reproduce-full test test-slow docs bench bench-quick clean
 
 $(STAMP): pyproject.toml

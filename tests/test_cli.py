@@ -453,3 +453,24 @@ def test_qdpsgd_resumes_from_its_finished_rows(tmp_path, monkeypatch):
   cache.provenance = dict(cache.provenance, source='edited')
   assert cache.path(row) != row_cache.RowCache(
       str(tmp_path), cfg.to_dict()).path(row)
+
+
+def test_audit_resumes_from_its_finished_cases(tmp_path, monkeypatch):
+  """The full audit keeps each finished case too: a rerun audits nothing
+  and reports the same bounds."""
+  from experiments.audit import _run as audit_run  # pylint: disable=g-import-not-at-top
+  exp = registry.get('audit')
+  cfg = exp.configure('quick', **dict(TINY['audit'], cases=['gaussian']))
+  # One case is enough (building all 25 compiles hundreds of programs), and
+  # the one-run audits, short and recomputed, are not what is kept.
+  monkeypatch.setattr(audit_run.audit, 'audit_cases',
+                      lambda: (audit_run.audit.audit_case('gaussian'),))
+  monkeypatch.setattr(audit_run, 'one_run', lambda cfg, seeds: [])
+  monkeypatch.setattr(exp, 'claims', lambda results, cfg: [])
+  first = exp.results(cfg, str(tmp_path), progress=False)
+  assert len(list(tmp_path.glob('checkpoints/cases/*.npz'))) == len(cfg.cases)
+  monkeypatch.setattr(audit_run, '_audit', lambda *a: pytest.fail(
+      'audited a finished case'))
+  second = exp.results(cfg, str(tmp_path), progress=False)
+  assert second['cases'] == first['cases']
+  assert second['claims'] == first['claims']

@@ -10,6 +10,7 @@ import numpy as np
 from dpjax import accounting
 from dpjax import audit
 from experiments.audit._config import Config
+from experiments.common import row_cache
 from experiments.common import runner
 
 
@@ -96,21 +97,51 @@ def select(cases, names):
   return tuple(known[n] for n in names)
 
 
+# Each case's per-seed numbers, kept as arrays (``row_cache``).
+_FIELDS = ('lower_bound', 'estimate', 'false_positives', 'false_negatives',
+           'held_out', 'seconds')
+_COUNTS = ('false_positives', 'false_negatives', 'held_out')
+
+
+def _audit_case(i: int, case, cfg: Config) -> dict[str, np.ndarray]:
+  """The case (and its broken twin) on every seed, as arrays per field."""
+  out = {}
+  for side, mechanism in (('honest', case), ('broken', case.broken)):
+    if mechanism is None:
+      continue
+    runs = []
+    for seed in cfg.seeds:
+      key = jax.random.fold_in(jax.random.key(seed), i)
+      if side == 'broken':
+        key = jax.random.fold_in(key, 1)
+      runs.append(_audit(key, mechanism, cfg))
+    for field in _FIELDS:
+      out[f'{side}.{field}'] = np.asarray([r[field] for r in runs])
+  return out
+
+
+def _runs(arrays: dict[str, np.ndarray], side: str) -> list[dict[str, Any]]:
+  if f'{side}.lower_bound' not in arrays:
+    return []
+  cast = {f: int if f in _COUNTS else float for f in _FIELDS}
+  columns = {f: arrays[f'{side}.{f}'] for f in _FIELDS}
+  return [{f: cast[f](columns[f][j]) for f in _FIELDS}
+          for j in range(len(columns['lower_bound']))]
+
+
 def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
-  """Every selected case and its broken twin on every seed; one-run audits."""
+  """Every selected case and its broken twin on every seed; one-run audits.
+  Each finished case is kept, so that the full audit can run in parts."""
   seeds = cfg.seeds
   rows, registered = [], audit.audit_cases()
+  done = row_cache.RowCache(ctx.checkpoint_dir('cases'), cfg.to_dict())
   for i, case in enumerate(select(registered, cfg.cases)):
+    arrays = done.get(dict(case=case.name, index=i),
+                      lambda i=i, case=case: _audit_case(i, case, cfg))
     row = dict(name=case.name, epsilon=float(case.epsilon),
                delta=float(case.delta), relation=case.relation,
-               attack=case.attack, honest=[], broken=[],
-               broken_epsilon=None)
-    for seed in seeds:
-      key = jax.random.fold_in(jax.random.key(seed), i)
-      row['honest'].append(_audit(key, case, cfg))
-      if case.broken is not None:
-        row['broken'].append(_audit(jax.random.fold_in(key, 1), case.broken,
-                                    cfg))
+               attack=case.attack, honest=_runs(arrays, 'honest'),
+               broken=_runs(arrays, 'broken'), broken_epsilon=None)
     if case.broken is not None:
       row['broken_epsilon'] = float(case.broken.epsilon)
     rows.append(row)

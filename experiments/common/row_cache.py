@@ -1,8 +1,9 @@
 """Finished rows of a long experiment, kept so that it can run in parts.
 
 A training run resumes from its checkpoints (``checkpoint.py``); an
-experiment whose rows are each one jitted program (qdpsgd: one row trains
-every seed for all T rounds) keeps each finished row's raw outputs instead.
+experiment whose rows are each one long computation (qdpsgd: one row trains
+every seed for all T rounds; audit: one case on every seed) keeps each
+finished row's raw outputs instead.
 A row's file is named by the SHA-256 of the run's whole configuration, the
 row's own settings (its sigma included) and what computed it (the package
 versions and device of ``runner.versions()`` and a digest of the dpjax and
