@@ -137,7 +137,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   done = row_cache.RowCache(ctx.checkpoint_dir('cases'), cfg.to_dict())
   for i, case in enumerate(select(registered, cfg.cases)):
     arrays = done.get(dict(case=case.name, index=i),
-                      lambda i=i, case=case: _audit_case(i, case, cfg))
+                      lambda: _audit_case(i, case, cfg))
     row = dict(name=case.name, epsilon=float(case.epsilon),
                delta=float(case.delta), relation=case.relation,
                attack=case.attack, honest=_runs(arrays, 'honest'),

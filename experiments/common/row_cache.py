@@ -45,8 +45,7 @@ def source_digest() -> str:
   h = hashlib.sha256()
   for package in (dpjax, experiments):
     root = os.path.dirname(os.path.abspath(package.__file__))
-    for folder, dirs, files in sorted(os.walk(root)):
-      dirs.sort()
+    for folder, _, files in sorted(os.walk(root)):
       for name in sorted(f for f in files if f.endswith('.py')):
         path = os.path.join(folder, name)
         h.update(os.path.relpath(path, root).encode() + b'\0')

@@ -253,8 +253,7 @@ def run_scenario(cfg: Config, ds, n: int, batch: float,
       sigma = paper_sigma(unit, sizes, eps, delta)
     setting = privacy_setting(cfg, sc, algorithm, sigma, bits=bits)
 
-    def train(algorithm=algorithm, sigma=sigma, bits=bits,
-              deadline=deadline):
+    def train():  # called at once by rows_done.get, or not at all
       key = (algorithm, bits, sigma if algorithm == 'qdpsgd2' else None)
       if key not in trainers:
         trainers[key] = sc.trainer(
