@@ -4,6 +4,8 @@ No training here: the runs are rows with chosen numbers, so each test pins
 what the claims and the per-seed choices do with them.
 """
 
+import types
+
 import numpy as np
 import pytest
 
@@ -103,6 +105,23 @@ def test_baseline_chooses_clip_per_seed_on_validation():
   assert [(r['seed'], r['clip'], r['test_accuracy']) for r in chosen] == [
       (0, 0.5, 0.70), (1, 1.0, 0.50)]  # never the best test score
   assert all(r['selected'] for r in chosen)
+
+
+def test_baseline_clips_each_model_with_its_own_method():
+  """Full mode clips the MLP with ghost (its fast path) and the CNN with
+  vmap (ghost is slower for convolutions); quick trains the MLP alone."""
+  ds = types.SimpleNamespace(name='mnist5k')  # all the specs read
+  full = baseline_config.Config.preset('full')
+  assert {name: clipping for name, (_, clipping)
+          in baseline_run._model_specs(ds, full).items()} == {
+              'mlp': 'ghost', 'mnist_cnn': 'vmap'}
+  swapped = baseline_config.Config.preset('full', clipping='vmap',
+                                          cnn_clipping='ghost')
+  assert {name: clipping for name, (_, clipping)
+          in baseline_run._model_specs(ds, swapped).items()} == {
+              'mlp': 'vmap', 'mnist_cnn': 'ghost'}
+  assert list(baseline_run._model_specs(
+      ds, baseline_config.Config.preset('quick'))) == ['mlp']
 
 
 def test_with_validation_holds_out_part_of_train_and_keeps_a_given_split():

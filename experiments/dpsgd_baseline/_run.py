@@ -24,11 +24,12 @@ from experiments.dpsgd_baseline._config import Config
 
 
 def _model_specs(ds: data_lib.Dataset, cfg: Config):
-  specs = {'mlp': dict(hidden=list(cfg.mlp_hidden),
-                       activation=cfg.activation)}
+  """{model name: (its keyword arguments, its clipping method)}."""
+  specs = {'mlp': (dict(hidden=list(cfg.mlp_hidden),
+                        activation=cfg.activation), cfg.clipping)}
   cnn = models.default_model_name(ds.name)
   if cfg.cnn and cnn.endswith('_cnn'):
-    specs[cnn] = {}
+    specs[cnn] = ({}, cfg.cnn_clipping)
   return specs
 
 
@@ -48,13 +49,14 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
                                       steps=base['steps'])
             for eps in cfg.epsilons}
   runs = []
-  for model_name, model_kwargs in _model_specs(ds, cfg).items():
+  for model_name, (model_kwargs, clipping) in _model_specs(ds, cfg).items():
     _, model = models.for_dataset(ds, model_name, **model_kwargs)
     for target in [None] + list(cfg.epsilons):
       # Non-private training does not clip: one run, C recorded as None.
       for clip in cfg.clips if target is not None else (None,):
-        tc = train_lib.TrainConfig(**dict(base, l2_norm_clip=clip or 1.0),
-                                   noise_multiplier=sigmas.get(target))
+        tc = train_lib.TrainConfig(
+            **dict(base, l2_norm_clip=clip or 1.0, clipping=clipping),
+            noise_multiplier=sigmas.get(target))
         rows = train_lib.run_seeds_and_record(
             model, ds, tc, cfg.seeds, delta=cfg.delta, out_dir=ctx.out_dir,
             label=f'{model_name} eps={target} C={clip}',
