@@ -3,6 +3,7 @@
 import doctest
 
 import chex
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -83,6 +84,55 @@ def test_single_batched_and_vmapped_calls_agree(name):
   # Any number of leading batch axes.
   chex.assert_trees_all_close(nested, batched[:, None], atol=1e-5)
   assert batched.dtype == jnp.float32
+
+
+@pytest.mark.parametrize('features,kernel,stride,padding,shape', [
+    (16, (8, 8), 2, 2, (28, 28, 1)),   # the DP-CNN's first layer
+    (32, (4, 4), 2, 0, (12, 12, 16)),  # and its second
+    (4, (3, 2), 1, 1, (7, 6, 3))])
+def test_patch_conv_is_flax_conv(features, kernel, stride, padding, shape):
+  """Same parameters (names, shapes, initial values), outputs and
+  per-example gradients as ``nn.Conv``."""
+  patch = models.PatchConv(features, kernel, stride, padding)
+  conv = nn.Conv(features, kernel, strides=stride, padding=padding)
+  x = jax.random.uniform(jax.random.key(1), (3,) + shape)
+
+  @jax.jit
+  def both(key, x):
+    init = patch.init(key, x), conv.init(key, x)
+    grads = [jax.vmap(jax.grad(lambda p, xi, m=m: jnp.sum(
+        jnp.sin(m.apply(p, xi[None])))), (None, 0))(init[0], x)
+             for m in (patch, conv)]
+    return init, patch.apply(init[0], x), conv.apply(init[0], x), grads
+
+  (p_init, c_init), p_out, c_out, (p_grads, c_grads) = both(
+      jax.random.key(0), x)
+  chex.assert_trees_all_equal(p_init, c_init)
+  chex.assert_trees_all_close(p_out, c_out, atol=1e-5)
+  chex.assert_trees_all_close(p_grads, c_grads, atol=1e-4)
+
+
+def test_max_pool_stride1_is_flax_max_pool():
+  """The same outputs as ``nn.max_pool`` and, away from ties, the same
+  gradients; at a tie (a constant image) the gradient is split among the
+  tied inputs, a subgradient of the same function."""
+  x = jax.random.uniform(jax.random.key(0), (2, 6, 5, 3))
+  flax_pool = lambda h: nn.max_pool(h, (2, 2), strides=(1, 1))
+  cot = jax.random.normal(jax.random.key(1), (2, 5, 4, 3))
+
+  @jax.jit
+  def both(x):
+    return [(f(x), jax.vjp(f, x)[1](cot)[0], jax.grad(
+        lambda h: jnp.sum(f(h)))(jnp.ones((1, 3, 3, 1))))
+            for f in (models.max_pool_stride1, flax_pool)]
+
+  (ours, our_grad, our_tie), (theirs, their_grad, their_tie) = both(x)
+  chex.assert_trees_all_equal(ours, theirs)
+  chex.assert_trees_all_close(our_grad, their_grad, atol=1e-6)
+  # 4 windows, each of 4 tied inputs: each window's gradient 1 goes to its
+  # inputs (all of it to the first one with nn.max_pool), 4 in all.
+  assert float(our_tie.sum()) == float(their_tie.sum()) == 4.0
+  assert float(our_tie.min()) > 0 and float(their_tie.min()) == 0
 
 
 def test_real_init_and_single_example_grad_under_jit():

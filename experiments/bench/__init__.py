@@ -16,7 +16,8 @@ import sys
 # The benchmarks, in the order ``bench all`` runs them.
 NAMES = ('dpsgd', 'ynnpack_reduce', 'ghost_memory', 'noise', 'exact_gaussian',
          'audit', 'seeds', 'distributed_dp', 'compgd', 'qdpsgd',
-         'nonparametric', 'trees', 'bandmf', 'finetune', 'mixed_precision')
+         'nonparametric', 'trees', 'bandmf', 'finetune', 'mixed_precision',
+         'patch_conv')
 
 
 def _describe(name: str) -> tuple[str, str, list[str]]:

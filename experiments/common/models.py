@@ -33,6 +33,7 @@ Example:
 """
 
 from collections.abc import Callable, Sequence
+import functools
 import math
 from typing import Any
 
@@ -194,19 +195,75 @@ class _ImageModel(nn.Module):
     return out.reshape(batch_shape + out.shape[1:])
 
 
+class PatchConv(nn.Module):
+  """A 2-D convolution computed as a matmul over its input patches.
+
+  Same parameters as ``nn.Conv`` (names, shapes, initializers) and the same
+  outputs, but the patches are strided slices of the padded input, so the
+  per-example kernel gradient under ``jax.vmap`` is a batched matmul
+  rather than a grouped convolution: the DP-CNN's clipped gradient sum for
+  10 seeds x 371 examples takes about 1.0 s instead of 2.1 s on 2 CPU cores
+  (the "unfold" view of a convolution, as in Opacus's per-sample conv
+  gradients).
+
+  Attributes:
+    features: output channels.
+    kernel_size: (height, width) of the kernel.
+    stride: the stride along both spatial axes.
+    padding: zeros added on every side of both spatial axes.
+  """
+  features: int
+  kernel_size: tuple[int, int]
+  stride: int = 1
+  padding: int = 0
+
+  @nn.compact
+  def __call__(self, h: jax.Array) -> jax.Array:
+    kh, kw = self.kernel_size
+    kernel = self.param('kernel', nn.initializers.lecun_normal(),
+                        (kh, kw, h.shape[-1], self.features))
+    bias = self.param('bias', nn.initializers.zeros_init(), (self.features,))
+    p, s = self.padding, self.stride
+    h = jnp.pad(h, ((0, 0), (p, p), (p, p), (0, 0)))
+    rows = (h.shape[1] - kh) // s + 1
+    cols = (h.shape[2] - kw) // s + 1
+    patches = jnp.concatenate(  # [B, rows, cols, kh * kw * C], HWI order
+        [h[:, i:i + s * (rows - 1) + 1:s, j:j + s * (cols - 1) + 1:s]
+         for i in range(kh) for j in range(kw)], axis=-1)
+    return patches @ kernel.reshape(-1, self.features) + bias
+
+
+def max_pool_stride1(h: jax.Array, window: int = 2) -> jax.Array:
+  """``nn.max_pool(h, (window, window), strides=(1, 1))`` on ``[B, H, W,
+  C]``, as the maximum of the window's shifted views.
+
+  The same outputs; under ``jax.vmap`` its gradient is elementwise, where
+  ``nn.max_pool``'s is a select-and-scatter, so the DP-CNN's per-example
+  gradients take about 30% less time on CPU. At a tie the gradient is
+  split among the tied inputs (``nn.max_pool`` gives all of it to the
+  first); both are subgradients of the same function.
+  """
+  rows, cols = h.shape[1] - window + 1, h.shape[2] - window + 1
+  views = [h[:, i:i + rows, j:j + cols]
+           for i in range(window) for j in range(window)]
+  return functools.reduce(jnp.maximum, views)
+
+
 class MnistCNN(_ImageModel):
   """Tramer & Boneh DP-CNN for 28x28x1 images (26,010 params).
 
   Conv(16, 8x8, stride 2, pad 2) -> act -> MaxPool(2, stride 1) -> Conv(32,
   4x4, stride 2, VALID) -> act -> MaxPool(2, stride 1) -> flatten (512) ->
-  Dense 32 -> act -> Dense ``num_outputs``.
+  Dense 32 -> act -> Dense ``num_outputs``. The convolutions are
+  ``PatchConv`` and the pools ``max_pool_stride1`` (``nn.Conv``'s and
+  ``nn.max_pool``'s outputs, faster per-example gradients).
   """
 
   def body(self, h, act):
-    h = act(nn.Conv(16, (8, 8), strides=(2, 2), padding=2)(h))
-    h = nn.max_pool(h, (2, 2), strides=(1, 1))
-    h = act(nn.Conv(32, (4, 4), strides=(2, 2), padding='VALID')(h))
-    h = nn.max_pool(h, (2, 2), strides=(1, 1))
+    h = act(PatchConv(16, (8, 8), stride=2, padding=2, name='Conv_0')(h))
+    h = max_pool_stride1(h)
+    h = act(PatchConv(32, (4, 4), stride=2, name='Conv_1')(h))
+    h = max_pool_stride1(h)
     h = act(nn.Dense(32)(h.reshape(h.shape[0], -1)))
     return nn.Dense(self.num_outputs)(h)
 
