@@ -55,13 +55,11 @@ from dpjax.clipping import clipped_grad_sum
 from dpjax.clipping import per_example_grads
 from dpjax.sampling import PoissonSampler
 from dpjax.transforms import adaptive_dpsgd
-from dpjax.transforms import add_correlated_noise
 from dpjax.transforms import add_discrete_gaussian_noise
 from dpjax.transforms import add_exact_gaussian_noise
 from dpjax.transforms import add_gaussian_noise
 from dpjax.transforms import add_laplace_noise
 from dpjax.transforms import bandmf
-from dpjax.transforms import bandmf_step_event
 from dpjax.transforms import clip_per_example
 from dpjax.transforms import compressive_privatizer
 from dpjax.transforms import compgd
@@ -73,7 +71,6 @@ from dpjax.transforms import dp_projected_gd
 from dpjax.transforms import dp_projected_sgd
 from dpjax.transforms import projected_gd
 from dpjax.transforms import dpsgd
-from dpjax.transforms import dpsgd_step_event
 from dpjax.transforms import laplace_privatizer
 from dpjax.transforms import normalize
 from dpjax.transforms import quantize_stochastic
@@ -90,14 +87,12 @@ __version__ = '0.1.0'
 __all__ = [
     'accounting',
     'adaptive_dpsgd',
-    'add_correlated_noise',
     'add_discrete_gaussian_noise',
     'add_exact_gaussian_noise',
     'add_gaussian_noise',
     'add_laplace_noise',
     'audit',
     'bandmf',
-    'bandmf_step_event',
     'clip_per_example',
     'clipped_grad_sum',
     'clipping',
@@ -114,7 +109,6 @@ __all__ = [
     'dp_projected_gd',
     'dp_projected_sgd',
     'dpsgd',
-    'dpsgd_step_event',
     'finetune',
     'laplace_privatizer',
     'noise',

@@ -1,61 +1,72 @@
-"""The clipped sum as a typed value that carries its bound.
+"""The clipped sum as a typed value that carries its bound and its unit.
 
-DP-SGD's noise is calibrated to the bound C of one example's contribution to
+DP-SGD's noise is calibrated to the bound C of one record's contribution to
 the sum it perturbs (Abadi et al. 2016, Alg. 1). A bare pytree cannot say
-whether it was clipped, or to which C, so a noise step could be recorded at
-sigma for a sum clipped to 4 C, or not clipped at all. ``ClippedSum`` binds
-the value to its bound: dpjax's clipping functions (``clip_and_sum``,
-``clipped_grad_sum`` vmap or ghost, ``sharded_clipped_grad_sum``, the
-``clip_per_example`` transform) return one, and ``add_dpsgd_noise`` takes
-only a ``ClippedSum`` whose bound is at most its own C.
+whether it was clipped, to which C, or whether the record is an example or
+a user, so a step could be recorded at sigma for a sum that moves by 8 C.
+``ClippedSum`` binds the value to its bound and its unit: dpjax's clipping
+functions (``clip_and_sum``, ``clipped_grad_sum`` vmap or ghost,
+``sharded_clipped_grad_sum``, ``clipped_user_grad_sum``, the
+``clip_per_example`` transform) return one, and the noise transforms take
+only a ``ClippedSum`` and calibrate their noise to the bound it carries: the
+bound is given once, to the clipping.
 
-The bound is ``clipped_norm_bound(l2_norm_clip)`` (sqrt(sum_l C_l^2) for
-per-layer bounds): the L2 sensitivity of the sum under add/remove-one, twice
-that under replace-one (the sampler's event applies the factor). A concrete
-bound is static pytree data, so a mismatch is refused while tracing; a
-traced bound (``inject_hyperparams``, a ``vmap`` over C) is a leaf, and the
-noise state records it for ``dpsgd_step_event`` to check.
+The bound follows the arithmetic. It is a pytree leaf beside the value, so
+``jax.tree.map``, ``optax.scale`` and ``optax.tree_utils`` apply to it what
+they apply to the value: scaling the sum by a scalar a scales the bound by
+a (its absolute value is used), adding two clipped sums adds their bounds
+(the triangle inequality: one record moves each sum by at most its bound).
+Any other map leaves no valid bound, and the sum stops being a clipped sum:
+a second leaf, the probe, starts at -2 C, and every map that scales and adds
+keeps probe = -2 bound exactly in floating point (multiplying by 2 is exact);
+a map that is not linear breaks it (sign, square, clip, an added constant),
+and so does one that changes a leaf's shape (a reduction). The noise refuses
+such a sum: at once when the values are concrete, else at recording, through
+the flag its state keeps. The unit and the leaves' shapes are static.
 
 There is deliberately no public constructor from a bare value: wrap your own
-per-example gradients with ``clip_and_sum`` (clipping an already clipped
-gradient again leaves it unchanged). A sum with no per-example gradients
-behind it has no bound dpjax can check; noise it with ``add_gaussian_noise``
-and state its sensitivity in ``add_gaussian_noise_event`` yourself.
+per-example gradients with ``clip_and_sum``. A sum with no per-record
+clipping behind it has no bound dpjax can check; noise it with
+``add_gaussian_noise`` and state its sensitivity in the event yourself.
 
 Example:
   >>> s = dpjax.clipping.clip_and_sum({'a': jnp.ones((2, 3)), 'b': jnp.ones(2)},
   ...                                 {'a': 0.3, 'b': 0.4}, jnp.ones(2, bool))
   >>> s.grad_sum.l2_norm_clip, s.grad_sum.value['b']
   (0.5, Array(0.8, dtype=float32))
+  >>> jax.tree.map(lambda x: 10 * x, s.grad_sum).l2_norm_clip
+  5.0
 """
 
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 PyTree = Any
 
-
-def _is_static(bound: Any) -> bool:
-  return isinstance(bound, float)
+UNITS = ('example', 'user', 'unclipped')
 
 
 @jax.tree_util.register_pytree_node_class
 class ClippedSum:
-  """A sum of per-example contributions, each of L2 norm <= ``l2_norm_clip``.
+  """A sum of per-record contributions, each of L2 norm <= ``l2_norm_clip``.
 
   Built only by dpjax's clipping functions (see the module doc). Read the
   sum as ``.value`` (a pytree shaped like the parameters).
 
   Attributes:
     value: the clipped sum (pytree).
-    l2_norm_clip: the bound of one example's contribution,
-      ``clipped_norm_bound`` of the clip bounds used: a Python float (static)
-      or a scalar array when the bound was traced.
+    l2_norm_clip: the bound of one record's contribution,
+      ``clipped_norm_bound`` of the clip bounds used, after the arithmetic
+      applied to the sum since (a float, or a scalar array when traced).
+    unit: ``'example'`` or ``'user'``: the record whose contribution is
+      bounded (``'unclipped'``: the noisy-SGD ablation's sum, whose bound is
+      only the noise's nominal scale).
   """
 
-  __slots__ = ('value', 'l2_norm_clip')
+  __slots__ = ('value', 'l2_norm_clip', 'probe', 'unit', 'shapes')
 
   def __init__(self, *args, **kwargs):
     del args, kwargs
@@ -65,10 +76,11 @@ class ClippedSum:
         '.grad_sum), which clip what they sum.')
 
   @classmethod
-  def _make(cls, value: PyTree, l2_norm_clip: Any) -> 'ClippedSum':
+  def _make(cls, value, bound, probe, unit, shapes) -> 'ClippedSum':
     out = object.__new__(cls)
-    object.__setattr__(out, 'value', value)
-    object.__setattr__(out, 'l2_norm_clip', l2_norm_clip)
+    for name, x in (('value', value), ('l2_norm_clip', bound),
+                    ('probe', probe), ('unit', unit), ('shapes', shapes)):
+      object.__setattr__(out, name, x)
     return out
 
   def __setattr__(self, name, value):
@@ -76,73 +88,81 @@ class ClippedSum:
 
   def __repr__(self) -> str:
     return (f'ClippedSum(value={self.value!r}, '
-            f'l2_norm_clip={self.l2_norm_clip!r})')
+            f'l2_norm_clip={self.l2_norm_clip!r}, unit={self.unit!r})')
 
   def tree_flatten(self):
-    if _is_static(self.l2_norm_clip):
-      return (self.value,), (self.l2_norm_clip,)
-    return (self.value, self.l2_norm_clip), (None,)
+    return (self.value, self.l2_norm_clip, self.probe), (self.unit,
+                                                         self.shapes)
 
   @classmethod
   def tree_unflatten(cls, aux, children):
-    bound, = aux
-    if bound is None:
-      value, bound = children
-    else:
-      value, = children
-    return cls._make(value, bound)
+    return cls._make(*children, *aux)
 
 
-def make(value: PyTree, bound: Any) -> ClippedSum:
+def _shapes(value: PyTree) -> tuple:
+  return tuple(tuple(np.shape(x)) for x in jax.tree.leaves(value))
+
+
+def make(value: PyTree, bound: Any, unit: str = 'example') -> ClippedSum:
   """A ``ClippedSum`` of ``value`` under ``bound`` (``clipped_norm_bound``).
 
-  For dpjax's clipping code only: ``value`` must be a sum of per-example
+  For dpjax's clipping code only: ``value`` must be a sum of per-``unit``
   contributions each of L2 norm at most ``bound``.
   """
+  if unit not in UNITS:
+    raise ValueError(f'Expected unit={unit!r} in {UNITS}.')
   if not isinstance(bound, jax.core.Tracer):
     bound = float(bound)
-  return ClippedSum._make(value, bound)  # pylint: disable=protected-access
+  return ClippedSum._make(value, bound, -2 * bound, unit,  # pylint: disable=protected-access
+                          _shapes(value))
 
 
-def unwrap(updates: Any, l2_norm_clip_bound: Any, *,
-           clipped: bool = True) -> tuple[PyTree, Any]:
-  """Checks the sum a noise step gets; returns ``(value, its bound)``.
-
-  Args:
-    updates: the aggregate a transform received.
-    l2_norm_clip_bound: the noise's bound, ``clipped_norm_bound(C)``.
-    clipped: False for the unclipped ablation: a bare pytree passes (bound
-      inf), and so does a ``ClippedSum`` of any bound.
+def linear(s: ClippedSum) -> Any:
+  """True (a bool, or a traced bool) if only scaling and adding touched ``s``.
 
   Raises:
-    ValueError: naming ``updates``: not a ``ClippedSum`` (with
-      ``clipped``), or a concrete bound above the noise's (compared in
-      float32, the precision the clipping and the noise run in). A traced
-      bound is returned for the caller's state and checked at recording.
+    ValueError: naming ``updates``, when a leaf's shape changed (a map that
+      reduces or reshapes) or, for concrete values, when the probe shows a
+      map that is not linear.
+  """
+  if _shapes(s.value) != s.shapes:
+    raise ValueError(
+        'Expected updates to be a ClippedSum whose leaves kept their shapes '
+        f'{s.shapes}, got {_shapes(s.value)}: a map that reduces or reshapes '
+        'the sum does not keep its bound.')
+  bound, probe = s.l2_norm_clip, s.probe
+  ok = (jnp.shape(bound) == () and jnp.shape(probe) == ())
+  if not ok:
+    raise ValueError('Expected updates to be a ClippedSum of one run (a '
+                     'scalar bound); index the run before the noise.')
+  traced = any(isinstance(x, jax.core.Tracer) for x in (bound, probe))
+  if traced:
+    return jnp.asarray(probe) == -2 * jnp.asarray(bound)
+  if not (np.isfinite(float(bound)) and float(probe) == -2 * float(bound)):
+    raise ValueError(
+        f'Expected updates to be a ClippedSum changed only by scaling and '
+        f'adding clipped sums, got bound {float(bound)} with probe '
+        f'{float(probe)} (not -2 x bound): a non-linear map of the sum (sign,'
+        ' square, clip, an added constant) leaves no valid bound.')
+  return True
+
+
+def unwrap(updates: Any) -> tuple[PyTree, Any, str, Any]:
+  """``(value, |bound|, unit, linear)`` of the sum a noise step gets.
+
+  Raises:
+    ValueError: naming ``updates``: not a ``ClippedSum``, or (see
+      ``linear``) one that a non-linear map has changed.
   """
   if not isinstance(updates, ClippedSum):
-    if clipped:
-      raise ValueError(
-          'Expected updates to be a ClippedSum (the output of '
-          'clip_per_example, dpjax.clipping.clip_and_sum or clipped_grad_sum),'
-          ' got a bare pytree: the noise is calibrated to l2_norm_clip and '
-          'cannot tell a clipped sum from an unclipped one. Pass the clipped '
-          'function\'s grad_sum as it is, or per-example gradients with '
-          'per_example=True.')
-    return updates, float('inf')
-  bound = updates.l2_norm_clip
-  concrete = not any(isinstance(b, jax.core.Tracer)
-                     for b in (bound, l2_norm_clip_bound))
-  if clipped and concrete and exceeds(bound, l2_norm_clip_bound):
     raise ValueError(
-        f'Expected updates clipped to at most l2_norm_clip='
-        f'{float(l2_norm_clip_bound)} (the bound the noise is calibrated '
-        f'to), got a ClippedSum clipped to {np.asarray(bound)}: clip with '
-        'the same l2_norm_clip as the noise.')
-  return updates.value, bound
-
-
-def exceeds(sum_bound: Any, noise_bound: Any) -> bool:
-  """True if a concrete sum bound is above the noise's (in float32)."""
-  return bool(np.any(np.asarray(sum_bound, np.float32)
-                     > np.asarray(noise_bound, np.float32)))
+        'Expected updates to be a ClippedSum (the output of '
+        'clip_per_example, dpjax.clipping.clip_and_sum or clipped_grad_sum),'
+        ' got a bare pytree: the noise is calibrated to the bound the sum '
+        'carries and cannot tell a clipped sum from an unclipped one. Pass '
+        'the clipping function\'s grad_sum as it is, or per-example '
+        'gradients to a chain that clips them.')
+  ok = linear(updates)
+  bound = updates.l2_norm_clip
+  bound = abs(bound) if isinstance(bound, float) else jnp.abs(bound)
+  return updates.value, bound, updates.unit, ok

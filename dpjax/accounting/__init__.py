@@ -54,6 +54,8 @@ from dpjax.accounting._ledger import draws_noise
 from dpjax.accounting._ledger import is_amplified
 from dpjax.accounting._ledger import key_fingerprint
 from dpjax.accounting._ledger import PrivacyLedger
+from dpjax.accounting._step_event import privacy_states
+from dpjax.accounting._step_event import step_event
 
 __all__ = [
     'ACCOUNTANTS',
@@ -97,6 +99,7 @@ __all__ = [
     'make_accountant',
     'poisson_truncation_probability',
     'PrivacyLedger',
+    'privacy_states',
     'pure_dp_event',
     'rdp_curve',
     'replace_one_event',
@@ -105,6 +108,7 @@ __all__ = [
     'skellam_event',
     'skellam_rdp',
     'SkellamDpEvent',
+    'step_event',
     'subsampled_rdp',
     'TruncatedPoissonSampledDpEvent',
 ]

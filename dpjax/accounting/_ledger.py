@@ -13,6 +13,7 @@ from dpjax import _validate
 from dpjax.accounting import _accountants
 from dpjax.accounting import _distributed
 from dpjax.accounting import _events
+from dpjax.accounting import _step_event
 
 _EVENT_TYPES = {
     name: cls for name, cls in vars(dp_accounting.dp_event).items()
@@ -258,7 +259,8 @@ class PrivacyLedger:
       noise: ``(key, step)`` of the noise the executions used, steps
         ``step .. step + count - 1`` of ``key`` (e.g. ``(state.key,
         state.count)`` of a ``KeyStepState`` before the step, or the
-        ``noise`` of ``dpsgd_step_event``). Raises if any was recorded.
+        for a chain's step, ``record_step`` reads it). Raises if any was
+        recorded.
       batch: the batch the executions used: a sampler's ``sample(key,
         step)`` (it carries both), or ``(key, step)``; steps ``step ..
         step + count - 1``. Raises if any was recorded.
@@ -321,6 +323,37 @@ class PrivacyLedger:
     if planned:
       self._planned += count
     self._append(event, count, bits)
+
+  def record_step(self, opt_state: Any, sampler: Any, batch: Any) -> None:
+    """Records the step that produced ``opt_state``: its event, its noise
+    and its batch, all read from what ran.
+
+    ``step_event(opt_state, sampler)`` is the event; the noise stream
+    ``(key, step)`` comes from the same privatizing state, so a replayed
+    noise step (a second ``init``, two chains built from one key) or batch
+    is refused like in ``record``.
+
+    Args:
+      opt_state: the state the step returned (or its ``privacy_states``).
+      sampler: the step's sampler.
+      batch: the step's ``sampler.sample(key, step)`` (or ``(key, step)``).
+
+    Example:
+      >>> sampler = dpjax.PoissonSampler(100, 0.1)
+      >>> tx = dpjax.dpsgd(0.1, 1.1, sampler, l2_norm_clip=1.0,
+      ...                  key=jax.random.key(0))
+      >>> batch = sampler.sample(jax.random.key(1), 0)
+      >>> _, s = tx.update(jnp.ones((batch.mask.size, 3)),
+      ...                  tx.init(jnp.zeros(3)), jnp.zeros(3),
+      ...                  mask=batch.mask)
+      >>> ledger = PrivacyLedger()
+      >>> ledger.record_step(s, sampler, batch)
+      >>> ledger.num_events
+      1
+    """
+    parts = _step_event.privacy_states(opt_state)
+    self.record(_step_event.step_event(parts, sampler),
+                noise=_step_event.noise_handle(parts), batch=batch)
 
   @property
   def runs(self) -> list[tuple[dp_accounting.DpEvent, int]]:

@@ -21,6 +21,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from dpjax import _clipped_sum
+
 from dpjax.clipping import _per_example
 
 PyTree = Any
@@ -100,7 +102,9 @@ def clipped_user_grad_sum(loss_fn: Callable[[PyTree, PyTree], jax.Array],
 
   def fn(params, batch, mask, coordinate_mask=None):
     mask = _check_user_mask(mask, batch)
-    return inner(params, (batch, mask), jnp.any(mask, axis=1),
-                 coordinate_mask)
+    out = inner(params, (batch, mask), jnp.any(mask, axis=1),
+                coordinate_mask)
+    return out._replace(grad_sum=_clipped_sum.make(
+        out.grad_sum.value, out.grad_sum.l2_norm_clip, 'user'))
 
   return fn

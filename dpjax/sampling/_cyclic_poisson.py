@@ -45,6 +45,8 @@ class CyclicPoissonSampler:
   num_partitions: int
   max_batch_size: int | None = None
 
+  unit = 'example'  # the record dp_event protects
+
   def __post_init__(self):
     _validate.positive_int(num_examples=self.num_examples,
                            num_partitions=self.num_partitions)

@@ -87,6 +87,8 @@ class DeadlineSampler:
   speed: Speed = uniform_speed()
   deadline: float | None = None
 
+  unit = 'example'  # the record dp_event protects
+
   def __post_init__(self):
     _validate.positive_int(num_examples=self.num_examples)
     _validate.positive(expected_batch_size=self.expected_batch_size)

@@ -94,6 +94,8 @@ class PoissonSampler:
   sampling_rate: float
   max_batch_size: int | None = None
 
+  unit = 'example'  # the record dp_event protects
+
   def __post_init__(self):
     _validate.positive_int(num_examples=self.num_examples)
     _validate.half_open_unit(sampling_rate=self.sampling_rate)

@@ -35,6 +35,8 @@ class FixedSizeSampler:
   num_examples: int
   batch_size: int
 
+  unit = 'example'  # the record dp_event protects
+
   def __post_init__(self):
     _validate.positive_int(num_examples=self.num_examples,
                            batch_size=self.batch_size)
@@ -85,6 +87,8 @@ class ShuffleSampler:
   """
   num_examples: int
   batch_size: int
+
+  unit = 'example'  # the record dp_event protects
 
   def __post_init__(self):
     _validate.positive_int(num_examples=self.num_examples,

@@ -59,18 +59,11 @@ from dpjax.transforms._compressing import compressive_privatizer_event
 from dpjax.transforms._compressing import compressive_sensitivity_margin
 from dpjax.transforms._compressing import CompressivePrivatizerState
 from dpjax.transforms._compressing import CompressiveRelease
-from dpjax.transforms._exact_gaussian import add_exact_dpsgd_noise
 from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise
 from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise_event
 from dpjax.transforms._exact_gaussian import exact_gaussian_grid
-from dpjax.transforms._exact_gaussian import ExactDpsgdNoiseState
-from dpjax.transforms._correlated_noise import add_correlated_noise
-from dpjax.transforms._correlated_noise import bandmf_step_event
-from dpjax.transforms._correlated_noise import CorrelatedNoiseState
 from dpjax.transforms._dpsgd_noise import add_dpsgd_noise
-from dpjax.transforms._dpsgd_noise import dpsgd_step_event
 from dpjax.transforms._dpsgd_noise import DpsgdNoiseState
-from dpjax.transforms._dpsgd_noise import privacy_states
 from dpjax.transforms._normalizing import normalize
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._projecting import gaussian_projection
@@ -104,11 +97,9 @@ __all__ = [
     'adaptive_dpsgd',
     'adaptive_effective_noise_multiplier',
     'AdaptiveClipState',
-    'add_correlated_noise',
     'add_discrete_gaussian_noise',
     'add_discrete_gaussian_noise_event',
     'add_dpsgd_noise',
-    'add_exact_dpsgd_noise',
     'add_exact_gaussian_noise',
     'add_exact_gaussian_noise_event',
     'add_gaussian_noise',
@@ -117,7 +108,6 @@ __all__ = [
     'add_laplace_noise_event',
     'average_iterate',
     'bandmf',
-    'bandmf_step_event',
     'calibrate_dp_compgd',
     'calibrate_dp_compsgd',
     'clip_per_example',
@@ -134,7 +124,6 @@ __all__ = [
     'compressive_sensitivity_margin',
     'CompressivePrivatizerState',
     'CompressiveRelease',
-    'CorrelatedNoiseState',
     'dp_compgd',
     'dp_compgd_event',
     'dp_compgd_step_event',
@@ -147,10 +136,8 @@ __all__ = [
     'dp_projected_sgd',
     'dpsgd',
     'dpsgd_bits',
-    'dpsgd_step_event',
     'DpsgdNoiseState',
     'exact_gaussian_grid',
-    'ExactDpsgdNoiseState',
     'gaussian_projection',
     'GaussianProjection',
     'keyed_transformation',
@@ -164,7 +151,6 @@ __all__ = [
     'laplace_privatizer_event',
     'normalize',
     'NormalizeState',
-    'privacy_states',
     'project_gaussian',
     'projected_gd',
     'projection_dim_schedule',

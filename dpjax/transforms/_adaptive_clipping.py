@@ -22,9 +22,9 @@ gradient noise is sigma_grad = (z^-2 - (2 count_stddev)^-2)^(-1/2).
 
 The bound lives in the state (``AdaptiveClipState.l2_norm_clip``); the
 clipped sum carries it (a traced ``ClippedSum`` bound), so
-``add_dpsgd_noise(None, sigma_grad)`` scales its noise to it, and
-``dpsgd_step_event`` reads sigma_grad and count_stddev from the states and
-records the step at z. The count noise is float32 Gaussian, with the same
+``add_dpsgd_noise(sigma_grad)`` scales its noise to it (under any
+strategy), and ``dpjax.accounting.step_event`` reads sigma_grad and
+count_stddev from the states and records the step at z. The count noise is float32 Gaussian, with the same
 low-order-bit caveat as the float gradient noise (see ``dpjax.dpsgd``).
 """
 
@@ -99,10 +99,10 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
 
   Privacy:
     Each step releases the clipped sum and the noisy count; with gradient
-    noise sigma_grad (``add_dpsgd_noise(None, sigma_grad)``) it is one
-    Gaussian mechanism of noise multiplier
+    noise sigma_grad (``add_dpsgd_noise(sigma_grad)``, any strategy) it is
+    one Gaussian mechanism of noise multiplier
     ``adaptive_effective_noise_multiplier(sigma_grad, count_stddev)``, which
-    ``dpsgd_step_event`` records.
+    ``dpjax.accounting.step_event`` reads.
 
   Example:
     >>> tx = adaptive_clip_per_example(1.0, target_quantile=0.5,
@@ -202,10 +202,10 @@ def adaptive_dpsgd(learning_rate: optax.ScalarOrSchedule,
                    ) -> optax.GradientTransformationExtraArgs:
   """DP-SGD with adaptive clipping at total noise multiplier ``noise_multiplier``.
 
-  ``chain(adaptive_clip_per_example, add_dpsgd_noise(None, sigma_grad),
+  ``chain(adaptive_clip_per_example, add_dpsgd_noise(sigma_grad),
   normalize, sgd)`` with sigma_grad from ``adaptive_clip_noise_multiplier``:
   each step is one Gaussian mechanism of ``noise_multiplier`` (Andrew et al.
-  2021, Thm 1), which ``dpsgd_step_event(state, sampler)`` records.
+  2021, Thm 1), which ``dpjax.accounting.step_event(state, sampler)`` reads.
 
   Args:
     learning_rate: SGD step size or schedule.
@@ -234,6 +234,6 @@ def adaptive_dpsgd(learning_rate: optax.ScalarOrSchedule,
           initial_l2_norm_clip, target_quantile=target_quantile,
           learning_rate=clip_learning_rate, count_stddev=count_stddev,
           expected_batch_size=expected_batch_size, key=key),
-      _dpsgd_noise.add_dpsgd_noise(None, sigma_grad, key=key),
+      _dpsgd_noise.add_dpsgd_noise(sigma_grad, key=key),
       _normalizing.normalize(expected_batch_size),
       _alias._sgd(learning_rate, momentum))  # pylint: disable=protected-access

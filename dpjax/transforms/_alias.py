@@ -31,7 +31,6 @@ from dpjax import _validate
 from dpjax.transforms import _clipping as _clip_tx
 from dpjax.transforms import _compressing
 from dpjax.transforms import _dpsgd_noise
-from dpjax.transforms import _exact_gaussian
 from dpjax.transforms import _normalizing
 from dpjax.transforms import _sparsifying
 
@@ -65,31 +64,31 @@ def _in_param_dtypes(tx: optax.GradientTransformation
   return optax.GradientTransformation(tx.init, update_fn)
 
 
-NOISE_PATHS = ('float', 'exact')
-
-
 def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
-                    clip=True, noise='float'):
-  """The clip aggregator (per-example input only) and the Gaussian noise.
+                    clip=True, noise='float', strategy=None):
+  """The aggregator (per-example input only) and the one Gaussian noise.
 
-  Without the aggregator the noise takes a ``ClippedSum`` of at most its C
-  (a bare sum only with ``clip=False``, the unclipped ablation).
+  The bound is given once: to the chain's own clipping when it clips
+  (``per_example``), else it is the one the ``ClippedSum`` carries, and a
+  second one is refused.
   """
-  if noise not in NOISE_PATHS:
-    raise ValueError(f'Expected noise={noise!r} in {NOISE_PATHS}.')
-  if noise == 'exact':
-    if not clip:
-      raise ValueError('Expected clip=True with noise=\'exact\': the exact '
-                       'path is for private runs.')
-    tx = _exact_gaussian.add_exact_dpsgd_noise(l2_norm_clip, noise_multiplier,
-                                               key=key)
-  else:
-    tx = _dpsgd_noise.add_dpsgd_noise(l2_norm_clip, noise_multiplier,
-                                      key=key, clipped=clip)
-  parts = [tx]
+  if per_example:
+    if l2_norm_clip is None:
+      raise ValueError('Expected an l2_norm_clip with per_example=True: the '
+                       'chain clips the per-example gradients to it.')
+  elif l2_norm_clip is not None:
+    raise ValueError(
+        'Expected l2_norm_clip=None with per_example=False: the ClippedSum '
+        'carries its own bound, and the noise is calibrated to it; a second '
+        'bound could only disagree with it.')
+  if noise == 'exact' and not clip:
+    raise ValueError('Expected clip=True with noise=\'exact\': the exact '
+                     'path is for private runs.')
+  parts = [_dpsgd_noise.add_dpsgd_noise(noise_multiplier, key=key,
+                                        noise=noise, strategy=strategy)]
   if per_example:
     parts.insert(0, _clip_tx.clip_per_example(l2_norm_clip) if clip
-                 else _clip_tx.sum_per_example())
+                 else _clip_tx.sum_per_example(l2_norm_clip))
   return parts
 
 
@@ -102,9 +101,12 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
 
   Args:
     learning_rate: step size or schedule; may be traced.
-    l2_norm_clip: scalar C (may be traced) or a pytree of per-layer bounds.
+    l2_norm_clip: with ``per_example=True``, the bound the chain clips to:
+      scalar C (may be traced) or a pytree of per-layer bounds. None (and
+      required None) with ``per_example=False``: the ``ClippedSum`` carries
+      it.
     noise_multiplier: sigma (may be traced); the noise stddev is sigma times
-      ``clipped_norm_bound(l2_norm_clip)``.
+      the sum's bound, ``clipped_norm_bound(l2_norm_clip)``.
     expected_batch_size: q N under Poisson sampling; may be traced.
     key: PRNG key for the noise (required).
     momentum: heavy-ball momentum, or None for plain SGD (as ``optax.sgd``).
@@ -114,17 +116,18 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
       by the chain. False: the updates are the clipped sum as the
       ``dpjax.clipping.ClippedSum`` that carries its bound, e.g. the
       ``grad_sum`` of ``dpjax.clipped_grad_sum(loss, l2_norm_clip,
-      method='ghost')``; the chain adds the noise and the rest. A bare
-      pytree, or a sum clipped to a larger bound than ``l2_norm_clip``, is
-      refused (see ``add_dpsgd_noise``).
+      method='ghost')``; the chain adds noise calibrated to the bound it
+      carries, and the rest. A bare pytree is refused (see
+      ``add_dpsgd_noise``).
     clip: False for the noisy-SGD ablation (NOT private; its steps cannot be
-      recorded): per-example gradients are summed unclipped, or with
-      ``per_example=False`` the updates may be a bare (unclipped) sum.
+      recorded): per-example gradients are summed unclipped, with noise
+      stddev sigma x ``l2_norm_clip`` (per-example input only).
     noise: ``'float'`` (default): float32 Gaussian noise,
       ``add_dpsgd_noise``; hyperparameters may be traced. ``'exact'``: the
       clipped sum is rounded at random to a power-of-two grid gamma Z and
       exact discrete Gaussian noise is added to the integers
-      (``add_exact_dpsgd_noise``); concrete hyperparameters only, slower,
+      (``add_dpsgd_noise(noise='exact')``); concrete hyperparameters only,
+      slower,
       and accounted with a slightly inflated sensitivity and a looser
       subsampling bound (Poisson samplers only).
 
@@ -138,17 +141,17 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     the input beyond that guarantee (Mironov 2012; Jin et al., IEEE S&P
     2022). ``noise='exact'`` releases a function of an integer vector whose
     distribution is exactly the accounted one (up to the PRNG); its event
-    is the discrete Gaussian's (``add_exact_dpsgd_noise``), read from the
-    state by ``dpsgd_step_event`` like the float path's.
+    is the discrete Gaussian's, read from the state like the float path's.
     Each step is a Gaussian mechanism with noise multiplier
     ``noise_multiplier`` on a sum of L2 sensitivity
     ``clipped_norm_bound(l2_norm_clip)`` (add/remove-one). Record each step
-    from the state it returns and the batch it used: ``event, noise =
-    dpsgd_step_event(state, sampler)`` reads the sigma that ran and checks
-    the ``normalize`` divisor against the sampler; ``ledger.record(event,
-    noise=noise, batch=batch)`` binds the record to the step's noise and
-    batch, so a re-``init`` (which restarts the noise at step 0) or a
-    sampler key reused for several steps is refused by the ledger. Resume from the saved state, never from parameters alone. Under
+    from the state it returns and the batch it used:
+    ``ledger.record_step(state, sampler, batch)`` reads the event
+    (``dpjax.accounting.step_event``: the sigma, bound and unit that ran,
+    the ``normalize`` divisor checked against the sampler) and the noise
+    stream from the state, so a re-``init`` (which restarts the noise at
+    step 0) or a sampler key reused for several steps is refused by the
+    ledger. Resume from the saved state, never from parameters alone. Under
     Poisson sampling at rate q for T steps the run is
     ``dpjax.accounting.dpsgd_event(noise_multiplier, q, T)``; its message is
     ``dpsgd_bits(d)`` bits per step (d parameters).
@@ -190,7 +193,9 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
 
   Args:
     learning_rate: step size or schedule; may be traced.
-    l2_norm_clip: C (scalar, may be traced, or per-layer bounds).
+    l2_norm_clip: C (scalar, may be traced, or per-layer bounds) with
+      ``per_example=True``; None with ``per_example=False`` (the
+      ``ClippedSum`` carries it).
     noise_multiplier: sigma (may be traced); noise stddev sigma * C.
     expected_batch_size: q N; may be traced.
     schedule: the masks' ``SparsityMaskSchedule`` (its ``num_zeros`` may be
@@ -211,7 +216,7 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
   Privacy:
     With ``clip=True``, exactly the DP-SGD step of ``dpsgd`` with the same
     sigma, C and sampler (the mask is data-independent), recorded per step
-    by ``dpsgd_step_event`` as for ``dpsgd`` (it refuses ``clip=False``).
+    by ``ledger.record_step`` as for ``dpsgd`` (it refuses ``clip=False``).
     Bits per step: ``rs_dpsgd_bits``.
 
   References:

@@ -1,6 +1,6 @@
 """BandMF / DP-FTRL: DP-SGD's chain with correlated instead of fresh noise.
 
-``chain(clip_per_example, add_correlated_noise, normalize, sgd)``: the
+``chain(clip_per_example, add_dpsgd_noise(strategy=C), normalize, sgd)``: the
 clipped sum of step t gets the t-th row of C^{-1} Z (Choquette-Choo et al.
 2023, "(Amplified) banded matrix factorization", Alg. 1; Kairouz et al.
 2021 with the tree strategy). With C = I it is DP-SGD.
@@ -12,10 +12,7 @@ import jax
 import optax
 
 from dpjax import _validate
-from dpjax import clipping
 from dpjax.transforms import _alias
-from dpjax.transforms import _clipping as _clip_tx
-from dpjax.transforms import _correlated_noise
 from dpjax.transforms import _normalizing
 
 
@@ -27,10 +24,12 @@ def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
 
   Args:
     learning_rate: step size or schedule; may be traced.
-    l2_norm_clip: C (scalar, may be traced, or per-layer bounds).
-    noise_multiplier: sigma (may be traced): Z has stddev sigma x
-      ``clipped_norm_bound(l2_norm_clip)`` x the strategy's largest column
-      norm (its one-participation sensitivity).
+    l2_norm_clip: C (scalar, may be traced, or per-layer bounds) with
+      ``per_example=True``; None with ``per_example=False`` (the
+      ``ClippedSum`` carries it).
+    noise_multiplier: sigma (may be traced): Z has stddev sigma x the sum's
+      bound x the strategy's largest column norm (its one-participation
+      sensitivity).
     expected_batch_size: the sampler's, e.g. ``CyclicPoissonSampler``'s
       q N / b; may be traced.
     strategy: a ``dpjax.correlated_noise.Strategy`` (e.g.
@@ -48,7 +47,8 @@ def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
 
   Privacy:
     Under ``dpjax.sampling.CyclicPoissonSampler`` with at least ``bands``
-    partitions, ``bandmf_step_event(state, sampler)`` records each step;
+    partitions, ``ledger.record_step(state, sampler, batch)`` records each
+    step (``dpjax.accounting.step_event``);
     a run of T steps is ``dpjax.correlated_noise.bandmf_event(sigma,
     bands=..., steps=T, sampling_rate=q)`` (add/remove-one). Without
     sampling, on a b-min-separation schedule, ``bandmf_event`` with
@@ -63,17 +63,8 @@ def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     (3,)
   """
   _validate.positive(expected_batch_size=expected_batch_size)
-  _validate.non_negative(noise_multiplier=noise_multiplier)
-  _validate.finite(noise_multiplier=noise_multiplier)
-  _validate.l2_norm_clip(l2_norm_clip)
-  strategy = _correlated_noise.as_strategy(strategy)
-  column_norm = float(strategy.column_norms().max())
-  stddev = (noise_multiplier * clipping.clipped_norm_bound(l2_norm_clip)
-            * column_norm)
-  parts = [_correlated_noise.add_correlated_noise(
-      strategy, stddev=stddev, key=key, l2_norm_clip=l2_norm_clip)]
-  if per_example:
-    parts.insert(0, _clip_tx.clip_per_example(l2_norm_clip))
+  parts = _alias._privatized_sum(  # pylint: disable=protected-access
+      l2_norm_clip, noise_multiplier, key, per_example, strategy=strategy)
   return optax.chain(
       *parts,
       _normalizing.normalize(expected_batch_size),

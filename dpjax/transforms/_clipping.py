@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpjax import _clipped_sum
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import clipping
@@ -36,7 +37,7 @@ def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs
   Returns:
     An optax transformation whose output is the clipped sum (no batch axis)
     as a ``dpjax.clipping.ClippedSum`` carrying its bound (``.value`` the
-    sum): chain ``add_dpsgd_noise`` with the same ``l2_norm_clip`` next.
+    sum): chain ``add_dpsgd_noise`` next, which calibrates to that bound.
 
   Privacy:
     The output has L2 sensitivity ``clipped_norm_bound(l2_norm_clip)`` under
@@ -72,19 +73,23 @@ def clip_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-def sum_per_example() -> optax.GradientTransformationExtraArgs:
+def sum_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs:
   """Sums per-example gradients over real rows WITHOUT clipping (not private).
 
   The aggregator of the noisy-SGD ablation (Zhu & Blaschko Alg. 2); the same
-  shape, mask and non-finite rules as ``clip_per_example``.
+  shape, mask and non-finite rules as ``clip_per_example``. The output is a
+  ``ClippedSum`` of unit ``'unclipped'`` whose bound is only the noise's
+  nominal scale ``clipped_norm_bound(l2_norm_clip)``: the noise adds sigma
+  times it, and no event can be read from such a step.
 
   Example:
-    >>> tx = sum_per_example()
+    >>> tx = sum_per_example(1.0)
     >>> g = {'w': jnp.array([[3., 4.], [0.3, 0.4]])}
     >>> tx.update(g, tx.init(None), {'w': jnp.zeros(2)},
-    ...           mask=jnp.array([True, False]))[0]['w']
+    ...           mask=jnp.array([True, False]))[0].value['w']
     Array([3., 4.], dtype=float32)
   """
+  _validate.l2_norm_clip(l2_norm_clip)
 
   def update_fn(updates, state, params=None, *, mask=None, **extra_args):
     del extra_args
@@ -100,7 +105,8 @@ def sum_per_example() -> optax.GradientTransformationExtraArgs:
     summed = jax.tree.map(
         lambda g: _numerics.weighted_row_sum(g, rows, rows),
         updates)
-    return summed, state
+    return _clipped_sum.make(summed, clipping.clipped_norm_bound(l2_norm_clip),
+                             'unclipped'), state
 
   return optax.GradientTransformationExtraArgs(lambda _: optax.EmptyState(),
                                                update_fn)

@@ -1,14 +1,22 @@
-"""DP-SGD's noise on the clipped sum, with the values it ran kept in its state.
+"""The one Gaussian privatizer: noise on a clipped sum, and the event of what ran.
 
-The state of ``add_dpsgd_noise`` holds the noise multiplier and sensitivity
-of the step that produced it (traced values included, e.g. under
-``optax.inject_hyperparams``), and ``normalize`` keeps its divisor. The
-companion ``dpsgd_step_event`` builds the step's DpEvent from that state, not
-from a second copy of the hyperparameters, so a ledger cannot record a sigma
-other than the one that ran (Abadi et al. 2016, Alg. 1). The noise takes a
-``dpjax.clipping.ClippedSum``, whose bound must not exceed its C: refused
-while tracing where both are concrete, else recorded in the state and
-refused by ``dpsgd_step_event``.
+``add_dpsgd_noise(noise_multiplier, key=..., strategy=..., noise=...)`` adds
+Gaussian noise of stddev sigma times the bound the ``ClippedSum`` carries,
+the only place the clip bound lives (Abadi et al. 2016, Alg. 1). Its
+variants are options of the one transform, with one state type:
+
+* the strategy: ``None`` (identity, DP-SGD) or a lower-triangular C, whose
+  t-th row of C^{-1} Z is streamed with the last ``bands - 1`` noise
+  outputs (BandMF / DP-FTRL: Choquette-Choo et al. 2023, Alg. 9; Kairouz et
+  al. 2021; Denisov et al. 2022);
+* the arithmetic: ``'float'`` (float32 noise, the ideal mechanism's
+  accounting) or ``'exact'`` (randomized rounding to a power-of-two grid
+  plus exact discrete Gaussian noise, ``_exact_gaussian``).
+
+The state keeps the values that ran (sigma, the bound, its unit, whether
+only linear maps touched the sum) and answers its own event:
+``dpjax.accounting.step_event(opt_state, sampler)`` reads it, so a ledger
+cannot record a sigma, a bound or a unit other than those of the step.
 """
 
 from typing import Any, NamedTuple
@@ -23,148 +31,104 @@ from dpjax import _clipped_sum
 from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
-from dpjax import clipping
+from dpjax import correlated_noise as cn_lib
 from dpjax import noise as noise_lib
 from dpjax.transforms import _exact_gaussian
-from dpjax.transforms._normalizing import NormalizeState
-from dpjax.transforms._state import AdaptiveClipState
 from dpjax.transforms._state import KeyStepState
 
-_STREAM = _keys.register('dpsgd_noise', __name__)
+_FLOAT_STREAM = _keys.register('dpsgd_noise', __name__)
+_CORRELATED_STREAM = _keys.register('correlated_noise', __name__)
+NOISE_PATHS = ('float', 'exact')
+
+
+class Correlation(NamedTuple):
+  """The strategy's streaming state and shape (BandMF).
+
+  Attributes:
+    history: the last ``bands - 1`` outputs of C^{-1} Z (newest first), a
+      pytree like the updates.
+    column_norm: float32, the largest column norm of C.
+    bands: int32, the strategy's bands.
+    num_steps: int32, the strategy's n (-1 for Toeplitz, which continues).
+  """
+  history: Any
+  column_norm: jax.Array
+  bands: jax.Array
+  num_steps: jax.Array
 
 
 class DpsgdNoiseState(NamedTuple):
-  """State of ``add_dpsgd_noise``.
+  """State of ``add_dpsgd_noise``: the values the last step ran.
 
   Attributes:
     stream: the noise stream (``KeyStepState``: key and steps taken).
-    noise_multiplier: float32, sigma of the last step (at init: the
+    noise_multiplier: float32, sigma of the last step (at init the
       factory's).
-    l2_sensitivity: float32, the clipped-sum bound the noise is calibrated
-      to, ``clipped_norm_bound(l2_norm_clip)``.
-    clipped: bool, False for the unclipped noisy-SGD ablation (not private).
-    sum_bound: float32, the bound carried by the last step's ``ClippedSum``
-      (inf before a step and for a bare sum in the ablation).
+    l2_sensitivity: float32, the bound the last step's ``ClippedSum``
+      carried (the noise stddev over sigma; nan before a step).
+    unit: int32, index in ``('example', 'user', 'unclipped')`` of that sum's
+      unit (-1 before a step).
+    linear: bool, False if a non-linear map touched the sum (traced runs).
+    grid: ``ExactGrid`` on the exact path, else None.
+    correlation: ``Correlation`` under a strategy, else None.
   """
   stream: KeyStepState
   noise_multiplier: jax.Array
   l2_sensitivity: jax.Array
-  clipped: jax.Array
-  sum_bound: jax.Array
+  unit: jax.Array
+  linear: jax.Array
+  grid: _exact_gaussian.ExactGrid | None
+  correlation: Correlation | None
 
+  privacy_role = 'privatizer'
 
-def add_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: Any, *,
-                    key: jax.Array, clipped: bool = True
-                    ) -> optax.GradientTransformation:
-  """Adds N(0, (sigma * C)^2) to a clipped gradient sum; records sigma and C.
+  def noise_handle(self) -> tuple[jax.Array, int]:
+    """``(key, step)`` of the noise the last step drew (for the ledger)."""
+    count = int(_scalar(self.stream.count, 'count'))
+    if count < 1:
+      raise ValueError('The state is from before any step: pass the state '
+                       'the step returned.')
+    return self.stream.key, count - 1
 
-  ``update(updates, state)``: ``updates`` is the ``ClippedSum`` of an
-  aggregator (``clip_per_example``, ``dpjax.clipping.clipped_grad_sum``);
-  the output is its noisy value (a plain pytree).
+  def step_event(self, sampler: Any, parts: list[Any]
+                 ) -> dp_accounting.DpEvent:
+    """The event of the step that produced this state (see the module doc).
 
-  Args:
-    l2_norm_clip: the clip bound C of the sum (scalar or per-layer bounds;
-      may be traced); the noise stddev is sigma * ``clipped_norm_bound(C)``.
-      None: calibrate each step to the bound the ``ClippedSum`` carries
-      (stddev sigma times it), e.g. adaptive clipping's moving bound.
-    noise_multiplier: sigma >= 0 (may be traced).
-    key: PRNG key (required). Step t draws from ``fold_in(key, t)``; a second
-      ``init`` restarts the stream at step 0, which a ledger refuses to
-      record twice (see ``dpsgd_step_event``).
-    clipped: False marks the noisy-SGD ablation (sum not clipped): a bare
-      pytree is then accepted.
-
-  Returns:
-    An optax transformation with ``DpsgdNoiseState``. Non-finite coordinates
-    of the sum are replaced by 0 before the noise.
-
-  Raises:
-    ValueError: (at update, naming ``updates``) with ``clipped``, a bare
-      pytree instead of a ``ClippedSum``, or one whose concrete bound is
-      above ``clipped_norm_bound(l2_norm_clip)`` (compared in float32). A
-      traced bound is checked by ``dpsgd_step_event``.
-
-  Privacy:
-    On a sum clipped to C, one step is the Gaussian mechanism with noise
-    multiplier sigma; ``dpsgd_step_event(state, sampler)`` is its subsampled
-    event, read from the state.
-
-  Example:
-    >>> tx = add_dpsgd_noise(1.0, 1.1, key=jax.random.key(0))
-    >>> summed = dpjax.clipping.clip_and_sum(jnp.ones((2, 3)), 1.0,
-    ...                                      jnp.ones(2, bool)).grad_sum
-    >>> _, s = tx.update(summed, tx.init(None))
-    >>> int(s.stream.count), float(s.noise_multiplier)
-    (1, 1.100000023841858)
-  """
-  carried = l2_norm_clip is None
-  if not carried:
-    _validate.l2_norm_clip(l2_norm_clip)
-  elif not clipped:
-    raise ValueError('Expected an l2_norm_clip with clipped=False: an '
-                     'unclipped sum carries no bound to calibrate to.')
-  _validate.non_negative(noise_multiplier=noise_multiplier)
-  _validate.finite(noise_multiplier=noise_multiplier)
-  stream0 = KeyStepState.create(key, stream=_STREAM)
-
-  def noise_bound(updates):
-    if not carried:
-      return clipping.clipped_norm_bound(l2_norm_clip)
-    if not isinstance(updates, _clipped_sum.ClippedSum):
-      _clipped_sum.unwrap(updates, 0.0)  # raises, naming updates
-    return updates.l2_norm_clip
-
-  def state(stream, sigma, bound, sum_bound):
-    return DpsgdNoiseState(stream, jnp.asarray(sigma, jnp.float32),
-                           jnp.asarray(bound, jnp.float32),
-                           jnp.asarray(clipped),
-                           jnp.asarray(sum_bound, jnp.float32))
-
-  def init_fn(params):
-    del params
-    return state(stream0, noise_multiplier,
-                 float('nan') if carried
-                 else clipping.clipped_norm_bound(l2_norm_clip),
-                 float('inf'))
-
-  def update_fn(updates, s, params=None):
-    del params
-    bound = noise_bound(updates)
-    updates, sum_bound = _clipped_sum.unwrap(updates, bound, clipped=clipped)
-    updates = _numerics.zero_nonfinite(updates)
-    noise = noise_lib.tree_noise(noise_lib.gaussian, s.stream.step_key(),
-                                 updates, stddev=noise_multiplier * bound)
-    return (jax.tree.map(jnp.add, updates, noise),
-            state(s.stream.advance(), noise_multiplier, bound, sum_bound))
-
-  return optax.GradientTransformation(init_fn, update_fn)
-
-
-def effective_noise_multiplier(grad_noise_multiplier: float,
-                               count_stddev: float) -> float:
-  """(sigma_grad^-2 + (2 count_stddev)^-2)^(-1/2); 0 if either is 0."""
-  if grad_noise_multiplier == 0 or count_stddev == 0:
-    return 0.0
-  return float((grad_noise_multiplier**-2 + (2 * count_stddev)**-2)**-0.5)
-
-
-def _states(tree: Any, kind: type) -> list[Any]:
-  return [s for s in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, kind))
-          if isinstance(s, kind)]
-
-
-_NOISE_STATES = (DpsgdNoiseState, _exact_gaussian.ExactDpsgdNoiseState)
-
-
-def privacy_states(opt_state: Any) -> tuple[Any, ...]:
-  """The parts of an optimizer state ``dpsgd_step_event`` reads (small).
-
-  Keep these per step instead of the whole state to record later without a
-  device sync per step.
-  """
-  return tuple(_states(opt_state, _NOISE_STATES) +
-               _states(opt_state, NormalizeState) +
-               _states(opt_state, AdaptiveClipState))
+    Args:
+      sampler: the step's batch sampler.
+      parts: the other privacy states of the chain (``privacy_states``):
+        ``NormalizeState`` divisors, at most one ``AdaptiveClipState``.
+    """
+    count = self.noise_handle()[1] + 1
+    unit = int(_scalar(self.unit, 'unit'))
+    if _clipped_sum.UNITS[unit] == 'unclipped':
+      raise ValueError('The chain adds noise to an unclipped sum (the '
+                       'noisy-SGD ablation): it has no privacy guarantee to '
+                       'record.')
+    if not bool(np.asarray(self.linear)):
+      raise ValueError('The step noised a ClippedSum that a non-linear map '
+                       'had changed: its bound no longer bounds it.')
+    want = getattr(sampler, 'unit', 'example')
+    if _clipped_sum.UNITS[unit] != want:
+      raise ValueError(
+          f'The step noised a sum clipped per {_clipped_sum.UNITS[unit]}, '
+          f'but the sampler accounts per {want}: '
+          + ('one user with k examples moves it by k x the bound. Clip per '
+             'user (dpjax.clipping.clipped_user_grad_sum).'
+             if want == 'user' else 'account with the user-level sampler.'))
+    sigma = _scalar(self.noise_multiplier, 'noise_multiplier')
+    if not np.isfinite(sigma) or sigma < 0:
+      raise ValueError(f'The step ran noise_multiplier={sigma}.')
+    bound = _scalar(self.l2_sensitivity, 'l2_sensitivity')
+    if not (np.isfinite(bound) and bound >= 0):
+      raise ValueError(f'The step noised a sum of bound {bound}.')
+    sigma = _with_count_noise(sigma, parts, exact=self.grid is not None)
+    _check_divisors(parts, sampler)
+    if self.correlation is not None:
+      return _bandmf_event(self.correlation, sampler, sigma, count)
+    if self.grid is not None:
+      return _exact_gaussian.exact_step_event(self.grid, sampler, sigma)
+    return sampler.dp_event(sigma)
 
 
 def _scalar(x: Any, name: str) -> float:
@@ -175,96 +139,210 @@ def _scalar(x: Any, name: str) -> float:
   return float(x)
 
 
-def dpsgd_step_event(opt_state: Any, sampler: Any, *,
-                     noise_multiplier: float | None = None,
-                     rtol: float = 1e-6
-                     ) -> tuple[dp_accounting.DpEvent, tuple[jax.Array, int]]:
-  """The DpEvent and noise stream of the step that produced ``opt_state``.
+def effective_noise_multiplier(grad_noise_multiplier: float,
+                               count_stddev: float) -> float:
+  """(sigma_grad^-2 + (2 count_stddev)^-2)^(-1/2); 0 if either is 0."""
+  if grad_noise_multiplier == 0 or count_stddev == 0:
+    return 0.0
+  return float((grad_noise_multiplier**-2 + (2 * count_stddev)**-2)**-0.5)
 
-  Reads sigma from the chain's one ``DpsgdNoiseState`` (the value that ran;
-  with an ``adaptive_clip_per_example`` state in the chain, the step's
-  noise multiplier combines it with the count noise, Andrew et al. 2021,
-  Thm 1;
-  for ``ExactDpsgdNoiseState``, the exact path's event: the discrete
-  Gaussian of the sigma the sampler drew from, with the rounding's
-  sensitivity, Poisson samplers only)
-  and checks every ``normalize`` divisor in the chain against the sampler's
-  expected batch size. Record the result with ``ledger.record(event,
-  noise=noise, batch=batch)`` (``batch`` the step's ``sampler.sample(key,
-  step)``), which refuses a replayed noise step or batch.
 
-  Args:
-    opt_state: the state after the step (a ``dpsgd``/``rs_dpsgd`` state, or
-      ``privacy_states`` of one).
-    sampler: the batch sampler of the step (``dp_event``,
-      ``expected_batch_size``), e.g. ``dpjax.sampling.PoissonSampler``.
-    noise_multiplier: the sigma the caller believes ran; a mismatch raises.
-    rtol: relative tolerance of both checks (the state holds float32).
-
-  Returns:
-    ``(sampler.dp_event(sigma), (key, step))``.
-
-  Raises:
-    ValueError: no or several noise states, no step taken, an unclipped
-      chain, a sum clipped to a larger bound than the noise's C, a claimed
-      sigma or a ``normalize`` divisor that differs from what ran, or a
-      state with a batch (seed) axis.
-
-  Example:
-    >>> sampler = dpjax.sampling.PoissonSampler(1000, 0.032)
-    >>> tx = dpjax.dpsgd(0.1, 1.0, 1.1, 32, key=jax.random.key(0))
-    >>> _, s = tx.update(jnp.ones((2, 3)), tx.init(jnp.zeros(3)),
-    ...                  jnp.zeros(3), mask=jnp.ones(2, bool))
-    >>> event, (key, step) = dpsgd_step_event(s, sampler)
-    >>> round(event.noise_multiplier, 6), step
-    (1.1, 0)
-  """
-  noise_states = _states(opt_state, _NOISE_STATES)
-  if len(noise_states) != 1:
-    raise ValueError(f'Expected one DP-SGD noise state (add_dpsgd_noise or '
-                     f'add_exact_dpsgd_noise) in '
-                     f'the optimizer state, found {len(noise_states)}.')
-  s, = noise_states
-  count = int(_scalar(s.stream.count, 'count'))
-  if count < 1:
-    raise ValueError('The state is from before any step: pass the state the '
-                     'step returned.')
-  exact = isinstance(s, _exact_gaussian.ExactDpsgdNoiseState)
-  if not exact and not bool(np.asarray(s.clipped)):
-    raise ValueError('The chain adds noise to an unclipped sum (the noisy-SGD'
-                     ' ablation): it has no privacy guarantee to record.')
-  if not exact:  # the exact path refuses any other bound while tracing
-    sum_bound = _scalar(s.sum_bound, 'sum_bound')
-    noise_bound = _scalar(s.l2_sensitivity, 'l2_sensitivity')
-    if _clipped_sum.exceeds(sum_bound, noise_bound):
-      raise ValueError(f'The step noised a sum clipped to {sum_bound} with '
-                       f'noise calibrated to l2_norm_clip={noise_bound}: the '
-                       'step is not the mechanism of its noise multiplier.')
-  sigma = _scalar(s.noise_multiplier, 'noise_multiplier')
-  if not np.isfinite(sigma) or sigma < 0:
-    raise ValueError(f'The step ran noise_multiplier={sigma}.')
-  adaptive = _states(opt_state, AdaptiveClipState)
-  if len(adaptive) > 1:
+def _with_count_noise(sigma: float, parts: list[Any], exact: bool) -> float:
+  """sigma combined with adaptive clipping's count release (Andrew et al.
+  2021, Thm 1), whatever the strategy."""
+  counts = [p for p in parts if getattr(p, 'privacy_role', '') == 'count']
+  if len(counts) > 1:
     raise ValueError(f'Expected at most one adaptive clipping state, found '
-                     f'{len(adaptive)}.')
-  if adaptive:  # the step also released a noisy count (Andrew et al. Thm 1)
-    if exact:
-      raise ValueError('Adaptive clipping with the exact noise path is not '
-                       'supported: its count noise is float Gaussian.')
-    count_stddev = _scalar(adaptive[0].count_stddev, 'count_stddev')
-    sigma = effective_noise_multiplier(sigma, count_stddev)
-  if noise_multiplier is not None and not np.isclose(
-      noise_multiplier, sigma, rtol=rtol, atol=0):
-    raise ValueError(f'Claimed noise_multiplier={noise_multiplier}, but the '
-                     f'step ran noise_multiplier={sigma}: the ledger records '
-                     'what ran.')
+                     f'{len(counts)}.')
+  if not counts:
+    return sigma
+  if exact:
+    raise ValueError('Adaptive clipping with the exact noise path is not '
+                     'supported: its count noise is float Gaussian.')
+  return effective_noise_multiplier(
+      sigma, _scalar(counts[0].count_stddev, 'count_stddev'))
+
+
+def _check_divisors(parts: list[Any], sampler: Any, rtol: float = 1e-6):
   expected = float(sampler.expected_batch_size)
-  for n in _states(opt_state, NormalizeState):
-    divisor = _scalar(n.expected_batch_size, 'expected_batch_size')
+  for p in parts:
+    if getattr(p, 'privacy_role', '') != 'divisor':
+      continue
+    divisor = _scalar(p.expected_batch_size, 'expected_batch_size')
     if not np.isclose(divisor, expected, rtol=rtol, atol=0):
       raise ValueError(f'normalize divides by {divisor}, but the sampler\'s '
                        f'expected batch size is {expected}: the step is not '
                        'the mechanism the sampler accounts for.')
-  event = (_exact_gaussian.exact_step_event(s, sampler, sigma) if exact
-           else sampler.dp_event(sigma))
-  return event, (s.stream.key, count - 1)
+
+
+def _bandmf_event(c: Correlation, sampler: Any, sigma: float,
+                  count: int) -> dp_accounting.DpEvent:
+  """Amplified BandMF (Choquette-Choo et al. 2023, Thm. 4): under cyclic
+  Poisson sampling with b >= bands partitions, the first step of each cycle
+  is ``sampler.dp_event(sigma)`` and the others are free."""
+  partitions = getattr(sampler, 'num_partitions', None)
+  bands = int(_scalar(c.bands, 'bands'))
+  if partitions is None:
+    raise ValueError('Expected sampler= a cyclic sampler with num_partitions '
+                     '(e.g. dpjax.sampling.CyclicPoissonSampler): amplified '
+                     'BandMF assumes its participation schedule.')
+  if bands > partitions:
+    raise ValueError(f'Expected strategy bands={bands} <= the sampler\'s '
+                     f'num_partitions={partitions}: the sampler\'s '
+                     'participations are closer than the bands.')
+  num_steps = int(_scalar(c.num_steps, 'num_steps'))
+  if 0 <= num_steps < count:
+    raise ValueError(f'The run took step {count - 1} of a strategy with '
+                     f'n={num_steps} steps.')
+  return (sampler.dp_event(sigma) if (count - 1) % partitions == 0
+          else dp_accounting.NoOpDpEvent())
+
+
+def as_strategy(strategy: Any) -> cn_lib.Strategy:
+  """A ``Strategy`` as it is, or a concrete matrix validated into one."""
+  if isinstance(strategy, cn_lib.Strategy):
+    return strategy
+  return cn_lib.lower_triangular(strategy)
+
+
+def _correlate(band: np.ndarray, count: jax.Array, z: Any,
+               history: Any) -> tuple[Any, Any]:
+  """x_t = (z_t - sum_{j>=1} C[t, t-j] x_{t-j}) / C[t, t], per leaf."""
+  n, bands = band.shape
+  row = jnp.asarray(band)[jnp.minimum(count, n - 1)]
+
+  def step(zt, hist):
+    acc = zt
+    if bands > 1:
+      acc = zt - jnp.tensordot(row[1:], hist, axes=1)
+    x = acc / row[0]
+    if bands > 1:
+      hist = jnp.concatenate([x[None], hist[:-1]], axis=0)
+    return x, hist
+
+  pairs = jax.tree.map(step, z, history)
+  outer = jax.tree.structure(z)
+  return jax.tree.transpose(outer, jax.tree.structure((0, 0)), pairs)
+
+
+def add_dpsgd_noise(noise_multiplier: Any, *, key: jax.Array,
+                    strategy: Any = None, noise: str = 'float',
+                    gamma: float | None = None
+                    ) -> optax.GradientTransformation:
+  """Adds Gaussian noise of stddev sigma x the sum's own bound.
+
+  ``update(updates, state)``: ``updates`` is the ``ClippedSum`` of an
+  aggregator (``clip_per_example``, ``dpjax.clipping.clipped_grad_sum``,
+  ``clipped_user_grad_sum``, ``sharded_clipped_grad_sum``); the output is
+  its noisy value (a plain pytree). The noise is calibrated to the bound the
+  sum carries, after any scaling or adding applied to it (``ClippedSum``).
+
+  Args:
+    noise_multiplier: sigma >= 0 (may be traced on the float path).
+    key: PRNG key (required). Step t draws from ``fold_in(stream, t)``; a
+      second ``init`` restarts at step 0, which a ledger refuses to record
+      twice.
+    strategy: None (DP-SGD, fresh noise each step) or a lower-triangular C
+      (``dpjax.correlated_noise.Strategy`` or a concrete matrix): step t
+      adds the t-th row of C^{-1} Z with Z of stddev sigma x bound x C's
+      largest column norm (BandMF). Memory: (bands - 1) x the update.
+    noise: ``'float'`` (float32 Gaussian) or ``'exact'`` (the sum rounded
+      at random to a power-of-two grid plus exact discrete Gaussian noise;
+      concrete sigma and bound; no strategy).
+    gamma: the exact path's grid spacing (a power of two); default
+      ``exact_gaussian_grid(sigma x bound, bound=bound)``.
+
+  Returns:
+    An optax transformation with ``DpsgdNoiseState``. Non-finite
+    coordinates of the sum are replaced by 0 before the noise.
+
+  Raises:
+    ValueError: naming ``updates`` for a bare pytree or a sum changed by a
+      non-linear map (concrete values; traced ones are refused at
+      recording); naming an invalid argument.
+
+  Privacy:
+    On a sum of bound C per unit, one step is the Gaussian mechanism of
+    noise multiplier sigma (under a strategy, on C G with sensitivity C x
+    column norm); ``dpjax.accounting.step_event(state, sampler)`` is its
+    (amplified) event, read from the state; ``noise='float'`` states the
+    ideal real-valued mechanism's guarantee, whose low-order bits the
+    float32 release can leak beyond it (Mironov 2012; Jin et al. 2022):
+    ``noise='exact'`` closes that.
+
+  Example:
+    >>> tx = add_dpsgd_noise(1.1, key=jax.random.key(0))
+    >>> summed = dpjax.clipping.clip_and_sum(jnp.ones((2, 3)), 1.0,
+    ...                                      jnp.ones(2, bool)).grad_sum
+    >>> _, s = tx.update(summed, tx.init(None))
+    >>> int(s.stream.count), float(s.noise_multiplier)
+    (1, 1.100000023841858)
+  """
+  if noise not in NOISE_PATHS:
+    raise ValueError(f'Expected noise={noise!r} in {NOISE_PATHS}.')
+  exact = noise == 'exact'
+  _validate.non_negative(noise_multiplier=noise_multiplier)
+  _validate.finite(noise_multiplier=noise_multiplier)
+  if exact and not _validate.concrete(noise_multiplier):
+    raise ValueError('Expected a concrete noise_multiplier with noise=\'exact\''
+                     ' (the exact sampler takes rational constants); use the '
+                     'float path to trace it.')
+  if exact and strategy is not None:
+    raise ValueError('Expected strategy=None with noise=\'exact\'.')
+  if strategy is not None:
+    strategy = as_strategy(strategy)
+    band = np.asarray(strategy.band, np.float32)
+    column_norm = float(strategy.column_norms().max())
+    stream0 = KeyStepState.create(key, stream=_CORRELATED_STREAM)
+  else:
+    stream0 = KeyStepState.create(
+        key, stream=_exact_gaussian.DPSGD_STREAM if exact else _FLOAT_STREAM)
+
+  def correlation(history):
+    if strategy is None:
+      return None
+    n, bands = band.shape
+    return Correlation(history, jnp.asarray(column_norm, jnp.float32),
+                       jnp.asarray(bands, jnp.int32),
+                       jnp.asarray(-1 if strategy.toeplitz else n, jnp.int32))
+
+  def state(stream, bound, unit, linear, grid, history):
+    f32 = lambda x: jnp.asarray(x, jnp.float32)
+    return DpsgdNoiseState(stream, f32(noise_multiplier), f32(bound),
+                           jnp.asarray(unit, jnp.int32), jnp.asarray(linear),
+                           grid, correlation(history))
+
+  def init_fn(params):
+    grid = _exact_gaussian.ExactGrid.empty() if exact else None
+    history = None
+    if strategy is not None:
+      history = jax.tree.map(lambda p: jnp.zeros(
+          (band.shape[1] - 1,) + jnp.shape(p), jnp.float32), params)
+    return state(stream0, float('nan'), -1, True, grid, history)
+
+  def update_fn(updates, s, params=None):
+    del params
+    updates, bound, unit, linear = _clipped_sum.unwrap(updates)
+    updates = _numerics.zero_nonfinite(updates)
+    key_t = s.stream.step_key()
+    grid = history = None
+    if exact:
+      out, grid = _exact_gaussian.release_clipped(key_t, updates, bound,
+                                                  noise_multiplier, gamma)
+    elif strategy is None:
+      out = jax.tree.map(jnp.add, updates, noise_lib.tree_noise(
+          noise_lib.gaussian, key_t, updates,
+          stddev=noise_multiplier * bound))
+    else:
+      like = jax.tree.map(lambda u: jnp.zeros(jnp.shape(u), jnp.float32),
+                          updates)
+      z = noise_lib.tree_noise(noise_lib.gaussian, key_t, like,
+                               stddev=noise_multiplier * bound * column_norm)
+      x, history = _correlate(band, s.stream.count, z,
+                              s.correlation.history)
+      out = jax.tree.map(lambda u, xi: u + xi.astype(jnp.result_type(u)),
+                         updates, x)
+    return out, state(s.stream.advance(), bound,
+                      _clipped_sum.UNITS.index(unit), linear, grid, history)
+
+  return optax.GradientTransformation(init_fn, update_fn)

@@ -51,19 +51,17 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dpjax import _clipped_sum
 from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
-from dpjax import clipping
 from dpjax import noise as noise_lib
 from dpjax.transforms import _adding_noise
 from dpjax.transforms._state import keyed_transformation
 from dpjax.transforms._state import KeyStepState
 
 _NOISE_STREAM = _keys.register('exact_gaussian_noise', __name__)
-_DPSGD_STREAM = _keys.register('exact_dpsgd_noise', __name__)
+DPSGD_STREAM = _keys.register('exact_dpsgd_noise', __name__)
 
 GRID_BITS = 18  # default grid: stddev / gamma in [2^18, 2^19)
 CODE_BITS = 29  # default grid: bound / gamma <= 2^29 (codes fit int32)
@@ -263,69 +261,43 @@ def add_exact_gaussian_noise_event(stddev: float, l2_sensitivity: float,
       accounting.rounded_l1_norm_bound(delta2, dimension), dimension), steps)
 
 
-class ExactDpsgdNoiseState(NamedTuple):
-  """State of ``add_exact_dpsgd_noise``: what ``dpsgd_step_event`` reads.
+class ExactGrid(NamedTuple):
+  """The lattice of the last exact DP-SGD step (``add_dpsgd_noise``).
 
   Attributes:
-    stream: the noise stream (``KeyStepState``).
-    noise_multiplier: float32, the requested sigma (checked against claims).
     grid_sigma: float32, the lattice sigma_z given to the sampler, exactly.
-    grid_sensitivity: float32, C / gamma + sqrt(d) rounded up (grid units).
+    grid_sensitivity: float32, bound / gamma + sqrt(d) rounded up.
     dimension: int32, d (0 before the first step).
     gamma: float32, the grid spacing (a power of two).
   """
-  stream: KeyStepState
-  noise_multiplier: jax.Array
   grid_sigma: jax.Array
   grid_sensitivity: jax.Array
   dimension: jax.Array
   gamma: jax.Array
 
+  @classmethod
+  def empty(cls) -> 'ExactGrid':
+    """Before the first step."""
+    return cls(jnp.zeros([], jnp.float32), jnp.zeros([], jnp.float32),
+               jnp.zeros([], jnp.int32), jnp.zeros([], jnp.float32))
 
-def add_exact_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: float, *,
-                          key: jax.Array, gamma: float | None = None
-                          ) -> optax.GradientTransformation:
-  """DP-SGD's noise on the clipped sum, exactly (``dpsgd(noise='exact')``).
 
-  Releases gamma (R(sum / gamma) + Z) with Z ~ N_Z(0, sigma_z'^2) and
-  sigma_z = noise_multiplier * C / gamma (C = ``clipped_norm_bound``), see
-  the module docstring. Hyperparameters are concrete (not traced).
+def release_clipped(key: jax.Array, updates: Any, bound: Any,
+                    noise_multiplier: Any, gamma: float | None
+                    ) -> tuple[Any, ExactGrid]:
+  """gamma (R(sum / gamma) + Z), Z of lattice sigma noise_multiplier x bound
+  / gamma, and the grid it ran on; ``bound`` and ``noise_multiplier``
+  concrete (the grid is fixed while tracing).
 
-  Args:
-    l2_norm_clip: the clip bound C of the sum (scalar or per-layer bounds).
-    noise_multiplier: sigma >= 0 (0: rounding only, not private).
-    key: PRNG key (required). Step t uses ``fold_in(key, t)``.
-    gamma: grid spacing, a power of two; default
-      ``exact_gaussian_grid(sigma C, bound=C)``.
-
-  Returns:
-    An optax transformation with ``ExactDpsgdNoiseState``.
-
-  Privacy:
-    On a sum clipped to C, one step is the discrete Gaussian mechanism with
-    L2 sensitivity C / gamma + sqrt(d) grid units and the sampler's
-    sigma_z'; ``dpsgd_step_event(state, sampler)`` builds its subsampled
-    event from the state (Poisson samplers: the general subsampled-RDP bound
-    of Zhu & Wang 2019, which is looser than the float path's tight
-    sampled-Gaussian analysis).
-
-  Example:
-    >>> tx = add_exact_dpsgd_noise(1.0, 1.1, key=jax.random.key(0))
-    >>> summed = dpjax.clipping.clip_and_sum(jnp.ones((2, 3)), 1.0,
-    ...                                      jnp.ones(2, bool)).grad_sum
-    >>> _, s = tx.update(summed, tx.init(None))
-    >>> int(s.stream.count), float(s.grid_sigma) / 2**18
-    (1, 1.100000023841858)
+  Raises:
+    ValueError: naming ``updates`` for a traced bound, or ``gamma`` for a
+      grid whose codes would not fit int32.
   """
-  _validate.l2_norm_clip(l2_norm_clip)
-  for c in jax.tree.leaves(l2_norm_clip) + [noise_multiplier]:
-    if not _validate.concrete(c):
-      raise ValueError('add_exact_dpsgd_noise needs concrete l2_norm_clip and '
-                       'noise_multiplier (the exact sampler takes rational '
-                       'constants); use the float path to trace them.')
-  _validate.non_negative(noise_multiplier=noise_multiplier)
-  _validate.finite(noise_multiplier=noise_multiplier)
-  bound = clipping.clipped_norm_bound(l2_norm_clip)
+  if not (_validate.concrete(bound) and _validate.concrete(noise_multiplier)):
+    raise ValueError('Expected updates to be a ClippedSum with a concrete '
+                     'bound and a concrete noise_multiplier: the exact path '
+                     'fixes its grid while tracing.')
+  bound = float(bound)
   stddev = float(noise_multiplier) * bound
   if gamma is None:
     gamma = exact_gaussian_grid(stddev, bound=bound)
@@ -333,34 +305,17 @@ def add_exact_dpsgd_noise(l2_norm_clip: Any, noise_multiplier: float, *,
   if bound / gamma > 2.0**CODE_BITS:
     raise ValueError(f'Expected l2_norm_clip / gamma <= 2^29 so that the '
                      f'codes fit int32, got gamma={gamma}.')
-  stream0 = KeyStepState.create(key, stream=_DPSGD_STREAM)
-
-  def state(stream, dimension):
-    delta2 = grid_sensitivity(bound, gamma, dimension) if dimension else 0.0
-    return ExactDpsgdNoiseState(
-        stream, jnp.asarray(noise_multiplier, jnp.float32),
-        jnp.asarray(sigma_z, jnp.float32), jnp.asarray(delta2, jnp.float32),
-        jnp.asarray(dimension, jnp.int32), jnp.asarray(gamma, jnp.float32))
-
-  def init_fn(params):
-    del params
-    return state(stream0, 0)
-
-  def update_fn(updates, s, params=None):
-    del params
-    updates, sum_bound = _clipped_sum.unwrap(updates, bound)
-    if isinstance(sum_bound, jax.core.Tracer):
-      raise ValueError('Expected updates to be a ClippedSum with a concrete '
-                       'bound: the exact path checks it while tracing.')
-    out = release(s.stream.step_key(), updates, gamma, sigma_z)
-    return out, state(s.stream.advance(), _size(updates))
-
-  return optax.GradientTransformation(init_fn, update_fn)
+  dimension = _size(updates)
+  out = release(key, updates, gamma, sigma_z)
+  delta2 = grid_sensitivity(bound, gamma, dimension) if dimension else 0.0
+  return out, ExactGrid(
+      jnp.asarray(sigma_z, jnp.float32), jnp.asarray(delta2, jnp.float32),
+      jnp.asarray(dimension, jnp.int32), jnp.asarray(gamma, jnp.float32))
 
 
-def exact_step_event(s: ExactDpsgdNoiseState, sampler: Any,
+def exact_step_event(s: ExactGrid, sampler: Any,
                      sigma: float) -> dp_accounting.DpEvent:
-  """One step's event from an ``ExactDpsgdNoiseState`` (one run's values).
+  """One step's event from an ``ExactGrid`` (one run's values).
 
   Poisson samplers only (add/remove-one): ``ddg_event`` with one share,
   sigma_z' and the state's grid sensitivity, Poisson-subsampled, wrapped in

@@ -12,9 +12,12 @@ from dpjax import _validate
 class NormalizeState(NamedTuple):
   """The divisor of the last step (at init: the factory's), float32.
 
-  ``dpsgd_step_event`` checks it against the sampler's expected batch size.
+  ``dpjax.accounting.step_event`` checks it against the sampler's expected
+  batch size.
   """
   expected_batch_size: jax.Array
+
+  privacy_role = 'divisor'
 
 
 def normalize(expected_batch_size: float) -> optax.GradientTransformation:

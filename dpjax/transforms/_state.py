@@ -60,7 +60,7 @@ class AdaptiveClipState(NamedTuple):
     stream: the count-noise stream (key and steps taken).
     l2_norm_clip: float32, the bound the NEXT step clips to.
     count_stddev: float32, the count noise of the last step (at init: the
-      factory's); read by ``dpsgd_step_event``.
+      factory's); read by ``dpjax.accounting.step_event``.
     unclipped_fraction: float32, the last released fraction b~ (private).
     num_dropped: int32, examples dropped so far for a non-finite gradient
       (a diagnostic, not private).
@@ -70,6 +70,8 @@ class AdaptiveClipState(NamedTuple):
   count_stddev: jax.Array
   unclipped_fraction: jax.Array
   num_dropped: jax.Array
+
+  privacy_role = 'count'
 
 
 def keyed_transformation(
