@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpjax import _clipped_sum
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import clipping
@@ -219,10 +220,12 @@ def _train(loss, params, batch, rows, noise_key, sample_key, *, steps,
   each kept with probability ``sampling_rate`` per step; returns the final
   parameters and the stacked updates."""
   grads_fn = clipping.per_example_grads(loss)
-  # clip=False is the unclipped ablation: its noise takes the bare sum.
-  tx = transforms.dpsgd(learning_rate, l2_norm_clip, noise_multiplier,
-                        expected_batch, key=noise_key, per_example=clip,
-                        clip=clip)
+  # clip=False is the unclipped ablation: the bare sum, wrapped as an
+  # 'unclipped' sum (noise stddev sigma C, no event), takes the clipped sum's
+  # place.
+  tx = transforms.dpsgd(learning_rate, l2_norm_clip if clip else None,
+                        noise_multiplier, expected_batch, key=noise_key,
+                        per_example=clip)
 
   def step(carry, t):
     params, state = carry
@@ -236,6 +239,8 @@ def _train(loss, params, batch, rows, noise_key, sample_key, *, steps,
     else:  # the unclipped sum goes where the clipped sum belongs
       raw_sum = jax.tree.map(
           lambda g: jnp.tensordot(mask.astype(g.dtype), g, axes=1), grads)
+      raw_sum = _clipped_sum.make(
+          raw_sum, clipping.clipped_norm_bound(l2_norm_clip), 'unclipped')
       updates, state = tx.update(raw_sum, state, params)
     return (optax.apply_updates(params, updates), state), updates
 

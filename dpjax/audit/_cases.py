@@ -23,6 +23,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from dpjax import _clipped_sum
 from dpjax import accounting
 from dpjax import clipping
 from dpjax import nonparametric
@@ -264,8 +265,8 @@ def _poisson_full(n: int):
 def _dpsgd_epsilon(tx, grads, mask, n, accountant='pld') -> float:
   params = jnp.zeros(grads.shape[1])
   _, state = tx.update(grads, tx.init(params), params, mask=mask)
-  event, _ = transforms.dpsgd_step_event(state, _poisson_full(n))
-  return _epsilon(event, DELTA, accountant)
+  return _epsilon(accounting.step_event(state, _poisson_full(n)), DELTA,
+                  accountant)
 
 
 def _canary_grads(n=8, dim=5):
@@ -323,20 +324,21 @@ def dpsgd_ghost_case() -> AuditCase:
     def mechanism(key, data):
       b, mask = data
       total = grad_sum(params, b, mask).grad_sum
-      # The broken twin's sum is clipped above the noise's C, which the
-      # chain refuses: it runs as the unclipped ablation, the same update.
-      tx = transforms.dpsgd(1.0, clip, noise_multiplier, float(n), key=key,
-                            per_example=False, clip=bound <= clip)
+      if bound > clip:
+        # Broken: the noise follows the bound a sum carries, so the twin's
+        # sum (clipped to bound) is rewrapped as if clipped to C.
+        total = _clipped_sum.make(total.value, clip)
+      tx = transforms.dpsgd(1.0, None, noise_multiplier, float(n), key=key,
+                            per_example=False)
       updates, _ = tx.update(total, tx.init(params), params)
       return -updates['w'] * n
     return mechanism
 
-  tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=jax.random.key(0),
+  tx = transforms.dpsgd(1.0, None, sigma, float(n), key=jax.random.key(0),
                         per_example=False)
   _, state = tx.update(clipping.clipped_grad_sum(_ghost_loss, clip, 'ghost')(
       params, batch, jnp.ones(n, bool)).grad_sum, tx.init(params), params)
-  event, _ = transforms.dpsgd_step_event(state, _poisson_full(n))
-  eps = _epsilon(event, DELTA, 'pld')
+  eps = _epsilon(accounting.step_event(state, _poisson_full(n)), DELTA, 'pld')
   case = AuditCase(
       'dpsgd_ghost', mech(sigma, clip), (batch, jnp.arange(n) > 0),
       (batch, jnp.ones(n, bool)), lambda u: u[0, 0], eps, DELTA, ADD_REMOVE,

@@ -59,7 +59,7 @@ def _adaptive_mech(count_noise: bool):
       clip = transforms.adaptive_clip_per_example(
           _CLIP, target_quantile=_GAMMA, learning_rate=_ETA, count_stddev=0.0,
           expected_batch_size=float(_N), key=key)
-      noise = transforms.add_dpsgd_noise(None, sigma_grad, key=key)
+      noise = transforms.add_dpsgd_noise(sigma_grad, key=key)
       total, state = clip.update(g, clip.init(params), params, mask=mask)
       updates, _ = noise.update(total, noise.init(params))
       updates, bound = -updates / _N, state.l2_norm_clip
@@ -114,7 +114,7 @@ def _user_mech(per_user: bool):
     else:  # broken: each example clipped, the user unbounded
       flat = x.reshape((-1, _DIM))
       total = example_sum(params, flat, mask.reshape(-1)).grad_sum
-    tx = transforms.dpsgd(1.0, _CLIP, _SIGMA, float(_N), key=key,
+    tx = transforms.dpsgd(1.0, None, _SIGMA, float(_N), key=key,
                           per_example=False)
     updates, _ = tx.update(total, tx.init(params), params)
     return -updates[0] * _N

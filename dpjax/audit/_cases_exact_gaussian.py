@@ -1,12 +1,13 @@
 """Audit case of the exact Gaussian path (``dpsgd(noise='exact')``).
 
 Honest: DP-SGD's exact path on the canary gradients of ``dpsgd_vmap``, its
-stated epsilon from ``dpsgd_step_event`` (full batch). Broken twin: what a
-naive grid mechanism does, rounding to the NEAREST grid point and stating
-the discrete Gaussian's epsilon for the unrounded sensitivity (no sqrt(d)
-inflation). Inputs just below and just above half a grid step in every one
-of d coordinates are close in L2, yet nearest rounding moves every code by
-one: the codes differ by sqrt(d) grid steps against a claim of one.
+stated epsilon from ``dpjax.accounting.step_event`` (full batch). Broken
+twin: what a naive grid mechanism does, rounding to the NEAREST grid point
+and stating the discrete Gaussian's epsilon for the unrounded sensitivity
+(no sqrt(d) inflation). Inputs just below and just above half a grid step
+in every one of d coordinates are close in L2, yet nearest rounding moves
+every code by one: the codes differ by sqrt(d) grid steps against a claim
+of one.
 
 Example:
   >>> exact_gaussian_case().broken.name

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import _clipped_sum
+from dpjax import accounting
 from dpjax import clipping
 from dpjax import transforms
 from dpjax.audit._cases import _epsilon
@@ -74,19 +75,18 @@ def dpsgd_ghost_gather_case() -> AuditCase:
         total = _clamped_norm_sum(params, b, mask, clip)
       else:
         total = ghost(params, b, mask).grad_sum
-      tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=key,
+      tx = transforms.dpsgd(1.0, None, sigma, float(n), key=key,
                             per_example=False)
       updates, _ = tx.update(total, tx.init(params), params)
       return -updates['e'] * n
     return mechanism
 
-  tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=jax.random.key(0),
+  tx = transforms.dpsgd(1.0, None, sigma, float(n), key=jax.random.key(0),
                         per_example=False)
   zero_sum = clipping.clip_and_sum(  # the noise takes only a clipped sum
       jax.tree.map(lambda p: p[None], params), clip, jnp.ones(1, bool))
   _, state = tx.update(zero_sum.grad_sum, tx.init(params), params)
-  event, _ = transforms.dpsgd_step_event(state, _poisson_full(n))
-  eps = _epsilon(event, DELTA, 'pld')
+  eps = _epsilon(accounting.step_event(state, _poisson_full(n)), DELTA, 'pld')
   case = AuditCase(
       'dpsgd_ghost_gather', mech(False), (batch, jnp.arange(n) > 0),
       (batch, jnp.ones(n, bool)), lambda s: -s[ROWS - 1, 0], eps, DELTA,
