@@ -55,7 +55,9 @@ class ClippedGradSum(NamedTuple):
     grad_sum: a ``ClippedSum``: ``.value`` is the pytree shaped like params,
       sum_i clip(g_i) over unmasked rows; ``.l2_norm_clip`` its bound
       ``clipped_norm_bound(l2_norm_clip)``. Feed it as it is to
-      ``add_dpsgd_noise`` (``dpsgd(..., per_example=False)``).
+      ``add_dpsgd_noise`` (``dpsgd(learning_rate, None, sigma,
+      expected_batch_size, per_example=False, key=...)``), which
+      calibrates its noise to that bound.
     norms: per-example L2 norms before clipping, shape [B] (flat clipping) or
       a pytree of [B] arrays shaped like ``l2_norm_clip`` (per-layer).
   """
@@ -325,8 +327,9 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
     A jittable function of ``(params, batch, mask, coordinate_mask=None)``;
     ``mask`` (bool [B], required) is False on padded rows. A DP-SGD step
     feeds its ``grad_sum`` (a ``ClippedSum`` carrying its bound) to
-    ``dpsgd(..., per_example=False)`` with the same ``l2_norm_clip``; a
-    larger bound there is refused.
+    ``dpsgd(learning_rate, None, sigma, expected_batch_size,
+    per_example=False, key=...)``, which takes no ``l2_norm_clip``: the
+    noise is calibrated to the bound the sum carries.
 
   Privacy:
     The returned sum has L2 sensitivity ``clipped_norm_bound(l2_norm_clip)``

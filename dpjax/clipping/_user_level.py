@@ -66,8 +66,12 @@ def clipped_user_grad_sum(loss_fn: Callable[[PyTree, PyTree], jax.Array],
     ``batch`` whose leaves are ``[U, K, ...]`` and ``mask`` bool ``[U, K]``;
     it returns ``ClippedGradSum``: ``grad_sum`` a ``ClippedSum`` bounded by
     ``clipped_norm_bound(l2_norm_clip)`` per USER, ``norms`` one per user.
-    Feed ``grad_sum`` to ``dpsgd(..., per_example=False)`` and account with
-    a user-level sampler (``dpjax.sampling.UserPoissonSampler``).
+    Its unit is ``'user'``. Feed ``grad_sum`` to ``dpsgd(learning_rate,
+    None, sigma, expected_batch_size, per_example=False, key=...)`` and
+    account with a user-level sampler
+    (``dpjax.sampling.UserPoissonSampler``):
+    ``dpjax.accounting.step_event`` refuses a per-user sum under a
+    per-example sampler, and the reverse.
 
   Raises:
     ValueError: a mask that is not boolean ``[U, K]``, or a batch leaf whose

@@ -1,8 +1,8 @@
 """Correlated noise: matrix-factorization strategies for BandMF and DP-FTRL.
 
 A strategy is a lower-triangular invertible C; training adds the t-th row of
-C^{-1} Z to the t-th clipped sum (``dpjax.transforms.add_correlated_noise``,
-``dpjax.bandmf``). This package builds strategies (banded Toeplitz, its
+C^{-1} Z to the t-th clipped sum (``dpjax.transforms.add_dpsgd_noise(sigma,
+key=..., strategy=C)``, ``dpjax.bandmf``). This package builds strategies (banded Toeplitz, its
 optimizer on the prefix-sum objective, tree aggregation), their sensitivity
 under b-min-separation participation, per-query errors, and the run's
 DpEvent. Pure NumPy/SciPy in float64: strategies are public and static.

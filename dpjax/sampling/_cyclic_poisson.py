@@ -90,6 +90,6 @@ class CyclicPoissonSampler:
     """One participation's event: the partition's Poisson-sampled Gaussian.
 
     Add/remove-one; composed once per cycle of b steps (every example is in
-    one partition), see ``dpjax.transforms.bandmf_step_event``.
+    one partition), see ``dpjax.accounting.step_event`` on a ``bandmf`` state.
     """
     return self._inner.dp_event(noise_multiplier)
