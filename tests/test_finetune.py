@@ -127,7 +127,7 @@ def test_ghost_equals_vmap_on_lora_dense(positions, rtol):
 
 
 def _private_step(loss, sampler, sigma):
-  tx = dpjax.dpsgd(0.5, C, sigma, sampler.expected_batch_size,
+  tx = dpjax.dpsgd(0.5, None, sigma, sampler.expected_batch_size,
                    key=jax.random.key(7), per_example=False)
   grad_sum = dpjax.clipped_grad_sum(loss, C, 'ghost')
 
@@ -157,7 +157,11 @@ def test_private_step_noises_adapters_only_and_leaves_frozen_bits():
              zip(jax.tree.leaves(new), jax.tree.leaves(adapters)))
   for b, a in zip(jax.tree.leaves(before), jax.tree.leaves(pretrained)):
     assert b.tobytes() == np.asarray(a).tobytes()
-  event, _ = dpjax.dpsgd_step_event(state, sampler, noise_multiplier=1.3)
+  # The event is read from the state: the sigma that ran, on the bound C
+  # that the ghost clipped sum carried.
+  noise_state = dpjax.accounting.privacy_states(state)[0]
+  assert float(noise_state.l2_sensitivity) == C
+  event = dpjax.accounting.step_event(state, sampler)
   assert event == sampler.dp_event(float(np.float32(1.3)))
 
 

@@ -6,8 +6,11 @@ hyperparameters; ghost clipping gets adversarial gather ids (out of range,
 negative, repeated, with opposite output gradients) and sequence records
 whose positions cancel; the CompGD steps and the
 decentralized rounds also get misuse (no mask, no batch axis, a non-boolean
-or misshapen mask), which must raise a ValueError. Same key on both neighbours, so the noise cancels and the
-difference of the outputs is the difference of the clipped inputs.
+or misshapen mask), which must raise a ValueError; the Gaussian noise on a
+clipped sum gets a scaled sum (its bound follows), a non-linear map of the
+sum and a per-example sum under a user-level sampler (both refused). Same
+key on both neighbours, so the noise cancels and the difference of the
+outputs is the difference of the clipped inputs.
 """
 
 import hypothesis
@@ -606,6 +609,52 @@ NEW_PATH_SETTINGS = hypothesis.settings(SETTINGS, max_examples=20)
 
 
 @NEW_PATH_SETTINGS
+@hypothesis.given(case=per_example_case(), sigma=st.floats(0, 5),
+                  scale=st.floats(-100, 100),
+                  misuse=st.sampled_from([None, 'scaled', 'non_linear',
+                                          'user_sampler']))
+def test_dpsgd_noise_follows_the_carried_bound_or_is_refused(
+    case, sigma, scale, misuse):
+  """The Gaussian privatizer on a clipped sum: a scaled sum carries |a| C and
+  is recorded at sigma; a non-linear map of the sum is refused (by the noise
+  when concrete, by step_event when traced), and so is a per-example sum
+  under a user-level sampler."""
+  params, grads, _, mask, clip, dtype = case
+  try:
+    summed = dpjax.clipping.clip_and_sum(grads, clip, mask).grad_sum
+  except ValueError as e:
+    assert dtype == jnp.int32 and 'floating' in str(e)
+    return
+  sampler = dpjax.PoissonSampler(100, 0.04)
+  tx = dpjax.transforms.add_dpsgd_noise(sigma, key=jax.random.key(0))
+  if misuse == 'non_linear':
+    with pytest.raises(ValueError, match='non-linear map'):
+      tx.update(jax.tree.map(jnp.sign, summed), tx.init(params))
+    _, state = jax.jit(lambda m: tx.update(jax.tree.map(jnp.sign, m),
+                                           tx.init(params)))(summed)
+    with pytest.raises(ValueError, match='non-linear map'):
+      dpjax.accounting.step_event(state, sampler)
+    return
+  bound = clip
+  if misuse == 'scaled':
+    summed = jax.tree.map(lambda x: scale * x, summed)
+    bound = abs(scale) * clip
+  out, state = tx.update(summed, tx.init(params))
+  assert float(state.l2_sensitivity) == pytest.approx(bound, rel=1e-6)
+  if misuse is None:
+    assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(out))
+  if misuse == 'user_sampler':
+    users = dpjax.sampling.UserPoissonSampler(
+        np.repeat(np.arange(50), 2), 0.04, max_examples_per_user=2)
+    with pytest.raises(ValueError, match='clipped per example, but the '
+                       'sampler accounts per user'):
+      dpjax.accounting.step_event(state, users)
+    return
+  assert dpjax.accounting.step_event(state, sampler) == sampler.dp_event(
+      float(np.float32(sigma)))
+
+
+@NEW_PATH_SETTINGS
 @hypothesis.given(case=per_example_case(), quantile=st.floats(0.01, 0.99))
 def test_adaptive_clip_is_finite_and_within_sensitivity(case, quantile):
   params, grads, neighbour, mask, clip, dtype = case
@@ -717,10 +766,13 @@ def test_bandmf_noise_is_data_independent_and_within_sensitivity(
   params, grads, neighbour, mask, clip, dtype = case
   strategy = dpjax.correlated_noise.banded_toeplitz(
       dpjax.correlated_noise.inverse_square_root_coefs(bands), 4)
+  # Noise stddev sigma x C: the noise multiplier is over C's column norm.
+  column_norm = float(strategy.column_norms().max())
   tx = optax.chain(
       dpjax.clip_per_example(clip),
-      dpjax.add_correlated_noise(strategy, stddev=sigma * clip,
-                                 key=jax.random.key(0), l2_norm_clip=clip))
+      dpjax.transforms.add_dpsgd_noise(sigma / column_norm,
+                                       key=jax.random.key(0),
+                                       strategy=strategy))
   try:
     a0, sa = tx.update(grads, tx.init(params), params, mask=mask)
   except ValueError as e:

@@ -249,19 +249,18 @@ def _run_dpsgd(tx, sampler, steps, d=3):
   return states
 
 
-def test_ledger_records_the_sigma_that_ran_and_refuses_a_claimed_other():
+def test_ledger_records_the_sigma_that_ran():
   """Before: running sigma=0.5 and recording sampler.dp_event(1.5) for 100
-  steps gave eps 0.35 for a run whose eps is 5.92, with no error."""
+  steps gave eps 0.35 for a run whose eps is 5.92, with no error. Now the
+  ledger reads sigma from the state that ran: no other can be claimed."""
   sampler = dpjax.PoissonSampler(2000, 0.005)
   tx = dpjax.dpsgd(0.1, 1.0, 0.5, sampler.expected_batch_size, key=KEY)
   states = _run_dpsgd(tx, sampler, 100)
-  with pytest.raises(ValueError, match='ran noise_multiplier=0.5'):
-    dpjax.transforms.dpsgd_step_event(states[0], sampler, noise_multiplier=1.5)
+  assert dpjax.accounting.step_event(states[0], sampler) == sampler.dp_event(
+      0.5)
   ledger = dpjax.PrivacyLedger()
   for t, s in enumerate(states):
-    event, noise = dpjax.transforms.dpsgd_step_event(
-        s, sampler, noise_multiplier=0.5)
-    ledger.record(event, noise=noise, batch=(BATCH_KEY, t))
+    ledger.record_step(s, sampler, (BATCH_KEY, t))
   def eps(sigma):  # 100 steps of the sampler's (truncated Poisson) event
     return dpjax.accounting.epsilon(dp_accounting.SelfComposedDpEvent(
         sampler.dp_event(sigma), 100), 1e-5)
@@ -269,9 +268,8 @@ def test_ledger_records_the_sigma_that_ran_and_refuses_a_claimed_other():
   ran, claimed = eps(0.5), eps(1.5)
   assert ledger.epsilon(1e-5) == pytest.approx(ran, rel=1e-6)
   assert ran > 5 > 0.5 > claimed
-  event, noise = dpjax.transforms.dpsgd_step_event(states[3], sampler)
   with pytest.raises(ValueError, match='already spent'):  # a step twice
-    ledger.record(event, noise=noise, batch=(BATCH_KEY, 100))
+    ledger.record_step(states[3], sampler, (BATCH_KEY, 100))
 
 
 def test_ledger_follows_a_traced_sigma_changed_mid_run():
@@ -286,14 +284,15 @@ def test_ledger_follows_a_traced_sigma_changed_mid_run():
     state.hyperparams['noise_multiplier'] = jnp.float32(sigma)
     _, state = jax.jit(tx.update)(jnp.ones((4, 2)), state, params,
                                   mask=jnp.ones(4, bool))
-    event, (_, step) = dpjax.transforms.dpsgd_step_event(state, sampler)
-    assert step == t
+    event = dpjax.accounting.step_event(state, sampler)
+    noise_state = dpjax.accounting.privacy_states(state)[0]
+    assert int(noise_state.stream.count) == t + 1
     sigmas.append(event.noise_multiplier)
   np.testing.assert_allclose(sigmas, [2.0, 2.0, 0.7], rtol=1e-6)
 
 
 def test_dpsgd_noise_releases_non_finite_sums_as_their_zero_substitute():
-  tx = dpjax.transforms.add_dpsgd_noise(1.0, 1.1, key=KEY)
+  tx = dpjax.transforms.add_dpsgd_noise(1.1, key=KEY)
   # A sum overflowing after clipping (internal constructor: no row gives it).
   bad = _clipped_sum.make(jnp.array([jnp.nan, jnp.inf, 2.0, -jnp.inf]), 1.0)
   good = _clipped_sum.make(jnp.array([0.0, 0.0, 2.0, 0.0]), 1.0)
@@ -309,10 +308,10 @@ def test_normalize_divisor_must_match_the_sampler():
   tx = dpjax.dpsgd(0.1, 1.0, 1.0, sampler.max_batch_size, key=KEY)
   state, = _run_dpsgd(tx, sampler, 1)
   with pytest.raises(ValueError, match='expected batch size is 32'):
-    dpjax.transforms.dpsgd_step_event(state, sampler)
+    dpjax.accounting.step_event(state, sampler)
   good = dpjax.dpsgd(0.1, 1.0, 1.0, 32, key=KEY)
-  event, _ = dpjax.transforms.dpsgd_step_event(
-      _run_dpsgd(good, sampler, 1)[0], sampler)
+  event = dpjax.accounting.step_event(_run_dpsgd(good, sampler, 1)[0],
+                                      sampler)
   assert event == sampler.dp_event(1.0)
 
 
@@ -323,17 +322,16 @@ def test_step_event_refuses_unclipped_unstepped_and_batched_states():
   noisy = dpjax.rs_dpsgd(0.1, 1.0, 1.0, 10, sched, key=KEY,
                          mask_key=jax.random.key(1), clip=False)
   with pytest.raises(ValueError, match='unclipped'):
-    dpjax.transforms.dpsgd_step_event(_run_dpsgd(noisy, sampler, 1)[0],
-                                      sampler)
+    dpjax.accounting.step_event(_run_dpsgd(noisy, sampler, 1)[0], sampler)
   tx = dpjax.dpsgd(0.1, 1.0, 1.0, 10, key=KEY)
   with pytest.raises(ValueError, match='before any step'):
-    dpjax.transforms.dpsgd_step_event(tx.init(jnp.zeros(3)), sampler)
+    dpjax.accounting.step_event(tx.init(jnp.zeros(3)), sampler)
   state = _run_dpsgd(tx, sampler, 1)[0]
   seeds = jax.tree.map(lambda x: jnp.stack([x, x]), state)
   with pytest.raises(ValueError, match='index the run'):
-    dpjax.transforms.dpsgd_step_event(seeds, sampler)
+    dpjax.accounting.step_event(seeds, sampler)
   with pytest.raises(ValueError, match='found 0'):
-    dpjax.transforms.dpsgd_step_event(optax.EmptyState(), sampler)
+    dpjax.accounting.step_event(optax.EmptyState(), sampler)
 
 
 # ---------------------------------------------- Laplace without float leaks

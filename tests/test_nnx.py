@@ -91,7 +91,8 @@ def test_ghost_equals_vmap_on_nnx_layers(kind):
 
 def test_dpsgd_step_on_an_nnx_model_with_an_nnx_optimizer_state():
   loss, params, batch = _setup('transformer')
-  tx = dpjax.dpsgd(0.1, C, 1.0, B, key=jax.random.key(2), per_example=False)
+  tx = dpjax.dpsgd(0.1, None, 1.0, B, key=jax.random.key(2),
+                   per_example=False)
   grad_sum = dpjax.clipped_grad_sum(loss, C, 'ghost')
 
   @jax.jit
@@ -103,7 +104,7 @@ def test_dpsgd_step_on_an_nnx_model_with_an_nnx_optimizer_state():
   state = tx.init(params)
   new, state = step(params, state)
   assert jax.tree.structure(new) == jax.tree.structure(params)
-  event, _ = dpjax.dpsgd_step_event(state, dpjax.PoissonSampler(60, 0.1))
+  event = dpjax.accounting.step_event(state, dpjax.PoissonSampler(60, 0.1))
   assert event.noise_multiplier == pytest.approx(1.0)
   assert not np.allclose(_flat(new), _flat(params))
 

@@ -174,11 +174,10 @@ def test_clip_state_counts_dropped_nonfinite_examples():
 # ----------------------------------------- the clipped sum carries its bound
 
 
-def _sum_step(noise_clip, clip=True):
+def _sum_step(sigma=1.0):
   """``dpsgd(per_example=False)``'s update of ``updates`` (state returned)."""
   params, _ = setup()
-  tx = dpjax.dpsgd(0.1, noise_clip, 1.0, 16, key=KEY, per_example=False,
-                   **({} if clip else {'clip': False}))
+  tx = dpjax.dpsgd(0.1, None, sigma, 16, key=KEY, per_example=False)
   return lambda updates: tx.update(updates, tx.init(params), params)
 
 
@@ -188,69 +187,183 @@ def test_dpsgd_on_a_sum_refuses_an_unclipped_sum(jit):
   params, data = setup()
   plain = jax.grad(lambda p: jnp.sum(jax.vmap(loss, (None, 0))(p, data)))(
       params)
-  step = _sum_step(1.0)
+  step = _sum_step()
   with pytest.raises(ValueError, match='Expected updates to be a ClippedSum'):
     (jax.jit(step) if jit else step)(plain)
 
 
+def test_dpsgd_on_a_sum_refuses_a_second_bound():
+  """The ClippedSum carries the bound; a chain given another could only
+  disagree with it (before: a sum clipped at C = 4 was noised for C = 1)."""
+  with pytest.raises(ValueError, match='l2_norm_clip=None'):
+    dpjax.dpsgd(0.1, 1.0, 1.0, 16, key=KEY, per_example=False)
+  with pytest.raises(ValueError, match='Expected an l2_norm_clip'):
+    dpjax.dpsgd(0.1, None, 1.0, 16, key=KEY)
+
+
+def _bound_and_noise(out, state, summed):
+  """(carried bound in the state, released noise) of a noise step."""
+  noise_state = dpjax.accounting.privacy_states(state)[0]
+  return (float(noise_state.l2_sensitivity),
+          jax.tree.map(jnp.subtract, out, summed.value))
+
+
 @pytest.mark.parametrize('method', ['vmap', 'ghost'])
-def test_dpsgd_refuses_a_sum_clipped_above_its_bound_at_trace_time(method):
-  """Before: a sum clipped at C = 4 was noised for C = 1 and recorded."""
+def test_dpsgd_noise_follows_the_bound_the_sum_carries(method):
+  """Before: a sum clipped at C = 4 was noised for C = 1 and recorded. Now
+  the noise is sigma x the sum's own bound, traced or not; per-layer bounds
+  count by their total."""
   params, data = setup()
   mask = jnp.ones(16, bool)
   summed = lambda c: dpjax.clipped_grad_sum(loss, c, method)(params, data,
                                                              mask).grad_sum
-  with pytest.raises(ValueError, match='updates clipped to at most '
-                     'l2_norm_clip=1.0.*clipped to 4.0'):
-    jax.jit(lambda: _sum_step(1.0)(summed(4.0)))()
-  # A smaller bound is sound, and per-layer bounds count by their total.
-  _sum_step(1.0)(summed(0.5))
-  _sum_step(5.0)(summed({'w': 3.0, 'b': 4.0}))
-  with pytest.raises(ValueError, match='updates'):
-    _sum_step({'w': 0.3, 'b': 0.4})(summed(1.0))
+  tx = dpjax.transforms.add_dpsgd_noise(1.1, key=KEY)
+  step = jax.jit(lambda s: tx.update(s, tx.init(params)))
+  noises = {}
+  for c in (1.0, 4.0, {'w': 3.0, 'b': 4.0}):
+    s = summed(c)
+    out, state = step(s)
+    bound, noises[str(c)] = _bound_and_noise(out, state, s)
+    assert bound == (5.0 if isinstance(c, dict) else c)
+  # One key: the same standard draw, scaled by sigma x bound.
+  chex.assert_trees_all_close(noises['4.0'], jax.tree.map(
+      lambda n: 4 * n, noises['1.0']), rtol=1e-5, atol=1e-6)
+  chex.assert_trees_all_close(noises[str({'w': 3.0, 'b': 4.0})], jax.tree.map(
+      lambda n: 5 * n, noises['1.0']), rtol=1e-5, atol=1e-6)
+  assert float(jnp.std(noises['1.0']['w'])) > 0.3
 
 
-def test_hand_built_chain_refuses_a_clip_above_the_noise_bound():
-  """Before: chain(clip_per_example(10), add_dpsgd_noise(C=1)) ran as sigma."""
+def test_hand_built_chain_noise_follows_the_clip():
+  """Before: chain(clip_per_example(10), add_dpsgd_noise(C=1)) ran as
+  sigma; now the noise is calibrated to the 10 the clipping bound."""
   params, data = setup()
-  tx = optax.chain(dpjax.clip_per_example(10.0),
-                   dpjax.transforms.add_dpsgd_noise(1.0, 1.0, key=KEY))
-  with pytest.raises(ValueError, match='updates clipped to at most'):
-    make_step(tx, jit=False)(params, tx.init(params), data, None)
-  tx = optax.chain(dpjax.clip_per_example(1.0),
-                   dpjax.transforms.add_dpsgd_noise(1.0, 1.0, key=KEY))
-  chex.assert_tree_all_finite(
-      make_step(tx, jit=False)(params, tx.init(params), data, None)[0])
+  grads = dpjax.per_example_grads(loss)(params, data)
+  mask = jnp.ones(16, bool)
+  noises = []
+  for c in (1.0, 10.0):
+    tx = optax.chain(dpjax.clip_per_example(c),
+                     dpjax.transforms.add_dpsgd_noise(1.0, key=KEY))
+    summed = dpjax.clipping.clip_and_sum(grads, c, mask).grad_sum
+    out, state = tx.update(grads, tx.init(params), params, mask=mask)
+    bound, noise = _bound_and_noise(out, state, summed)
+    assert bound == c
+    noises.append(noise)
+  chex.assert_trees_all_close(noises[1], jax.tree.map(lambda n: 10 * n,
+                                                      noises[0]),
+                              rtol=1e-5, atol=1e-6)
 
 
-def test_a_traced_bound_above_the_noise_bound_is_refused_when_recorded():
+def test_scaling_and_adding_clipped_sums_keeps_a_recordable_bound():
+  """``jax.tree.map`` scales the carried bound with the sum (|a| C) and
+  adding two sums adds their bounds; the event stays sigma's."""
+  params, data = setup()
+  sampler = dpjax.PoissonSampler(1000, 0.016)
+  s = dpjax.clipped_grad_sum(loss, 1.0)(params, data,
+                                        jnp.ones(16, bool)).grad_sum
+  tx = dpjax.transforms.add_dpsgd_noise(1.1, key=KEY)
+  for mapped, bound in [(jax.tree.map(lambda x: -100 * x, s), 100.0),
+                        (jax.tree.map(jnp.add, s, s), 2.0)]:
+    _, state = jax.jit(lambda m: tx.update(m, tx.init(params)))(mapped)
+    assert float(state.l2_sensitivity) == bound
+    event = dpjax.accounting.step_event(state, sampler)
+    assert event == sampler.dp_event(float(np.float32(1.1)))
+
+
+@pytest.mark.parametrize('fn', [jnp.sign, jnp.tanh, lambda x: x + 1.0])
+def test_a_non_linear_map_of_the_sum_is_refused(fn):
+  """A map other than scaling and adding leaves no valid bound: the noise
+  refuses the sum at once when concrete, and step_event when traced."""
+  params, data = setup()
+  sampler = dpjax.PoissonSampler(1000, 0.016)
+  tx = dpjax.transforms.add_dpsgd_noise(1.1, key=KEY)
+  s = dpjax.clipped_grad_sum(loss, 0.5)(params, data,
+                                        jnp.ones(16, bool)).grad_sum
+  with pytest.raises(ValueError, match='non-linear map'):
+    tx.update(jax.tree.map(fn, s), tx.init(params))
+  _, state = jax.jit(lambda m: tx.update(jax.tree.map(fn, m),
+                                         tx.init(params)))(s)
+  assert not bool(state.linear)
+  with pytest.raises(ValueError, match='non-linear map'):
+    dpjax.accounting.step_event(state, sampler)
+
+
+def test_a_traced_bound_is_recorded_as_the_sum_carried_it():
   """Traced bounds (a sweep over C) pass the update; the state keeps the
-  sum's bound and dpsgd_step_event refuses a sum clipped above the noise's."""
+  sum's bound and the event is sigma's whatever the bound."""
   params, data = setup()
   sampler = dpjax.PoissonSampler(1000, 0.016)
 
   @jax.jit
-  def state_after(sum_clip, noise_clip):
-    tx = dpjax.dpsgd(0.1, noise_clip, 1.1, 16, key=KEY, per_example=False)
+  def state_after(sum_clip):
+    tx = dpjax.dpsgd(0.1, None, 1.1, 16, key=KEY, per_example=False)
     summed = dpjax.clipped_grad_sum(loss, sum_clip)(
         params, data, jnp.ones(16, bool)).grad_sum
     return tx.update(summed, tx.init(params), params)[1]
 
-  with pytest.raises(ValueError, match='sum clipped to 4.0 with noise '
-                     'calibrated to l2_norm_clip=1.0'):
-    dpjax.transforms.dpsgd_step_event(state_after(4.0, 1.0), sampler)
-  event, _ = dpjax.transforms.dpsgd_step_event(state_after(1.0, 1.0), sampler)
-  assert event.noise_multiplier == pytest.approx(1.1, rel=1e-6)
-  dpjax.transforms.dpsgd_step_event(state_after(0.5, 1.0), sampler)
+  for c in (0.5, 1.0, 4.0):
+    state = state_after(c)
+    noise_state = dpjax.accounting.privacy_states(state)[0]
+    assert float(noise_state.l2_sensitivity) == c
+    event = dpjax.accounting.step_event(state, sampler)
+    assert event.noise_multiplier == pytest.approx(1.1, rel=1e-6)
 
 
-def test_noisy_sgd_ablation_takes_a_bare_sum_and_cannot_be_recorded():
+def test_step_event_refuses_a_sum_clipped_per_another_unit():
+  """A per-example sum under a user-level sampler (one user with k examples
+  moves it by k C) is refused, and a per-user sum under an example one."""
   params, data = setup()
-  plain = jax.grad(lambda p: jnp.sum(jax.vmap(loss, (None, 0))(p, data)))(
-      params)
-  _, state = _sum_step(1.0, clip=False)(plain)
+  ids = np.repeat(np.arange(8), 2)
+  users = dpjax.sampling.UserPoissonSampler(ids, 0.5, max_examples_per_user=2)
+  examples = dpjax.PoissonSampler(1000, 0.016)
+  mask = jnp.ones(16, bool)
+  per_example = dpjax.clipped_grad_sum(loss, 1.0)(params, data, mask)
+  per_user = dpjax.clipping.clipped_user_grad_sum(loss, 1.0)(
+      params, jax.tree.map(lambda x: x.reshape((8, 2) + x.shape[1:]), data),
+      mask.reshape(8, 2))
+  assert per_example.grad_sum.unit == 'example'
+  assert per_user.grad_sum.unit == 'user'
+  tx = dpjax.transforms.add_dpsgd_noise(1.0, key=KEY)
+  ex_state = tx.update(per_example.grad_sum, tx.init(params))[1]
+  user_state = tx.update(per_user.grad_sum, tx.init(params))[1]
+  with pytest.raises(ValueError, match='clipped per example, but the '
+                     'sampler accounts per user'):
+    dpjax.accounting.step_event(ex_state, users)
+  with pytest.raises(ValueError, match='clipped per user, but the sampler '
+                     'accounts per example'):
+    dpjax.accounting.step_event(user_state, examples)
+  dpjax.accounting.step_event(ex_state, examples)
+  dpjax.accounting.step_event(user_state, users)
+
+
+def test_noisy_sgd_ablation_adds_nominal_noise_and_cannot_be_recorded():
+  """clip=False sums per-example gradients unclipped with noise sigma x the
+  nominal C; the sum's unit is 'unclipped' and no event can be read."""
+  params, data = setup()
+  grads = dpjax.per_example_grads(loss)(params, data)
+  mask = jnp.ones(16, bool)
+  summed = dpjax.transforms._clipping.sum_per_example(2.0).update(
+      grads, optax.EmptyState(), params, mask=mask)[0]
+  assert summed.unit == 'unclipped' and summed.l2_norm_clip == 2.0
+  tx = dpjax.dpsgd(1.0, 2.0, 1.0, 1, key=KEY, clip=False)
+  noisy = dpjax.dpsgd(1.0, 2.0, 1.0, 1, key=KEY)  # same key, clipped
+  out, state = tx.update(grads, tx.init(params), params, mask=mask)
+  noise_state = dpjax.accounting.privacy_states(state)[0]
+  assert float(noise_state.l2_sensitivity) == 2.0
   with pytest.raises(ValueError, match='unclipped sum'):
-    dpjax.transforms.dpsgd_step_event(state, dpjax.PoissonSampler(100, 0.1))
+    dpjax.accounting.step_event(state, dpjax.PoissonSampler(100, 0.1))
+  clipped = dpjax.clipping.clip_and_sum(grads, 2.0, mask).grad_sum
+  out_c, _ = noisy.update(grads, noisy.init(params), params, mask=mask)
+  # The same noise (sgd's -lr x ...) on the unclipped and the clipped sum.
+  chex.assert_trees_all_close(
+      jax.tree.map(lambda o, v: -o - v, out, summed.value),
+      jax.tree.map(lambda o, v: -o - v, out_c, clipped.value),
+      rtol=1e-4, atol=1e-5)
+  # A bare pytree is refused by the chain on sums, even with clip=False.
+  plain = jax.tree.map(lambda g: g.sum(0), grads)
+  on_sums = dpjax.dpsgd(0.1, None, 1.0, 16, key=KEY, per_example=False,
+                        clip=False)
+  with pytest.raises(ValueError, match='Expected updates to be a ClippedSum'):
+    on_sums.update(plain, on_sums.init(params), params)
 
 
 def test_sharded_batch_gives_the_same_step_as_one_device():

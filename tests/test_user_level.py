@@ -159,15 +159,14 @@ def test_user_level_dpsgd_step_records_a_user_event():
                                               max_examples_per_user=3)
   x = jax.random.normal(jax.random.key(6), (60, 6))
   y = jnp.arange(60) % 3
-  tx = dpjax.dpsgd(0.1, C, 1.0, sampler.expected_batch_size,
+  tx = dpjax.dpsgd(0.1, None, 1.0, sampler.expected_batch_size,
                    key=jax.random.key(7), per_example=False)
   state = tx.init(_PARAMS)
   batch = sampler.sample(jax.random.key(8), 0)
   out = _FNS['vmap'](_PARAMS, (x[batch.indices], y[batch.indices]),
                      batch.mask)
   _, state = tx.update(out.grad_sum, state, _PARAMS)
-  event, noise = dpjax.dpsgd_step_event(state, sampler)
   ledger = dpjax.PrivacyLedger()
-  ledger.record(event, noise=noise, batch=batch)
+  ledger.record_step(state, sampler, batch)
   with pytest.raises(ValueError):
-    ledger.record(event, noise=noise, batch=batch)
+    ledger.record_step(state, sampler, batch)
