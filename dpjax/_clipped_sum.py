@@ -11,18 +11,28 @@ functions (``clip_and_sum``, ``clipped_grad_sum`` vmap or ghost,
 only a ``ClippedSum`` and calibrate their noise to the bound it carries: the
 bound is given once, to the clipping.
 
-The bound follows the arithmetic. It is a pytree leaf beside the value, so
-``jax.tree.map``, ``optax.scale`` and ``optax.tree_utils`` apply to it what
-they apply to the value: scaling the sum by a scalar a scales the bound by
-a (its absolute value is used), adding two clipped sums adds their bounds
-(the triangle inequality: one record moves each sum by at most its bound).
-Any other map leaves no valid bound, and the sum stops being a clipped sum:
-a second leaf, the probe, starts at -2 C, and every map that scales and adds
-keeps probe = -2 bound exactly in floating point (multiplying by 2 is exact);
-a map that is not linear breaks it (sign, square, clip, an added constant),
-and so does one that changes a leaf's shape (a reduction). The noise refuses
-such a sum: at once when the values are concrete, else at recording, through
-the flag its state keeps. The unit and the leaves' shapes are static.
+The bound follows the arithmetic by public numbers. It is a pytree leaf
+beside the value, so ``jax.tree.map``, ``optax.scale`` and
+``optax.tree_utils`` apply to it what they apply to the value: scaling the
+sum by a Python number a scales the bound by |a|, adding two clipped sums
+adds their bounds (the triangle inequality: one record moves each sum by at
+most its bound). Any other map leaves no valid bound, and the sum stops
+being a clipped sum, which the noise refuses (at once when the values are
+concrete, else at recording, through the flag its state keeps):
+
+* a map that is not linear (sign, square, clip, an added constant): a
+  second leaf, the probe, starts at -2 C, and scaling and adding keep probe
+  = -2 bound exactly in floating point (multiplying by 2 is exact);
+* arithmetic by an array, traced or not, on a sum clipped to a concrete C:
+  such a scale may depend on the data (S / ||S|| moves by up to 2, whatever
+  C), so a bound that is no longer a Python number must still equal C (as
+  after a ``jit`` boundary, which turns the leaf into an array);
+* a map that changes a leaf's shape (a reduction).
+
+A sum clipped to a traced bound (adaptive clipping, a sweep over C) has no
+concrete C to compare with: there only the probe checks the map, and a
+data-dependent scale is not detected. The unit, C and the leaves' shapes
+are static.
 
 There is deliberately no public constructor from a bare value: wrap your own
 per-example gradients with ``clip_and_sum``. A sum with no per-record
@@ -66,7 +76,8 @@ class ClippedSum:
       only the noise's nominal scale).
   """
 
-  __slots__ = ('value', 'l2_norm_clip', 'probe', 'unit', 'shapes')
+  __slots__ = ('value', 'l2_norm_clip', 'probe', 'unit', 'shapes',
+               'origin')
 
   def __init__(self, *args, **kwargs):
     del args, kwargs
@@ -76,10 +87,11 @@ class ClippedSum:
         '.grad_sum), which clip what they sum.')
 
   @classmethod
-  def _make(cls, value, bound, probe, unit, shapes) -> 'ClippedSum':
+  def _make(cls, value, bound, probe, unit, shapes, origin) -> 'ClippedSum':
     out = object.__new__(cls)
     for name, x in (('value', value), ('l2_norm_clip', bound),
-                    ('probe', probe), ('unit', unit), ('shapes', shapes)):
+                    ('probe', probe), ('unit', unit), ('shapes', shapes),
+                    ('origin', origin)):
       object.__setattr__(out, name, x)
     return out
 
@@ -91,8 +103,8 @@ class ClippedSum:
             f'l2_norm_clip={self.l2_norm_clip!r}, unit={self.unit!r})')
 
   def tree_flatten(self):
-    return (self.value, self.l2_norm_clip, self.probe), (self.unit,
-                                                         self.shapes)
+    return (self.value, self.l2_norm_clip, self.probe), (
+        self.unit, self.shapes, self.origin)
 
   @classmethod
   def tree_unflatten(cls, aux, children):
@@ -111,10 +123,11 @@ def make(value: PyTree, bound: Any, unit: str = 'example') -> ClippedSum:
   """
   if unit not in UNITS:
     raise ValueError(f'Expected unit={unit!r} in {UNITS}.')
+  origin = None
   if not isinstance(bound, jax.core.Tracer):
-    bound = float(bound)
+    bound = origin = float(bound)
   return ClippedSum._make(value, bound, -2 * bound, unit,  # pylint: disable=protected-access
-                          _shapes(value))
+                          _shapes(value), origin)
 
 
 def linear(s: ClippedSum) -> Any:
@@ -136,14 +149,27 @@ def linear(s: ClippedSum) -> Any:
     raise ValueError('Expected updates to be a ClippedSum of one run (a '
                      'scalar bound); index the run before the noise.')
   traced = any(isinstance(x, jax.core.Tracer) for x in (bound, probe))
+  # A concrete C scaled by an array (traced or not) may have been scaled by
+  # the data: only a Python-number bound, or one still equal to C, passes.
+  pinned = s.origin is not None and not isinstance(bound, float)
   if traced:
-    return jnp.asarray(probe) == -2 * jnp.asarray(bound)
+    ok = jnp.asarray(probe) == -2 * jnp.asarray(bound)
+    if pinned:
+      ok = ok & (jnp.asarray(bound, jnp.float32) == np.float32(s.origin))
+    return ok
   if not (np.isfinite(float(bound)) and float(probe) == -2 * float(bound)):
     raise ValueError(
         f'Expected updates to be a ClippedSum changed only by scaling and '
         f'adding clipped sums, got bound {float(bound)} with probe '
         f'{float(probe)} (not -2 x bound): a non-linear map of the sum (sign,'
         ' square, clip, an added constant) leaves no valid bound.')
+  if pinned and np.float32(bound) != np.float32(s.origin):
+    raise ValueError(
+        f'Expected updates to be a ClippedSum scaled only by Python numbers, '
+        f'got its bound {s.origin} turned into the array {float(bound)}: a '
+        'scale that is an array may depend on the data (S / ||S|| moves by '
+        'up to 2 whatever C), so it leaves no valid bound. Scale by a '
+        'Python number, or after the noise.')
   return True
 
 

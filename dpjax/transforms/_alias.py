@@ -76,6 +76,10 @@ def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
     if l2_norm_clip is None:
       raise ValueError('Expected an l2_norm_clip with per_example=True: the '
                        'chain clips the per-example gradients to it.')
+  elif not clip:
+    raise ValueError('Expected per_example=True with clip=False: the '
+                     'unclipped ablation sums the per-example gradients '
+                     'itself.')
   elif l2_norm_clip is not None:
     raise ValueError(
         'Expected l2_norm_clip=None with per_example=False: the ClippedSum '
