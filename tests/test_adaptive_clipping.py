@@ -147,6 +147,13 @@ def test_a_fixed_noise_below_the_moving_bound_is_refused_at_recording():
     (dict(expected_batch_size=0), 'expected_batch_size'),
     (dict(initial_l2_norm_clip=0.0), 'initial_l2_norm_clip'),
     (dict(initial_l2_norm_clip={'a': 1.0, 'b': 1.0}), 'initial_l2_norm_clip'),
+    # One leaf in a tree passed the old check and failed in init().
+    (dict(initial_l2_norm_clip={'w': 1.0}), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip=[1.0]), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip='1.0'), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip=True), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip=np.ones(1)), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip=1e-50), 'initial_l2_norm_clip.*float32'),
 ])
 def test_bad_input_is_named(kwargs, match):
   args = dict(initial_l2_norm_clip=1.0, target_quantile=0.5,

@@ -28,10 +28,12 @@ records the step at z. The count noise is float32 Gaussian, with the same
 low-order-bit caveat as the float gradient noise (see ``dpjax.dpsgd``).
 """
 
+import numbers
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dpjax import _keys
@@ -46,16 +48,37 @@ from dpjax.transforms._state import KeyStepState
 
 _STREAM = _keys.register('adaptive_clip_count', __name__)
 
+# The least bound: it is float32, and below this (subnormal) XLA may flush it
+# to 0.
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+
+
+def _check_scalar_bound(name: str, value: Any) -> None:
+  """A real scalar: a Python or NumPy number, or a 0-d (traced) array."""
+  if isinstance(value, (bool, np.bool_)):
+    real = False
+  elif isinstance(value, numbers.Real):
+    real = True
+  else:
+    real = isinstance(value, (np.ndarray, np.generic, jax.Array)) and (
+        jnp.ndim(value) == 0) and (
+            jnp.issubdtype(value.dtype, jnp.floating)
+            or jnp.issubdtype(value.dtype, jnp.integer))
+  if not real:
+    raise ValueError(
+        f'Expected {name}={value!r} to be one real scalar (a Python or NumPy '
+        'number or a 0-d array): adaptive clipping adapts one flat bound; '
+        'per-layer bounds (a dict, list or array of them) are not supported.')
+  _validate.positive(**{name: value})
+  _validate.finite(**{name: value})
+  if _validate.concrete(value) and float(value) < _FLOAT32_TINY:
+    raise ValueError(f'Expected {name}={value} >= {_FLOAT32_TINY:.3g}: the '
+                     'bound is float32, and would round to 0.')
+
 
 def _check(initial_l2_norm_clip, target_quantile, learning_rate,
            count_stddev, expected_batch_size):
-  if jax.tree.structure(initial_l2_norm_clip).num_leaves != 1 or not (
-      jnp.ndim(initial_l2_norm_clip) == 0):
-    raise ValueError(f'Expected initial_l2_norm_clip={initial_l2_norm_clip} '
-                     'to be one scalar bound (adaptive clipping adapts one '
-                     'flat bound).')
-  _validate.positive(initial_l2_norm_clip=initial_l2_norm_clip)
-  _validate.finite(initial_l2_norm_clip=initial_l2_norm_clip)
+  _check_scalar_bound('initial_l2_norm_clip', initial_l2_norm_clip)
   _validate.open_unit(target_quantile=target_quantile)
   _validate.non_negative(learning_rate=learning_rate)
   _validate.finite(learning_rate=learning_rate)
@@ -93,7 +116,8 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
     An optax transformation with ``AdaptiveClipState``.
 
   Raises:
-    ValueError: naming a bound that is not one positive finite scalar, a
+    ValueError: naming an ``initial_l2_norm_clip`` that is not one positive
+      finite real scalar (e.g. a dict of per-layer bounds), a
       ``target_quantile`` outside (0, 1), a negative ``learning_rate`` or
       ``count_stddev``, or a non-positive ``expected_batch_size``.
 
