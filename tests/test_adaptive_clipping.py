@@ -75,6 +75,43 @@ def test_one_example_moves_the_count_by_half_and_the_sum_by_the_bound():
     assert count_moved <= factor * 0.5 + 1e-6
 
 
+@jax.jit
+def _zeros_then_norm_one(min_l2_norm_clip):
+  """1500 steps of all-zero gradients, then 300 of norm-1 ones; the bound
+  after each step (eta 0.2, gamma 0.5: -0.1 a step on zeros in log)."""
+  kwargs = {} if min_l2_norm_clip is None else dict(
+      min_l2_norm_clip=min_l2_norm_clip)
+  tx = transforms.adaptive_clip_per_example(
+      1.0, target_quantile=0.5, learning_rate=0.2, count_stddev=0.0,
+      expected_batch_size=8, key=jax.random.key(8), **kwargs)
+  params = jnp.zeros(4)
+
+  def step(state, scale):
+    grads = scale * jnp.ones((8, 4)) / 2.0  # norm `scale`
+    _, state = tx.update(grads, state, params, mask=jnp.ones(8, bool))
+    return state, state.l2_norm_clip
+
+  scales = jnp.concatenate([jnp.zeros(1500), jnp.ones(300)])
+  return jax.lax.scan(step, tx.init(params), scales)[1]
+
+
+def test_the_bound_has_a_floor_and_recovers_after_zero_gradients():
+  """Without a floor the bound underflows to exactly 0 after about 900
+  zero-gradient steps and 0 exp(.) stays 0: every later gradient would be
+  clipped to nothing. With the default floor 1e-6 C_0 it stays positive and
+  grows back (exp(0.1) a step while every example is clipped)."""
+  bounds = np.asarray(_zeros_then_norm_one(None))
+  assert bounds.min() > 0
+  np.testing.assert_allclose(bounds[1499], 1e-6, rtol=1e-5)
+  assert bounds[1600] > 1e3 * bounds[1499]
+  # Back at the quantile of the norm-1 gradients (all equal: about 1).
+  assert bounds[-1] == pytest.approx(1.0, rel=0.2)
+  # A floor given explicitly.
+  floored = np.asarray(_zeros_then_norm_one(0.01))
+  assert floored.min() == pytest.approx(0.01, rel=1e-6)
+  assert floored[-1] == pytest.approx(1.0, rel=0.2)
+
+
 def test_effective_noise_multiplier_is_one_gaussian_mechanism():
   sigma_grad, count = 1.3, 2.0
   z = transforms.adaptive_effective_noise_multiplier(sigma_grad, count)
@@ -147,6 +184,18 @@ def test_a_fixed_noise_below_the_moving_bound_is_refused_at_recording():
     (dict(expected_batch_size=0), 'expected_batch_size'),
     (dict(initial_l2_norm_clip=0.0), 'initial_l2_norm_clip'),
     (dict(initial_l2_norm_clip={'a': 1.0, 'b': 1.0}), 'initial_l2_norm_clip'),
+    # One leaf in a tree passed the old check and failed in init().
+    (dict(initial_l2_norm_clip={'w': 1.0}), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip=[1.0]), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip='1.0'), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip=True), 'initial_l2_norm_clip.*scalar'),
+    (dict(initial_l2_norm_clip=np.ones(1)), 'initial_l2_norm_clip.*scalar'),
+    (dict(min_l2_norm_clip=0.0), 'min_l2_norm_clip'),
+    (dict(min_l2_norm_clip=np.nan), 'min_l2_norm_clip'),
+    (dict(min_l2_norm_clip=2.0), 'min_l2_norm_clip'),
+    (dict(min_l2_norm_clip=1e-50), 'min_l2_norm_clip.*float32'),
+    (dict(initial_l2_norm_clip=1e-50), 'initial_l2_norm_clip.*float32'),
+    (dict(min_l2_norm_clip={'w': 1e-3}), 'min_l2_norm_clip.*scalar'),
 ])
 def test_bad_input_is_named(kwargs, match):
   args = dict(initial_l2_norm_clip=1.0, target_quantile=0.5,

@@ -6,7 +6,8 @@ hyperparameters; ghost clipping gets adversarial gather ids (out of range,
 negative, repeated, with opposite output gradients) and sequence records
 whose positions cancel; the CompGD steps and the
 decentralized rounds also get misuse (no mask, no batch axis, a non-boolean
-or misshapen mask), which must raise a ValueError; the Gaussian noise on a
+or misshapen mask), which must raise a ValueError; user-level clipping
+refuses any mask not carried by a UserBatch; the Gaussian noise on a
 clipped sum gets a scaled sum (its bound follows), a non-linear map of the
 sum and a per-example sum under a user-level sampler (both refused). Same
 key on both neighbours, so the noise cancels and the difference of the
@@ -679,13 +680,21 @@ def test_adaptive_clip_is_finite_and_within_sensitivity(case, quantile):
   assert moved <= 1 + 1e-5
 
 
+def _user_batch(mask):
+  """A UserBatch for data grouped by user, padded with index 0 where masked."""
+  indices = np.where(mask, np.arange(mask.size).reshape(mask.shape), 0)
+  return dpjax.sampling.UserBatch(
+      jnp.asarray(indices, jnp.int32), jnp.asarray(mask),
+      jnp.asarray(mask.any(axis=1).sum(), jnp.int32))
+
+
 @NEW_PATH_SETTINGS
 @hypothesis.given(users=st.integers(1, 4), per_user=st.integers(1, 4),
                   seed=st.integers(0, 2**31 - 1), special=st.booleans(),
                   clip=st.floats(1e-3, 1e3), method=st.sampled_from(
-                      ['vmap', 'ghost']))
+                      ['vmap', 'ghost']), bare_mask=st.booleans())
 def test_user_clipping_is_finite_and_within_user_sensitivity(
-    users, per_user, seed, special, clip, method):
+    users, per_user, seed, special, clip, method, bare_mask):
   rng = np.random.default_rng(seed)
   x = rng.normal(size=(users, per_user, 3)) * 10.0 ** rng.integers(-3, 6)
   if special:
@@ -698,9 +707,14 @@ def test_user_clipping_is_finite_and_within_user_sensitivity(
   fn = dpjax.clipping.clipped_user_grad_sum(
       lambda w, e: jnp.sum(w * e), clip, method)
   w = jnp.zeros(3)
-  a = fn(w, jnp.asarray(x, jnp.float32), jnp.asarray(mask)).grad_sum.value
+  if bare_mask:  # misuse: any bare mask (all-True or the right one)
+    for bare in (np.ones_like(mask), mask):
+      with pytest.raises(ValueError, match='UserBatch'):
+        fn(w, jnp.asarray(x, jnp.float32), jnp.asarray(bare))
+    return
+  a = fn(w, jnp.asarray(x, jnp.float32), _user_batch(mask)).grad_sum.value
   b = fn(w, jnp.asarray(other_x, jnp.float32),
-         jnp.asarray(other_mask)).grad_sum.value
+         _user_batch(other_mask)).grad_sum.value
   assert bool(jnp.all(jnp.isfinite(a))) and bool(jnp.all(jnp.isfinite(b)))
   assert _norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)) <= (
       2 * clip * (1 + 1e-4) + 1e-6)

@@ -38,6 +38,14 @@ def _flat(tree):
   return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(tree)])
 
 
+def _user_batch(mask):
+  """A ``UserBatch`` for data already grouped by user (slot u, k holds
+  example u K + k), padded as the sampler pads: index 0 where masked."""
+  indices = jnp.arange(mask.size, dtype=jnp.int32).reshape(mask.shape)
+  return dpjax.sampling.UserBatch(jnp.where(mask, indices, 0), mask,
+                                  jnp.sum(jnp.any(mask, axis=1)))
+
+
 def _users(key, users=6, per_user=5, scale=1.0):
   kx, ky, km = jax.random.split(key, 3)
   x = scale * jax.random.normal(kx, (users, per_user, 6))
@@ -49,7 +57,8 @@ def _users(key, users=6, per_user=5, scale=1.0):
 def test_vmap_and_ghost_agree_and_clip_each_user_as_one():
   batch, mask = _users(jax.random.key(1))
   mask = mask.at[-1].set(False)  # a padded user
-  a, b = (_FNS[m](_PARAMS, batch, mask) for m in ('vmap', 'ghost'))
+  a, b = (_FNS[m](_PARAMS, batch, _user_batch(mask))
+          for m in ('vmap', 'ghost'))
   np.testing.assert_allclose(a.norms, b.norms, rtol=1e-5)
   np.testing.assert_allclose(_flat(a.grad_sum.value), _flat(b.grad_sum.value),
                              atol=1e-5)
@@ -70,7 +79,7 @@ def test_replacing_one_user_moves_the_sum_by_at_most_2c(method):
   huge inputs, or a NaN; add/remove moves the sum by <= C, replace <= 2 C."""
   fn = _FNS[method]
   batch, mask = _users(jax.random.key(2))
-  base = _flat(fn(_PARAMS, batch, mask).grad_sum.value)
+  base = _flat(fn(_PARAMS, batch, _user_batch(mask)).grad_sum.value)
   x, y = batch
   worst = 0.0
   for trial in range(6):
@@ -80,9 +89,11 @@ def test_replacing_one_user_moves_the_sum_by_at_most_2c(method):
     if trial == 4:
       new_x = new_x.at[2, 1].set(jnp.nan)
     new_mask = mask.at[2].set(jnp.arange(5) < trial % 5 + 1)
-    moved = _flat(fn(_PARAMS, (new_x, y), new_mask).grad_sum.value)
+    moved = _flat(fn(_PARAMS, (new_x, y),
+                     _user_batch(new_mask)).grad_sum.value)
     worst = max(worst, float(jnp.linalg.norm(moved - base)))
-  removed = _flat(fn(_PARAMS, batch, mask.at[2].set(False)).grad_sum.value)
+  removed = _flat(fn(_PARAMS, batch,
+                     _user_batch(mask.at[2].set(False))).grad_sum.value)
   assert float(jnp.linalg.norm(removed - base)) <= C * (1 + 1e-5)
   assert worst <= 2 * C * (1 + 1e-5)
 
@@ -103,15 +114,44 @@ def test_example_level_clipping_fails_the_user_bound():
 def test_bad_masks_and_batches_are_refused():
   batch, mask = _users(jax.random.key(4))
   fn = dpjax.clipping.clipped_user_grad_sum(_loss, C)
-  with pytest.raises(ValueError, match='mask'):
+  with pytest.raises(ValueError, match='UserBatch'):
     fn(_PARAMS, batch, None)
+  users = _user_batch(mask)
   with pytest.raises(ValueError, match='boolean mask'):
-    fn(_PARAMS, batch, mask.reshape(-1))
+    fn(_PARAMS, batch, users._replace(mask=mask.reshape(-1)))
   with pytest.raises(ValueError, match='boolean mask'):
-    fn(_PARAMS, batch, mask.astype(jnp.int32))
+    fn(_PARAMS, batch, users._replace(mask=mask.astype(jnp.int32)))
   flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), batch)
   with pytest.raises(ValueError, match='user axis'):
-    fn(_PARAMS, flat, mask)
+    fn(_PARAMS, flat, users)
+
+
+@pytest.mark.parametrize('method', ['vmap', 'ghost'])
+def test_a_bare_mask_is_refused_so_padding_cannot_be_marked_real(method):
+  """The sampler pads with example 0; an all-True mask in place of the
+  batch's would add example 0 to every padded row and let its user move
+  the sum by many times C. Only the sampler's UserBatch is accepted, also
+  under jit, so its mask is the one used."""
+  ids = np.repeat(np.arange(6), [1, 3, 2, 3, 1, 2])  # example 0: user 0
+  sampler = dpjax.sampling.UserPoissonSampler(ids, 0.5,
+                                              max_examples_per_user=3)
+  x = jax.random.normal(jax.random.key(9), (len(ids), 6))
+  y = jnp.arange(len(ids)) % 3
+  users = sampler.sample(jax.random.key(10), 0)
+  assert not bool(jnp.all(users.mask))  # padded slots hold example 0
+  data = (x[users.indices], y[users.indices])
+  fn = _FNS[method]
+  for bare in (jnp.ones(users.mask.shape, bool), users.mask,
+               np.asarray(users.mask), (users.mask,)):
+    with pytest.raises(ValueError, match='UserBatch'):
+      fn(_PARAMS, data, bare)
+    with pytest.raises(ValueError, match='UserBatch'):
+      dpjax.clipping.clipped_user_grad_sum(_loss, C, method)(
+          _PARAMS, data, bare)
+  out = fn(_PARAMS, data, users)
+  padded_users = ~jnp.any(users.mask, axis=1)
+  assert bool(jnp.any(padded_users))
+  assert bool(jnp.all(jnp.where(padded_users, out.norms, 0.0) == 0.0))
 
 
 def test_user_sampler_caps_examples_and_samples_users_at_rate_q():
@@ -163,8 +203,7 @@ def test_user_level_dpsgd_step_records_a_user_event():
                    key=jax.random.key(7), per_example=False)
   state = tx.init(_PARAMS)
   batch = sampler.sample(jax.random.key(8), 0)
-  out = _FNS['vmap'](_PARAMS, (x[batch.indices], y[batch.indices]),
-                     batch.mask)
+  out = _FNS['vmap'](_PARAMS, (x[batch.indices], y[batch.indices]), batch)
   _, state = tx.update(out.grad_sum, state, _PARAMS)
   ledger = dpjax.PrivacyLedger()
   ledger.record_step(state, sampler, batch)

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import clipping
+from dpjax import sampling
 from dpjax import transforms
 from dpjax.audit._cases import _dpsgd_epsilon
 from dpjax.audit._cases import _poisson_full
@@ -110,7 +111,11 @@ def _user_mech(per_user: bool):
     x, mask = data
     params = jnp.zeros(_DIM)
     if per_user:
-      total = grad_sum(params, x, mask).grad_sum
+      users, per_user_cap = mask.shape
+      indices = jnp.arange(users * per_user_cap).reshape(mask.shape)
+      user_batch = sampling.UserBatch(
+          jnp.where(mask, indices, 0), mask, jnp.sum(jnp.any(mask, axis=1)))
+      total = grad_sum(params, x, user_batch).grad_sum
     else:  # broken: each example clipped, the user unbounded
       flat = x.reshape((-1, _DIM))
       total = example_sum(params, flat, mask.reshape(-1)).grad_sum

@@ -28,6 +28,9 @@ _STREAM = _keys.register('user_poisson_sampler', __name__)
 class UserBatch(NamedTuple):
   """Indices of one user-level batch, padded to fixed shapes.
 
+  ``dpjax.clipping.clipped_user_grad_sum`` takes the whole ``UserBatch``
+  (not its mask alone), so the padding it reads is the one made here.
+
   Attributes:
     indices: int32 ``[max_users, max_examples_per_user]`` example indices;
       padded slots hold 0 (safe to gather).

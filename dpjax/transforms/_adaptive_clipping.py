@@ -26,12 +26,25 @@ clipped sum carries it (a traced ``ClippedSum`` bound), so
 strategy), and ``dpjax.accounting.step_event`` reads sigma_grad and
 count_stddev from the states and records the step at z. The count noise is float32 Gaussian, with the same
 low-order-bit caveat as the float gradient noise (see ``dpjax.dpsgd``).
+
+The bound never falls below a floor ``min_l2_norm_clip`` (default 1e-6 C_0,
+``_MIN_CLIP_RATIO``). Without one, a long run of steps whose examples are all
+left unclipped (e.g. all-zero gradients) shrinks it by exp(-eta (1 - gamma))
+a step until it is exactly 0 in float32 (about 900 steps at eta 0.2, gamma
+0.5), and 0 exp(.) is 0 for ever: every later gradient would be clipped to
+nothing. From the floor the bound grows by up to exp(eta gamma) a step once
+gradients return (back to C_0 in ln(1e6) / (eta gamma), about 140 steps at
+the paper's values). The floor is a public constant applied to the update
+computed from the released count (post-processing), so it costs no
+privacy.
 """
 
+import numbers
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dpjax import _keys
@@ -46,16 +59,48 @@ from dpjax.transforms._state import KeyStepState
 
 _STREAM = _keys.register('adaptive_clip_count', __name__)
 
+# The default floor of the bound, as a fraction of C_0 (module doc).
+_MIN_CLIP_RATIO = 1e-6
+# The least bound: it is float32, and below this (subnormal) XLA may flush it
+# to 0.
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+
+
+def _check_scalar_bound(name: str, value: Any) -> None:
+  """A real scalar: a Python or NumPy number, or a 0-d (traced) array."""
+  if isinstance(value, (bool, np.bool_)):
+    real = False
+  elif isinstance(value, numbers.Real):
+    real = True
+  else:
+    real = isinstance(value, (np.ndarray, np.generic, jax.Array)) and (
+        jnp.ndim(value) == 0) and (
+            jnp.issubdtype(value.dtype, jnp.floating)
+            or jnp.issubdtype(value.dtype, jnp.integer))
+  if not real:
+    raise ValueError(
+        f'Expected {name}={value!r} to be one real scalar (a Python or NumPy '
+        'number or a 0-d array): adaptive clipping adapts one flat bound; '
+        'per-layer bounds (a dict, list or array of them) are not supported.')
+  _validate.positive(**{name: value})
+  _validate.finite(**{name: value})
+  if _validate.concrete(value) and float(value) < _FLOAT32_TINY:
+    raise ValueError(f'Expected {name}={value} >= {_FLOAT32_TINY:.3g}: the '
+                     'bound is float32, and would round to 0.')
+
 
 def _check(initial_l2_norm_clip, target_quantile, learning_rate,
-           count_stddev, expected_batch_size):
-  if jax.tree.structure(initial_l2_norm_clip).num_leaves != 1 or not (
-      jnp.ndim(initial_l2_norm_clip) == 0):
-    raise ValueError(f'Expected initial_l2_norm_clip={initial_l2_norm_clip} '
-                     'to be one scalar bound (adaptive clipping adapts one '
-                     'flat bound).')
-  _validate.positive(initial_l2_norm_clip=initial_l2_norm_clip)
-  _validate.finite(initial_l2_norm_clip=initial_l2_norm_clip)
+           count_stddev, expected_batch_size, min_l2_norm_clip):
+  _check_scalar_bound('initial_l2_norm_clip', initial_l2_norm_clip)
+  if min_l2_norm_clip is not None:
+    _check_scalar_bound('min_l2_norm_clip', min_l2_norm_clip)
+    if _validate.concrete(min_l2_norm_clip) and _validate.concrete(
+        initial_l2_norm_clip) and not (
+            float(min_l2_norm_clip) <= float(initial_l2_norm_clip)):
+      raise ValueError(
+          f'Expected min_l2_norm_clip={min_l2_norm_clip} <= '
+          f'initial_l2_norm_clip={initial_l2_norm_clip} (the floor of the '
+          'bound).')
   _validate.open_unit(target_quantile=target_quantile)
   _validate.non_negative(learning_rate=learning_rate)
   _validate.finite(learning_rate=learning_rate)
@@ -67,7 +112,8 @@ def _check(initial_l2_norm_clip, target_quantile, learning_rate,
 def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
                               target_quantile: float, learning_rate: float,
                               count_stddev: float, expected_batch_size: float,
-                              key: jax.Array
+                              key: jax.Array,
+                              min_l2_norm_clip: float | None = None
                               ) -> optax.GradientTransformationExtraArgs:
   """Clips per-example gradients to a bound that tracks a quantile.
 
@@ -88,14 +134,21 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
       under Poisson sampling; the actual batch size is private).
     key: PRNG key of the count noise; its stream (``adaptive_clip_count``)
       is separated from the gradient noise's even for the same key.
+    min_l2_norm_clip: the floor of the bound, in (0, C_0]; default 1e-6 C_0
+      (and never below the smallest normal float32, 1.2e-38). It keeps the
+      bound positive, so that it recovers when gradients return after a
+      long run of tiny (e.g. zero) ones (module doc); the bound cannot
+      track a quantile below it.
 
   Returns:
     An optax transformation with ``AdaptiveClipState``.
 
   Raises:
-    ValueError: naming a bound that is not one positive finite scalar, a
-      ``target_quantile`` outside (0, 1), a negative ``learning_rate`` or
-      ``count_stddev``, or a non-positive ``expected_batch_size``.
+    ValueError: naming an ``initial_l2_norm_clip`` or ``min_l2_norm_clip``
+      that is not one positive finite real scalar (e.g. a dict of per-layer
+      bounds), a floor above C_0, a ``target_quantile`` outside (0, 1), a
+      negative ``learning_rate`` or ``count_stddev``, or a non-positive
+      ``expected_batch_size``.
 
   Privacy:
     Each step releases the clipped sum and the noisy count; with gradient
@@ -115,7 +168,9 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
     (1.0, 0.5)
   """
   _check(initial_l2_norm_clip, target_quantile, learning_rate, count_stddev,
-         expected_batch_size)
+         expected_batch_size, min_l2_norm_clip)
+  if min_l2_norm_clip is None:
+    min_l2_norm_clip = _MIN_CLIP_RATIO * initial_l2_norm_clip
   stream0 = KeyStepState.create(key, stream=_STREAM)
 
   def init_fn(params):
@@ -140,7 +195,10 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
     noisy = jnp.sum(centred) + noise_lib.gaussian(
         state.stream.step_key(), (), stddev=count_stddev)
     fraction = noisy / expected_batch_size + 0.5
-    new_clip = clip * jnp.exp(-learning_rate * (fraction - target_quantile))
+    floor = jnp.maximum(jnp.asarray(min_l2_norm_clip, jnp.float32),
+                        _FLOAT32_TINY)
+    new_clip = jnp.maximum(
+        clip * jnp.exp(-learning_rate * (fraction - target_quantile)), floor)
     dropped = clipping.count_nonfinite(norms, mask)
     return grad_sum, AdaptiveClipState(
         state.stream.advance(), new_clip.astype(jnp.float32),

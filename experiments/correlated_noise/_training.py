@@ -128,7 +128,7 @@ def user_level(cfg, sampler, sigma: float, steps: int) -> Callable:
     def step_grads(params, t, key):
       batch = sampler.sample(key, t)
       users = (x[batch.indices], y[batch.indices])
-      return grad_sum(params, users, batch.mask).grad_sum, {}
+      return grad_sum(params, users, batch).grad_sum, {}
 
     return _scan(init_mlp(jax.random.split(key)[0], cfg.hidden), tx, steps,
                  step_grads, key)
