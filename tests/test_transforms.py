@@ -254,19 +254,62 @@ def test_hand_built_chain_noise_follows_the_clip():
 
 
 def test_scaling_and_adding_clipped_sums_keeps_a_recordable_bound():
-  """``jax.tree.map`` scales the carried bound with the sum (|a| C) and
-  adding two sums adds their bounds; the event stays sigma's."""
+  """Scaling by a Python number scales the carried bound (|a| C) and adding
+  two sums adds their bounds, eagerly and under jit; the event stays
+  sigma's."""
   params, data = setup()
   sampler = dpjax.PoissonSampler(1000, 0.016)
   s = dpjax.clipped_grad_sum(loss, 1.0)(params, data,
                                         jnp.ones(16, bool)).grad_sum
   tx = dpjax.transforms.add_dpsgd_noise(1.1, key=KEY)
-  for mapped, bound in [(jax.tree.map(lambda x: -100 * x, s), 100.0),
-                        (jax.tree.map(jnp.add, s, s), 2.0)]:
-    _, state = jax.jit(lambda m: tx.update(m, tx.init(params)))(mapped)
-    assert float(state.l2_sensitivity) == bound
-    event = dpjax.accounting.step_event(state, sampler)
-    assert event == sampler.dp_event(float(np.float32(1.1)))
+  for mapping, bound in [
+      (lambda m: jax.tree.map(lambda x: -100 * x, m), 100.0),
+      (lambda m: optax.scale(100.).update(m, None)[0], 100.0),
+      (lambda m: optax.tree_utils.tree_scalar_mul(100., m), 100.0),
+      (lambda m: jax.tree.map(lambda x, y: x + y, m, m), 2.0)]:
+    for run in (lambda f: f(s), lambda f: jax.jit(f)(s)):
+      state = run(lambda m, f=mapping: tx.update(f(m), tx.init(params))[1])
+      assert float(state.l2_sensitivity) == bound
+      event = dpjax.accounting.step_event(state, sampler)
+      assert event == sampler.dp_event(float(np.float32(1.1)))
+
+
+@pytest.mark.parametrize('mapping', ['data_scale', 'array_add', 'array_scale'])
+def test_arithmetic_by_an_array_is_refused(mapping):
+  """A scale that is an array may depend on the data (S / ||S|| moves by up
+  to 2 whatever C): on a sum clipped to a concrete C the noise refuses a
+  bound that is no longer a Python number and no longer C, eagerly at once
+  and under jit at recording."""
+  params, data = setup()
+  sampler = dpjax.PoissonSampler(1000, 0.016)
+  s = dpjax.clipped_grad_sum(loss, 1.0)(params, data,
+                                        jnp.ones(16, bool)).grad_sum
+  tx = dpjax.transforms.add_dpsgd_noise(1.1, key=KEY)
+  maps = {
+      'data_scale': lambda m: jax.tree.map(
+          lambda x: x / optax.tree_utils.tree_l2_norm(m.value), m),
+      'array_add': lambda m: jax.tree.map(jnp.add, m, m),
+      'array_scale': lambda m: jax.tree.map(lambda x: jnp.float32(3) * x, m)}
+  with pytest.raises(ValueError, match='scaled only by Python numbers'):
+    tx.update(maps[mapping](s), tx.init(params))
+  state = jax.jit(lambda m: tx.update(maps[mapping](m), tx.init(params))[1])(s)
+  assert not bool(state.linear)
+  with pytest.raises(ValueError, match='scaling and adding by Python'):
+    dpjax.accounting.step_event(state, sampler)
+
+
+def test_a_jit_boundary_keeps_the_bound():
+  """A clipped sum returned by one jitted function and noised in another
+  keeps its bound (the leaf is an array equal to C)."""
+  params, data = setup()
+  sampler = dpjax.PoissonSampler(1000, 0.016)
+  s = jax.jit(dpjax.clipped_grad_sum(loss, 0.5))(params, data,
+                                                 jnp.ones(16, bool)).grad_sum
+  tx = dpjax.transforms.add_dpsgd_noise(1.1, key=KEY)
+  for run in (lambda f: f(s), lambda f: jax.jit(f)(s)):
+    state = run(lambda m: tx.update(m, tx.init(params))[1])
+    assert float(state.l2_sensitivity) == 0.5
+    dpjax.accounting.step_event(state, sampler)
 
 
 @pytest.mark.parametrize('fn', [jnp.sign, jnp.tanh, lambda x: x + 1.0])
@@ -319,7 +362,8 @@ def test_step_event_refuses_a_sum_clipped_per_another_unit():
   per_example = dpjax.clipped_grad_sum(loss, 1.0)(params, data, mask)
   per_user = dpjax.clipping.clipped_user_grad_sum(loss, 1.0)(
       params, jax.tree.map(lambda x: x.reshape((8, 2) + x.shape[1:]), data),
-      mask.reshape(8, 2))
+      dpjax.sampling.UserBatch(jnp.arange(16).reshape(8, 2),
+                               mask.reshape(8, 2), jnp.asarray(8)))
   assert per_example.grad_sum.unit == 'example'
   assert per_user.grad_sum.unit == 'user'
   tx = dpjax.transforms.add_dpsgd_noise(1.0, key=KEY)

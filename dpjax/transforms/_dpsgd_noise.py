@@ -106,8 +106,10 @@ class DpsgdNoiseState(NamedTuple):
                        'noisy-SGD ablation): it has no privacy guarantee to '
                        'record.')
     if not bool(np.asarray(self.linear)):
-      raise ValueError('The step noised a ClippedSum that a non-linear map '
-                       'had changed: its bound no longer bounds it.')
+      raise ValueError('The step noised a ClippedSum that a map other than '
+                       'scaling and adding by Python numbers had changed (a '
+                       'non-linear map, or arithmetic by an array, which may '
+                       'depend on the data): its bound no longer bounds it.')
     want = getattr(sampler, 'unit', 'example')
     if _clipped_sum.UNITS[unit] != want:
       raise ValueError(
