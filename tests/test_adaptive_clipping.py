@@ -1,5 +1,7 @@
 """Adaptive clipping (Andrew et al. 2021): convergence, events, bad input."""
 
+import math
+
 import dp_accounting
 import jax
 import jax.numpy as jnp
@@ -130,28 +132,32 @@ def test_effective_noise_multiplier_is_one_gaussian_mechanism():
   np.testing.assert_allclose(joint._rdp, single._rdp, rtol=1e-9)  # pylint: disable=protected-access
 
 
-def test_dpsgd_step_event_reads_the_combined_noise_from_the_state():
+def test_step_event_reads_the_combined_noise_from_the_state():
   sampler = dpjax.PoissonSampler(10_000, 0.0256)
   tx = dpjax.adaptive_dpsgd(0.1, 1.0, 1.1, sampler.expected_batch_size,
                             key=jax.random.key(4))
   params = jnp.zeros(4)
   step = jax.jit(lambda g, s: tx.update(g, s, params, mask=jnp.ones(8, bool)))
   _, state = step(jnp.ones((8, 4)), tx.init(params))
-  event, _ = dpjax.dpsgd_step_event(state, sampler)
+  event = dpjax.accounting.step_event(state, sampler)
   assert event.noise_multiplier == pytest.approx(1.1, rel=1e-6)
-  with pytest.raises(ValueError, match='noise_multiplier'):
-    # The gradient noise alone is larger than the step's multiplier.
-    dpjax.dpsgd_step_event(state, sampler, noise_multiplier=(
-        transforms.adaptive_clip_noise_multiplier(1.1, 256 / 20)))
+  # The event is the gradient noise combined with the count's, never the
+  # (larger) gradient noise alone that the noise state ran.
+  noise_state, = [p for p in dpjax.accounting.privacy_states(state)
+                  if p.privacy_role == 'privatizer']
+  sigma_grad = transforms.adaptive_clip_noise_multiplier(1.1, 256 / 20)
+  assert float(noise_state.noise_multiplier) == pytest.approx(sigma_grad,
+                                                              rel=1e-6)
+  assert event.noise_multiplier < sigma_grad
   # A count released without noise leaves no privacy to record.
   chain = dpjax.transforms.adaptive_clip_per_example(
       1.0, target_quantile=0.5, learning_rate=0.2, count_stddev=0.0,
       expected_batch_size=256, key=jax.random.key(5))
-  noisy = dpjax.transforms.add_dpsgd_noise(None, 1.1, key=jax.random.key(5))
+  noisy = dpjax.transforms.add_dpsgd_noise(1.1, key=jax.random.key(5))
   tx = optax_chain(chain, noisy)
   _, state = tx.update(jnp.ones((8, 4)), tx.init(params), params,
                        mask=jnp.ones(8, bool))
-  assert dpjax.dpsgd_step_event(state, sampler)[0].noise_multiplier == 0
+  assert dpjax.accounting.step_event(state, sampler).noise_multiplier == 0
 
 
 def optax_chain(*parts):
@@ -159,19 +165,37 @@ def optax_chain(*parts):
   return optax.chain(*parts)
 
 
-def test_a_fixed_noise_below_the_moving_bound_is_refused_at_recording():
+def test_the_noise_follows_the_moving_bound():
+  # The noise is calibrated to the bound the clipped sum carries: as the
+  # adaptive bound grows past its start, so does the noise (no noise fixed
+  # below the moving bound).
   params = jnp.zeros(4)
+  key = jax.random.key(6)
   clip = transforms.adaptive_clip_per_example(
       1.0, target_quantile=0.99, learning_rate=5.0, count_stddev=10.0,
-      expected_batch_size=8, key=jax.random.key(6))
-  tx = optax_chain(clip, transforms.add_dpsgd_noise(1.0, 1.0,
-                                                    key=jax.random.key(6)))
-  step = jax.jit(lambda g, s: tx.update(g, s, params, mask=jnp.ones(8, bool)))
-  state = tx.init(params)
-  for _ in range(3):  # every example is clipped: the bound grows past 1
-    _, state = step(jnp.full((8, 4), 100.0), state)
-  with pytest.raises(ValueError, match='clipped to'):
-    dpjax.dpsgd_step_event(state, dpjax.PoissonSampler(100, 0.08))
+      expected_batch_size=8, key=jax.random.key(7))
+  tx = optax_chain(clip, transforms.add_dpsgd_noise(1.0, key=key))
+  # The same noise stream on a sum clipped to a fixed bound of 1.
+  fixed = optax_chain(transforms.clip_per_example(1.0),
+                      transforms.add_dpsgd_noise(1.0, key=key))
+  mask = jnp.ones(8, bool)
+  step = jax.jit(lambda g, s: tx.update(g, s, params, mask=mask))
+  fixed_step = jax.jit(lambda g, s: fixed.update(g, s, params, mask=mask))
+  grads = jnp.full((8, 4), 100.0)  # norm 200: every example is clipped
+  state, fixed_state = tx.init(params), fixed.init(params)
+  for _ in range(4):
+    bound = float(state[0].l2_norm_clip)  # the bound this step clips to
+    out, state = step(grads, state)
+    fixed_out, fixed_state = fixed_step(grads, fixed_state)
+    # Eight examples clipped to C along (1, 1, 1, 1) / 2: the sum is 4 C.
+    noise, fixed_noise = out - 4 * bound, fixed_out - 4.0
+    np.testing.assert_allclose(noise, bound * fixed_noise, rtol=1e-4,
+                               atol=1e-4 * bound)
+    assert float(state[1].l2_sensitivity) == pytest.approx(bound, rel=1e-6)
+  assert bound > 1.0  # the bound grew past its start
+  event = dpjax.accounting.step_event(state, dpjax.PoissonSampler(100, 0.08))
+  assert event.noise_multiplier == pytest.approx(
+      transforms.adaptive_effective_noise_multiplier(1.0, 10.0), rel=1e-6)
 
 
 @pytest.mark.parametrize('kwargs, match', [
@@ -211,6 +235,44 @@ def test_count_noise_that_would_spend_the_budget_is_refused():
     transforms.adaptive_clip_noise_multiplier(1.0, 0.5)
   with pytest.raises(ValueError, match='count_stddev'):
     dpjax.adaptive_dpsgd(0.1, 1.0, 4.0, 20, key=jax.random.key(0))
+  # The noisy-SGD ablation still needs the bound its noise is scaled to.
   with pytest.raises(ValueError, match='l2_norm_clip'):
-    transforms.add_dpsgd_noise(None, 1.0, key=jax.random.key(0),
-                               clipped=False)
+    dpjax.dpsgd(0.1, None, 1.0, 8, key=jax.random.key(0), clip=False)
+
+
+@pytest.mark.parametrize('count_stddev', [2.0, 0.0])
+def test_adaptive_clipping_with_bandmf_records_the_combined_noise(
+    count_stddev):
+  """The one event reader combines the count noise whatever the strategy:
+  adaptive clipping chained with BandMF is recorded at the combined sigma,
+  and a count released without noise leaves an infinite epsilon."""
+  sigma, bands = 1.5, 2
+  strategy = dpjax.correlated_noise.banded_toeplitz(
+      dpjax.correlated_noise.optimize_banded_toeplitz(8, bands), 8)
+  sampler = dpjax.sampling.CyclicPoissonSampler(400, 0.25, bands,
+                                                max_batch_size=400)
+  tx = optax_chain(
+      transforms.adaptive_clip_per_example(
+          1.0, target_quantile=0.5, learning_rate=0.2,
+          count_stddev=count_stddev,
+          expected_batch_size=sampler.expected_batch_size,
+          key=jax.random.key(8)),
+      transforms.add_dpsgd_noise(sigma, key=jax.random.key(9),
+                                 strategy=strategy))
+  params = jnp.zeros(4)
+  batch = sampler.sample(jax.random.key(10), 0)
+  _, state = jax.jit(lambda s: tx.update(
+      jnp.ones((batch.mask.size, 4)), s, params, mask=batch.mask))(
+          tx.init(params))
+  event = dpjax.accounting.step_event(state, sampler)
+  want = transforms.adaptive_effective_noise_multiplier(sigma, count_stddev)
+  assert event == sampler.dp_event(want)  # a Poisson-sampled Gaussian
+  noise_multiplier = event.event.noise_multiplier
+  assert noise_multiplier == pytest.approx(want, rel=1e-6)
+  ledger = dpjax.PrivacyLedger()
+  ledger.record_step(state, sampler, batch)
+  if count_stddev == 0:
+    assert noise_multiplier == 0
+    assert ledger.epsilon(1e-5) == float('inf')
+  else:
+    assert want < sigma and math.isfinite(ledger.epsilon(1e-5))

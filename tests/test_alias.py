@@ -267,7 +267,7 @@ def test_dpsgd_on_bf16_params_keeps_its_state_dtypes():
   assert optax.apply_updates(params, updates)['w'].dtype == jnp.bfloat16
   assert ([x.dtype for x in jax.tree.leaves(new_state)]
           == [x.dtype for x in jax.tree.leaves(state)])
-  noise = transforms.add_dpsgd_noise(1.0, 1.0, key=jax.random.key(0))
+  noise = transforms.add_dpsgd_noise(1.0, key=jax.random.key(0))
   summed = dpjax.clipping.clip_and_sum(grads, 1.0, jnp.ones(4, bool)).grad_sum
   assert noise.update(summed, noise.init(params))[0]['w'].dtype == jnp.float32
 
@@ -286,7 +286,176 @@ def test_ready_made_optimizers_sit_beside_dpsgd(name):
   assert fn.__module__.startswith('dpjax.transforms._alias'), fn.__module__
 
 
-def test_compressed_gd_step_events_are_exported_like_dpsgds():
-  for name in ('dpsgd_step_event', 'dp_compgd_step_event',
-               'dp_compsgd_step_event'):
+def test_compressed_gd_step_events_are_exported_beside_the_one_reader():
+  """The compressed-GD step events sit at the top level and in transforms;
+  DP-SGD's (and BandMF's) event has one reader, in accounting."""
+  for name in ('dp_compgd_step_event', 'dp_compsgd_step_event'):
     assert getattr(dpjax, name) is getattr(transforms, name)
+  assert 'step_event' in accounting.__all__
+  for name in ('dpsgd_step_event', 'bandmf_step_event'):
+    assert name not in dpjax.__all__ and not hasattr(transforms, name)
+
+
+# --- The noise follows the bound the clipped sum carries ----------------------
+
+
+SIGMA = 1.25  # a float32 value: the state keeps sigma in float32
+
+
+def _clipped(l2_norm_clip=1.0, key=jax.random.key(3), n=8, d=64):
+  """A clipped sum of n per-example gradients of norm ~80, clipped to C."""
+  grads = 10.0 * jax.random.normal(key, (n, d))
+  return dpjax.clipping.clip_and_sum(grads, l2_norm_clip,
+                                     jnp.ones(n, bool)).grad_sum
+
+
+def _noisy(updates, jit=False, key=jax.random.key(4)):
+  """(release, state) of one add_dpsgd_noise step on ``updates``."""
+  tx = transforms.add_dpsgd_noise(SIGMA, key=key)
+  step = jax.jit(tx.update) if jit else tx.update
+  return step(updates, tx.init(None))
+
+
+def _scale_by_optax(s):
+  return optax.scale(100.0).update(s, optax.EmptyState())[0]
+
+
+SCALINGS = {
+    'optax.scale': _scale_by_optax,
+    'tree.map': lambda s: jax.tree.map(lambda x: 100 * x, s),
+    'tree_scalar_mul': lambda s: optax.tree_utils.tree_scalar_mul(100.0, s),
+}
+
+
+@pytest.mark.filterwarnings('ignore:optax.tree_utils.tree_scalar_mul')
+@pytest.mark.parametrize('jit', [False, True])
+@pytest.mark.parametrize('scaling', sorted(SCALINGS))
+def test_a_scaled_clipped_sum_gets_noise_of_the_scaled_bound(scaling, jit):
+  """Scaling the sum by 100 after clipping cannot launder its sensitivity:
+  the noise is sigma x 100 C, the same draw as on the sum times 100."""
+  s = _clipped(0.5)
+  plain, plain_state = _noisy(s, jit)
+  scaled, state = _noisy(SCALINGS[scaling](s), jit)
+  assert float(plain_state.l2_sensitivity) == 0.5
+  assert float(state.l2_sensitivity) == pytest.approx(50.0, rel=1e-6)
+  assert bool(state.linear)
+  noise = scaled - 100 * s.value
+  np.testing.assert_allclose(noise, 100 * (plain - s.value), rtol=1e-4,
+                             atol=1e-3)
+  # Statistically: stddev sigma x 100 C per coordinate.
+  assert float(jnp.std(noise)) == pytest.approx(SIGMA * 50.0, rel=0.3)
+  sampler = dpjax.PoissonSampler(1000, 0.01)
+  assert accounting.step_event(state, sampler) == sampler.dp_event(SIGMA)
+
+
+def test_adding_two_clipped_sums_adds_their_bounds():
+  a, b = _clipped(1.0), _clipped(2.0, key=jax.random.key(5))
+  for jit in (False, True):
+    plain, _ = _noisy(a, jit)
+    out, state = _noisy(jax.tree.map(jnp.add, a, b), jit)
+    assert float(state.l2_sensitivity) == pytest.approx(3.0, rel=1e-6)
+    np.testing.assert_allclose(out - (a.value + b.value),
+                               3.0 * (plain - a.value), rtol=1e-4, atol=1e-4)
+
+
+NON_LINEAR = {
+    'sign': jnp.sign,
+    'tanh': jnp.tanh,
+    'plus_one': lambda x: x + 1,
+}
+
+
+@pytest.mark.parametrize('name', sorted(NON_LINEAR))
+def test_a_non_linear_map_of_a_clipped_sum_is_refused(name):
+  f = NON_LINEAR[name]
+  s = jax.tree.map(f, _clipped(1.0))
+  with pytest.raises(ValueError, match='updates'):
+    _noisy(s)
+  # Traced, the step runs but its state cannot be recorded.
+  tx = transforms.add_dpsgd_noise(SIGMA, key=jax.random.key(4))
+  _, state = jax.jit(lambda u, st: tx.update(jax.tree.map(f, u), st))(
+      _clipped(1.0), tx.init(None))
+  assert not bool(state.linear)
+  with pytest.raises(ValueError, match='non-linear'):
+    accounting.step_event(state, dpjax.PoissonSampler(1000, 0.01))
+  with pytest.raises(ValueError, match='non-linear'):
+    dpjax.PrivacyLedger().record_step(state, dpjax.PoissonSampler(1000, 0.01),
+                                      (jax.random.key(9), 0))
+
+
+# --- The unit of the clipped sum and the sampler's ---------------------------
+
+
+USERS = np.repeat(np.arange(50), 4)  # 50 users, 4 examples each
+
+
+def _loss(w, x):
+  return jnp.sum(w * x)
+
+
+def _user_sum(l2_norm_clip=1.0):
+  x = jnp.ones((3, 4, 2))  # 3 users, 4 examples each
+  return dpjax.clipping.clipped_user_grad_sum(_loss, l2_norm_clip)(
+      jnp.zeros(2), x, jnp.ones((3, 4), bool)).grad_sum
+
+
+def _one_step(updates, sampler):
+  tx = dpjax.dpsgd(0.1, None, SIGMA, sampler.expected_batch_size,
+                   key=jax.random.key(0), per_example=False)
+  params = jnp.zeros(2)
+  return tx.update(updates, tx.init(params), params)[1]
+
+
+def test_a_per_example_sum_is_refused_under_a_user_level_sampler():
+  users = dpjax.sampling.UserPoissonSampler(USERS, 0.1,
+                                            max_examples_per_user=4)
+  examples = dpjax.PoissonSampler(len(USERS), 0.1)
+  per_example = _clipped(1.0, d=2)
+  assert per_example.unit == 'example'
+  with pytest.raises(ValueError, match='clipped per example'):
+    accounting.step_event(_one_step(per_example, users), users)
+  user_sum = _user_sum()
+  assert user_sum.unit == 'user'
+  with pytest.raises(ValueError, match='clipped per user'):
+    accounting.step_event(_one_step(user_sum, examples), examples)
+  assert accounting.step_event(_one_step(user_sum, users), users) == (
+      users.dp_event(SIGMA))
+
+
+# --- One bound, one record per step -------------------------------------------
+
+
+@pytest.mark.parametrize('make', [
+    lambda clip: dpjax.dpsgd(0.1, clip, 1.0, 8, key=KEY, per_example=False),
+    lambda clip: dpjax.rs_dpsgd(
+        0.1, clip, 1.0, 8,
+        transforms.SparsityMaskSchedule.cooling(0.5, 1, 10, jnp.zeros(4)),
+        key=KEY, mask_key=jax.random.key(1), per_example=False),
+    lambda clip: dpjax.bandmf(0.1, clip, 1.0, 8,
+                              dpjax.correlated_noise.identity(4), key=KEY,
+                              per_example=False),
+])
+def test_a_second_bound_beside_the_clipped_sums_is_refused(make):
+  """With per_example=False the ClippedSum carries the bound: a second one
+  could only disagree with it."""
+  with pytest.raises(ValueError, match='l2_norm_clip'):
+    make(1.0)
+  make(None)  # the bound the sum carries
+
+
+def test_record_step_records_the_event_and_refuses_a_replayed_state():
+  sampler = dpjax.PoissonSampler(100, 0.1)
+  tx = dpjax.dpsgd(0.1, 1.0, SIGMA, sampler.expected_batch_size, key=KEY)
+  params = jnp.zeros(3)
+  batch = sampler.sample(jax.random.key(1), 0)
+  _, state = tx.update(jnp.ones((batch.mask.size, 3)), tx.init(params),
+                       params, mask=batch.mask)
+  ledger = dpjax.PrivacyLedger()
+  ledger.record_step(state, sampler, batch)
+  assert ledger.num_events == 1
+  assert ledger.runs == [(sampler.dp_event(SIGMA), 1)]
+  assert ledger.runs[0][0] == accounting.step_event(state, sampler)
+  # The same state again, even with a fresh batch: its noise is spent.
+  with pytest.raises(ValueError, match='noise'):
+    ledger.record_step(state, sampler, sampler.sample(jax.random.key(1), 1))
+  assert ledger.num_events == 1

@@ -11,12 +11,14 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import dpjax
 from dpjax import _keys
 from dpjax import correlated_noise as cn
 from dpjax import noise as noise_lib
+from dpjax.transforms import _clipping
 
 
 def _jax_privacy():
@@ -169,14 +171,31 @@ def test_tree_strategy_has_the_tree_gram_and_beats_identity_on_max_error():
 # --- The streaming transform --------------------------------------------------
 
 
+_BOUND = 100.0  # above every test update's norm: clipping keeps it as it is
+
+
+def _summed(u, bound=_BOUND):
+  """``u`` as the ClippedSum of one example clipped to ``bound`` (>= |u|)."""
+  rows = jax.tree.map(lambda x: jnp.asarray(x)[None], u)
+  return dpjax.clipping.clip_and_sum(rows, bound,
+                                     jnp.ones(1, bool)).grad_sum
+
+
+def _correlated(strategy, stddev, key, bound=_BOUND):
+  """``add_dpsgd_noise`` under ``strategy`` whose Z has stddev ``stddev`` on
+  sums of ``bound``: sigma = stddev / (bound x the largest column norm)."""
+  sigma = stddev / (bound * float(np.max(strategy.column_norms())))
+  return dpjax.transforms.add_dpsgd_noise(sigma, key=key, strategy=strategy)
+
+
 @jax.jit
 def _run(key, stddev, updates):
   """The noise of ``updates.shape[0]`` steps of a fixed 3-band strategy."""
-  tx = dpjax.add_correlated_noise(_STRATEGY, stddev=stddev, key=key)
+  tx = _correlated(_STRATEGY, stddev, key)
   state = tx.init(updates[0])
 
   def step(state, u):
-    out, state = tx.update(u, state)
+    out, state = tx.update(_summed(u), state)
     return state, out
 
   state, outs = jax.lax.scan(step, state, updates)
@@ -228,11 +247,10 @@ def test_jittable_reproducible_and_no_recompilation():
   np.testing.assert_array_equal(a, b)
   assert not np.allclose(a, c)
   # Eager equals jit (the noise is fenced; the recursion may differ in ulps).
-  tx = dpjax.add_correlated_noise(_STRATEGY, stddev=0.5,
-                                  key=jax.random.key(1))
+  tx = _correlated(_STRATEGY, 0.5, jax.random.key(1))
   state = tx.init(updates[0])
   for t in range(6):
-    out, state = tx.update(updates[t], state)
+    out, state = tx.update(_summed(updates[t]), state)
     np.testing.assert_allclose(out, a[t], rtol=1e-6, atol=1e-6)
   # Zero noise is the identity.
   d, _ = _run(jax.random.key(1), 0.0, updates)
@@ -243,12 +261,15 @@ def test_jittable_reproducible_and_no_recompilation():
 def test_state_is_bands_minus_one_copies_of_the_parameters(bands):
   params = {'w': jnp.zeros((7, 3)), 'b': jnp.zeros(5, jnp.bfloat16)}
   s = cn.banded_toeplitz(np.ones(bands), 16)
-  tx = dpjax.add_correlated_noise(s, stddev=1.0, key=jax.random.key(0))
-  state = jax.eval_shape(lambda p: tx.update(p, tx.init(p))[1], params)
-  sizes = [x.size for x in jax.tree.leaves(state.history)]
+  tx = _correlated(s, 1.0, jax.random.key(0))
+  state = jax.eval_shape(lambda p: tx.update(_summed(p), tx.init(p))[1],
+                         params)
+  history = state.correlation.history
+  sizes = [x.size for x in jax.tree.leaves(history)]
   assert sum(sizes) == (bands - 1) * (21 + 5)
-  assert state.history['w'].shape == (bands - 1, 7, 3)
-  other = sum(x.size for x in jax.tree.leaves(state._replace(history=None)))
+  assert history['w'].shape == (bands - 1, 7, 3)
+  other = sum(x.size for x in jax.tree.leaves(state._replace(
+      correlation=state.correlation._replace(history=None))))
   assert other <= 12  # counters, key and scalars: O(1)
 
 
@@ -305,8 +326,8 @@ def test_bandmf_takes_vmap_ghost_and_sharded_clipped_sums():
                                                          mesh=mesh),
   }
   for name, fn in sums.items():
-    tx = dpjax.bandmf(0.1, 1.0, 1.3, 8.0, s, key=jax.random.key(5),
-                      per_example=fn is None)
+    tx = dpjax.bandmf(0.1, 1.0 if fn is None else None, 1.3, 8.0, s,
+                      key=jax.random.key(5), per_example=fn is None)
 
     @jax.jit
     def three_steps(params, fn=fn, tx=tx):
@@ -327,14 +348,21 @@ def test_bandmf_takes_vmap_ghost_and_sharded_clipped_sums():
       jax.tree.map(lambda p, q: np.testing.assert_allclose(p, q, atol=1e-5),
                    a, b)
   # A bare sum is refused: the noise is calibrated to a clip bound.
-  tx = dpjax.bandmf(0.1, 1.0, 1.3, 8.0, s, key=jax.random.key(5),
+  tx = dpjax.bandmf(0.1, None, 1.3, 8.0, s, key=jax.random.key(5),
                     per_example=False)
   with pytest.raises(ValueError, match='updates'):
     tx.update(params, tx.init(params), params)
-  # A sum clipped to more than the noise's bound is refused.
-  big = dpjax.clipped_grad_sum(loss, 2.0)(params, (x, y), mask).grad_sum
-  with pytest.raises(ValueError, match='updates'):
-    tx.update(big, tx.init(params), params)
+  # The noise follows the bound the sum carries: a sum clipped to 2 gets
+  # twice the noise of the same draw on a sum clipped to 1.
+  noises = {}
+  for clip in (1.0, 2.0):
+    summed = dpjax.clipped_grad_sum(loss, clip)(params, (x, y), mask).grad_sum
+    u, state = tx.update(summed, tx.init(params), params)
+    assert float(state[0].l2_sensitivity) == clip
+    # u = -lr (sum + noise) / batch, with lr 0.1 and batch 8.
+    noises[clip] = jax.tree.map(lambda a, b: -a * 80.0 - b, u, summed.value)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(
+      a, 2 * b, rtol=1e-4, atol=1e-4), noises[2.0], noises[1.0])
 
 
 # --- Events -------------------------------------------------------------------
@@ -364,18 +392,18 @@ def test_amplified_event_is_dpsgd_for_the_cycles_and_the_ledger_agrees():
 
   for t in range(steps):
     state, batch = step(state, t)
-    step_event, noise = dpjax.bandmf_step_event(state, sampler)
-    ledger.record(step_event, noise=noise, batch=batch)
+    ledger.record_step(state, sampler, batch)
   got = dpjax.accounting.epsilon(ledger.event(), 1e-5)
   assert got == pytest.approx(
       dpjax.accounting.epsilon(event, 1e-5), rel=1e-6)
   # A sampler with fewer partitions than the bands cannot produce the
-  # schedule the event assumes.
+  # schedule the event assumes (the same expected batch size of 25, so
+  # normalize's divisor matches it), nor can a sampler without partitions.
   with pytest.raises(ValueError, match='num_partitions'):
-    dpjax.bandmf_step_event(
-        state, dpjax.sampling.CyclicPoissonSampler(400, q, b - 1))
-  with pytest.raises(ValueError, match='sampler'):
-    dpjax.bandmf_step_event(state, dpjax.sampling.PoissonSampler(400, q))
+    dpjax.accounting.step_event(
+        state, dpjax.sampling.CyclicPoissonSampler(300, q, b - 1))
+  with pytest.raises(ValueError, match='cyclic sampler'):
+    dpjax.accounting.step_event(state, dpjax.sampling.PoissonSampler(100, q))
 
 
 def test_step_event_refuses_steps_past_n_and_unclipped_chains():
@@ -386,14 +414,23 @@ def test_step_event_refuses_steps_past_n_and_unclipped_chains():
   step = jax.jit(lambda state: tx.update(
       jnp.ones((2, 3)), state, jnp.zeros(3), mask=jnp.ones(2, bool))[1])
   state = step(step(tx.init(jnp.zeros(3))))
-  event, (_, t) = dpjax.bandmf_step_event(state, sampler)
-  assert t == 1 and isinstance(event, dp_accounting.NoOpDpEvent)
+  event = dpjax.accounting.step_event(state, sampler)
+  assert isinstance(event, dp_accounting.NoOpDpEvent)  # step 1 of the cycle
+  assert int(state[1].stream.count) == 2
   with pytest.raises(ValueError, match='n=2'):
-    dpjax.bandmf_step_event(step(state), sampler)
-  bare = dpjax.add_correlated_noise(s, stddev=1.0, key=jax.random.key(0))
-  _, bare_state = bare.update(jnp.ones(3), bare.init(jnp.zeros(3)))
-  with pytest.raises(ValueError, match='l2_norm_clip'):
-    dpjax.bandmf_step_event(bare_state, sampler)
+    dpjax.accounting.step_event(step(state), sampler)
+  # A bare pytree has no bound for the noise to follow.
+  bare = dpjax.transforms.add_dpsgd_noise(1.0, key=jax.random.key(0),
+                                          strategy=s)
+  with pytest.raises(ValueError, match='updates'):
+    bare.update(jnp.ones(3), bare.init(jnp.zeros(3)))
+  # An unclipped sum (the noisy-SGD ablation's) runs, but is never recorded.
+  unclipped = optax.chain(_clipping.sum_per_example(1.0), bare)
+  _, unclipped_state = unclipped.update(
+      jnp.ones((2, 3)), unclipped.init(jnp.zeros(3)), jnp.zeros(3),
+      mask=jnp.ones(2, bool))
+  with pytest.raises(ValueError, match='unclipped'):
+    dpjax.accounting.step_event(unclipped_state, sampler)
 
 
 def test_unamplified_event_is_the_gaussian_of_the_multi_participation_sens():
@@ -458,10 +495,18 @@ def test_cyclic_sampler_keeps_each_example_in_its_partition():
                              steps=9, min_separation=8), 'steps=9'),
     (lambda: cn.bandmf_event(-1.0, cn.identity(8), steps=8,
                              min_separation=1), 'noise_multiplier'),
-    (lambda: dpjax.add_correlated_noise(np.triu(np.ones((2, 2))), stddev=1.0,
-                                        key=jax.random.key(0)), 'strategy'),
-    (lambda: dpjax.add_correlated_noise(cn.identity(2), stddev=-1.0,
-                                        key=jax.random.key(0)), 'stddev'),
+    (lambda: dpjax.transforms.add_dpsgd_noise(
+        1.0, key=jax.random.key(0), strategy=np.triu(np.ones((2, 2)))),
+     'lower-triang'),
+    (lambda: dpjax.transforms.add_dpsgd_noise(
+        -1.0, key=jax.random.key(0), strategy=cn.identity(2)),
+     'noise_multiplier'),
+    (lambda: dpjax.transforms.add_dpsgd_noise(
+        1.0, key=jax.random.key(0), strategy=cn.identity(2), noise='exact'),
+     'strategy'),
+    (lambda: dpjax.bandmf(0.1, 1.0, 1.0, 8.0, cn.identity(2),
+                          key=jax.random.key(0), per_example=False),
+     'l2_norm_clip'),
     (lambda: dpjax.sampling.CyclicPoissonSampler(10, 0.5, 0),
      'num_partitions'),
 ])

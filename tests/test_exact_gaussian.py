@@ -11,6 +11,7 @@ import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import dpjax
@@ -88,16 +89,17 @@ def test_dpsgd_exact_path_releases_grid_values_and_its_event():
   assert np.all(codes == np.round(codes))
   # The event, computed independently: rho = Delta^2 / (2 sigma'^2) with
   # Delta = C / gamma + sqrt(d) and sigma' the sampler's exact parameter.
-  noise_tx = transforms.add_exact_dpsgd_noise(clip, sigma,
-                                              key=jax.random.key(0))
+  noise_tx = transforms.add_dpsgd_noise(sigma, key=jax.random.key(0),
+                                       noise='exact')
   summed = dpjax.clipping.clip_and_sum(grads, clip, jnp.ones(4, bool))
   _, state = noise_tx.update(summed.grad_sum, noise_tx.init(None))
   full = sampling.PoissonSampler(n, 1.0, max_batch_size=n + 1)
-  event, (_, step) = transforms.dpsgd_step_event(state, full)
-  assert step == 0
+  event = accounting.step_event(state, full)
+  assert int(state.stream.count) == 1  # step 0 ran
+  assert float(state.l2_sensitivity) == clip  # the bound the sum carried
   # The sampler gets sigma C / gamma rounded up to a float32 (the state
   # holds it exactly), and draws from s2 = sigma'^2 >= its square.
-  sigma_z = float(state.grid_sigma)
+  sigma_z = float(state.grid.grid_sigma)
   assert sigma_z >= sigma * clip / gamma > float(
       np.nextafter(np.float32(sigma_z), np.float32(0)))
   s2 = noise.discrete_gaussian_sigma_squared(sigma_z)
@@ -111,15 +113,15 @@ def test_dpsgd_exact_path_releases_grid_values_and_its_event():
   assert eps == pytest.approx(want, rel=1e-6)
   # Subsampled and truncated: the same inner event, the slack on top.
   sub = sampling.PoissonSampler(n, 0.05)
-  ev, _ = transforms.dpsgd_step_event(state, sub)
+  ev = accounting.step_event(state, sub)
   assert isinstance(ev, accounting.TruncatedPoissonSampledDpEvent)
   assert ev.event == event and ev.truncated_batch_size == sub.max_batch_size
   untruncated = dp_accounting.PoissonSampledDpEvent(0.05, event)
   assert accounting.epsilon(ev, 1e-5, steps=10) >= accounting.epsilon(
       untruncated, 1e-5, steps=10)
   ledger = accounting.PrivacyLedger()
-  ledger.record(ev, noise=(state.stream.key, 0),
-                batch=sub.sample(jax.random.key(5), 0))
+  ledger.record_step(state, sub, sub.sample(jax.random.key(5), 0))
+  assert ledger.runs == [(ev, 1)]
   assert math.isfinite(ledger.epsilon(1e-5))
   assert accounting.event_from_dict(accounting.event_to_dict(ev)) == ev
 
@@ -129,14 +131,31 @@ def test_exact_step_event_refusals():
   params = jnp.zeros(3)
   _, state = tx.update(jnp.ones((2, 3)), tx.init(params), params,
                        mask=jnp.ones(2, bool))
-  with pytest.raises(ValueError, match='noise_multiplier'):
-    transforms.dpsgd_step_event(state, sampling.PoissonSampler(100, 1.0),
-                                noise_multiplier=2.0)
+  # The event is read from the state that ran, its sigma included: another
+  # sigma runs on another grid and gives another event.
+  sampler = sampling.PoissonSampler(100, 0.01)  # normalize divides by 1
+  other = dpjax.dpsgd(1.0, 1.0, 2.0, 1.0, key=jax.random.key(0),
+                      noise='exact')
+  _, other_state = other.update(jnp.ones((2, 3)), other.init(params), params,
+                                mask=jnp.ones(2, bool))
+  assert float(state[1].noise_multiplier) == np.float32(1.1)
+  assert float(other_state[1].noise_multiplier) == 2.0
+  assert accounting.epsilon(accounting.step_event(state, sampler), 1e-5) > (
+      accounting.epsilon(accounting.step_event(other_state, sampler), 1e-5))
   with pytest.raises(ValueError, match='sampler'):
-    transforms.dpsgd_step_event(state, sampling.FixedSizeSampler(100, 1))
+    accounting.step_event(state, sampling.FixedSizeSampler(100, 1))
   with pytest.raises(ValueError, match='before any step'):
-    transforms.dpsgd_step_event(tx.init(params),
-                                sampling.PoissonSampler(100, 1.0))
+    accounting.step_event(tx.init(params), sampling.PoissonSampler(100, 1.0))
+  # Adaptive clipping's count noise is float: the exact path refuses it.
+  adaptive = optax.chain(
+      transforms.adaptive_clip_per_example(
+          1.0, target_quantile=0.5, learning_rate=0.2, count_stddev=1.0,
+          expected_batch_size=1.0, key=jax.random.key(1)),
+      transforms.add_dpsgd_noise(1.1, key=jax.random.key(0), noise='exact'))
+  _, adaptive_state = adaptive.update(jnp.ones((2, 3)), adaptive.init(params),
+                                     params, mask=jnp.ones(2, bool))
+  with pytest.raises(ValueError, match='exact noise path'):
+    accounting.step_event(adaptive_state, sampler)
 
 
 def test_bad_arguments_are_refused_naming_them():
@@ -149,24 +168,40 @@ def test_bad_arguments_are_refused_naming_them():
     transforms.add_exact_gaussian_noise(-1.0, key=key)
   with pytest.raises(ValueError, match='stddev / gamma'):
     transforms.add_exact_gaussian_noise(1.0, key=key, gamma=2.0**-30)
+  summed = dpjax.clipping.clip_and_sum(jnp.ones((2, 3)), 1.0,
+                                       jnp.ones(2, bool)).grad_sum
   with pytest.raises(ValueError, match='gamma'):
-    transforms.add_exact_dpsgd_noise(1.0, 1.0, key=key, gamma=2.0**-40)
+    tx = transforms.add_dpsgd_noise(1.0, key=key, noise='exact',
+                                    gamma=2.0**-40)
+    tx.update(summed, tx.init(None))
   with pytest.raises(ValueError, match='concrete'):
-    jax.jit(lambda s: transforms.add_exact_dpsgd_noise(1.0, s, key=key))(1.0)
+    jax.jit(lambda s: transforms.add_dpsgd_noise(s, key=key,
+                                                 noise='exact'))(1.0)
+  with pytest.raises(ValueError, match='strategy'):
+    transforms.add_dpsgd_noise(1.0, key=key, noise='exact',
+                               strategy=dpjax.correlated_noise.identity(2))
   with pytest.raises(ValueError, match='floating'):
     _release(jnp.ones(3, jnp.int32))
   with pytest.raises(ValueError, match='dimension'):
     transforms.add_exact_gaussian_noise_event(1.0, 1.0, 0)
 
 
-def test_exact_noise_refuses_a_bare_or_larger_clipped_sum():
-  tx = transforms.add_exact_dpsgd_noise(1.0, 1.1, key=jax.random.key(0))
+def test_exact_noise_refuses_a_bare_sum_and_follows_the_carried_bound():
+  tx = transforms.add_dpsgd_noise(1.1, key=jax.random.key(0), noise='exact')
   grads, mask = jnp.ones((2, 3)), jnp.ones(2, bool)
   with pytest.raises(ValueError, match='updates'):
     tx.update(grads.sum(0), tx.init(None))
+  # A sum clipped to 4 gets the grid and noise of bound 4, not of 1.
   wider = dpjax.clipping.clip_and_sum(grads, 4.0, mask).grad_sum
+  _, state = tx.update(wider, tx.init(None))
+  assert float(state.l2_sensitivity) == 4.0
+  gamma = transforms.exact_gaussian_grid(1.1 * 4.0, bound=4.0)
+  assert float(state.grid.gamma) == gamma
+  assert float(state.grid.grid_sigma) >= 1.1 * 4.0 / gamma
+  assert float(state.grid.grid_sensitivity) >= 4.0 / gamma + math.sqrt(3)
+  # A bound traced through a jit boundary cannot fix the grid.
   with pytest.raises(ValueError, match='updates'):
-    tx.update(wider, tx.init(None))
+    jax.jit(tx.update)(wider, tx.init(None))
   with pytest.raises(ValueError, match='clip=True'):
     dpjax.dpsgd(1.0, 1.0, 1.1, 1.0, key=jax.random.key(0), noise='exact',
                 clip=False)
