@@ -39,11 +39,12 @@ def _loss(model):
 
 
 def _state_bytes(state) -> int:
-  found = [s for s in jax.tree.leaves(
-      state, is_leaf=lambda x: isinstance(x, dpjax.transforms.CorrelatedNoiseState))
-           if isinstance(s, dpjax.transforms.CorrelatedNoiseState)]
-  return sum(x.size * x.dtype.itemsize for s in found
-             for x in jax.tree.leaves(s.history))
+  """Bytes of the noise's correlation history (0 for fresh noise)."""
+  found = [s.correlation for s in dpjax.accounting.privacy_states(state)
+           if isinstance(s, dpjax.transforms.DpsgdNoiseState)
+           and s.correlation is not None]
+  return sum(x.size * x.dtype.itemsize for c in found
+             for x in jax.tree.leaves(c.history))
 
 
 def build_rows(model_name: str, batch: int, bands: list[int],
@@ -61,14 +62,15 @@ def build_rows(model_name: str, batch: int, bands: list[int],
         loss, CLIP, 'ghost', mesh=mesh)
   rows = {}
   for path, clipped in paths.items():
-    chains = {'DP-SGD': dpjax.dpsgd(LR, CLIP, SIGMA, float(batch),
+    # The chains take the ClippedSum and follow its bound CLIP.
+    chains = {'DP-SGD': dpjax.dpsgd(LR, None, SIGMA, float(batch),
                                     key=jax.random.key(2), per_example=False)}
     for b in bands:
       coefs = dpjax.correlated_noise.optimize_banded_toeplitz(
           STEPS, b, max_steps=100)
       strategy = dpjax.correlated_noise.banded_toeplitz(coefs, STEPS)
       chains[f'BandMF b={b}'] = dpjax.bandmf(
-          LR, CLIP, SIGMA, float(batch), strategy, key=jax.random.key(2),
+          LR, None, SIGMA, float(batch), strategy, key=jax.random.key(2),
           per_example=False)
     for name, tx in chains.items():
       def step(params, state, x, y, tx=tx, clipped=clipped):

@@ -6,8 +6,8 @@ and reported), each call followed by ``jax.block_until_ready``; the two
 paths are timed round-robin so machine load hits them alike:
 
 * noise step: ``add_dpsgd_noise`` (float32 Gaussian) against
-  ``add_exact_dpsgd_noise`` (randomized rounding to gamma Z plus the exact
-  discrete Gaussian) on a clipped sum of d coordinates, jitted;
+  ``add_dpsgd_noise(noise='exact')`` (randomized rounding to gamma Z plus
+  the exact discrete Gaussian) on a clipped sum of d coordinates, jitted;
 * DP-SGD step: ``dpsgd(..., noise='float')`` against ``noise='exact'`` on
   per-example gradients [B, d] (clip, noise, normalize, SGD), jitted;
 * the privacy cost of the exact path's looser accounting: epsilon at delta
@@ -40,9 +40,8 @@ def _clipped_sum(row):
 
 def _noise_steps(d, sigma):
   steps = {}
-  for name, make in (('float', transforms.add_dpsgd_noise),
-                     ('exact', transforms.add_exact_dpsgd_noise)):
-    tx = make(1.0, sigma, key=jax.random.key(0))
+  for name in ('float', 'exact'):
+    tx = transforms.add_dpsgd_noise(sigma, key=jax.random.key(0), noise=name)
     x = _clipped_sum(jnp.full((d,), 1.0 / d**0.5, jnp.float32))
     state = tx.init(None)
     steps[name] = (jax.jit(tx.update), (x, state))
@@ -81,9 +80,10 @@ def time_pair(steps, repeats, warmup):
 def epsilons(d, sigma, rate, steps):
   """(float epsilon, exact epsilon) of ``steps`` Poisson steps, delta 1e-5."""
   sampler = dpjax.PoissonSampler(100_000, rate)
-  tx = transforms.add_exact_dpsgd_noise(1.0, sigma, key=jax.random.key(0))
+  tx = transforms.add_dpsgd_noise(sigma, key=jax.random.key(0),
+                                  noise='exact')
   _, state = tx.update(_clipped_sum(jnp.zeros((d,))), tx.init(None))
-  exact, _ = transforms.dpsgd_step_event(state, sampler)
+  exact = dpjax.accounting.step_event(state, sampler)
   eps = lambda ev: float(dpjax.accounting.epsilon(ev, 1e-5, steps=steps))
   return eps(sampler.dp_event(sigma)), eps(exact)
 

@@ -31,7 +31,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-import dpjax
 from dpjax import accounting
 from experiments.common import checkpoint as checkpoint_lib
 from experiments.common import data as data_lib
@@ -172,7 +171,8 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
   Privacy:
     Each private step of each seed is the Poisson-subsampled Gaussian
     mechanism; each seed's ledger holds one event per executed step, read
-    from its chain's state by ``dpjax.transforms.dpsgd_step_event``.
+    from its chain's state by ``ledger.record_step`` (the event of
+    ``dpjax.accounting.step_event`` and the noise stream that ran).
   """
   validation.open_unit(delta=delta)
   seeds = tuple(int(s) for s in seeds)
@@ -236,16 +236,14 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
       # Each seed's part of the step's states and batch, fetched at once.
       per_seed = jax.device_get(_unstack(len(ledgers), (ran, drawn)))
       for ledger, (ran_i, drawn_i) in zip(ledgers, per_seed):
-        event, noise = dpjax.transforms.dpsgd_step_event(
-            ran_i, sampler, noise_multiplier=config.noise_multiplier)
-        ledger.record(event, noise=noise, batch=drawn_i)
+        ledger.record_step(ran_i, sampler, drawn_i)
     pending.clear()
 
   while step < config.steps:
     params, opt_state, drawn = step_fn(params, opt_state, jnp.int32(step))
     step += 1
     if config.private:
-      pending.append((dpjax.transforms.privacy_states(opt_state), drawn))
+      pending.append((accounting.privacy_states(opt_state), drawn))
     state = {'params': params, 'opt_state': opt_state}
     if step % config.eval_every == 0 or step == config.steps:
       record_pending()

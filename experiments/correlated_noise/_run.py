@@ -2,7 +2,7 @@
 
 sigma is calibrated under RDP for the exact event each sampler runs; the
 epsilon reported is read back from the last step's optimizer state of the
-run (``dpjax.dpsgd_step_event``: for adaptive clipping the combined noise of
+run (``dpjax.accounting.step_event``: for adaptive clipping the combined noise of
 the gradient and the count) composed over the steps.
 """
 
@@ -24,7 +24,7 @@ DATASET = 'mnist5k'  # real MNIST digits with a validation split
 
 def _epsilon(state, sampler, steps, delta, axes):
   one = jax.tree.map(lambda a: a[(0,) * axes], state)
-  event, _ = dpjax.dpsgd_step_event(one, sampler)
+  event = accounting.step_event(one, sampler)
   return dict(noise_multiplier=float(event.noise_multiplier) if hasattr(
       event, 'noise_multiplier') else None,
               epsilon=float(accounting.epsilon(event, delta, steps=steps)))
@@ -44,10 +44,10 @@ def _selected(params, ds, settings: list) -> dict[str, Any]:
 
 
 def _noise_state(state):
-  """The chain's one CorrelatedNoiseState (the noise that ran)."""
-  kind = dpjax.transforms.CorrelatedNoiseState
-  found = [s for s in jax.tree.leaves(state, is_leaf=lambda x: isinstance(
-      x, kind)) if isinstance(s, kind)]
+  """The chain's one correlated ``DpsgdNoiseState`` (the noise that ran)."""
+  found = [s for s in accounting.privacy_states(state)
+           if isinstance(s, dpjax.transforms.DpsgdNoiseState)
+           and s.correlation is not None]
   if len(found) != 1:
     raise ValueError(f'expected one correlated-noise state, found {len(found)}')
   return found[0]
@@ -94,8 +94,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
       np.asarray([lr for _, lr in pairs], np.float32), ds.x_train,
       ds.y_train)
   noise = jax.tree.map(lambda a: a[0, 0], _noise_state(state))
-  read_sigma = float(noise.stddev / (noise.l2_sensitivity *
-                                     noise.column_norm))
+  read_sigma = float(noise.noise_multiplier)
   correlated = dict(
       **_selected(params, ds, pairs), bands=bands, noise_multiplier=read_sigma,
       partition_rate=cyclic.sampling_rate,

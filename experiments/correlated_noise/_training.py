@@ -3,7 +3,9 @@
 Each trainer is one ``lax.scan`` over the steps, vmapped over seeds (and the
 fixed-clip grid); it returns the final parameters and the last step's
 optimizer state, from which the run's event is read
-(``dpjax.dpsgd_step_event``), never from the settings.
+(``dpjax.accounting.step_event``), never from the settings. The chains
+take the ``ClippedSum`` of the clipping (``per_example=False``), so their
+noise follows the bound it carries (no second ``l2_norm_clip``).
 """
 
 from typing import Any, Callable
@@ -58,7 +60,7 @@ def _example_batch(sampler, x, y, t, key):
 
 def _over_grid(cfg, sampler, steps: int, make_tx: Callable) -> Callable:
   """jit(vmap over seeds x (clip, lr) pairs) of ghost-clipped training with
-  the chain ``make_tx(lr, clip, key)``."""
+  the chain ``make_tx(lr, key)`` (its noise follows the sum's C)."""
 
   def one(key, clip, lr, x, y):
     grad_sum = dpjax.clipped_grad_sum(example_loss, clip, 'ghost')
@@ -68,7 +70,7 @@ def _over_grid(cfg, sampler, steps: int, make_tx: Callable) -> Callable:
       return grad_sum(params, batch, mask).grad_sum, {}
 
     return _scan(init_mlp(jax.random.split(key)[0], cfg.hidden),
-                 make_tx(lr, clip, key), steps, step_grads, key)
+                 make_tx(lr, key), steps, step_grads, key)
 
   over_pairs = jax.vmap(one, in_axes=(None, 0, 0, None, None))
   return jax.jit(jax.vmap(over_pairs, in_axes=(0, None, None, None, None)))
@@ -76,15 +78,15 @@ def _over_grid(cfg, sampler, steps: int, make_tx: Callable) -> Callable:
 
 def fixed_clip(cfg, sampler, sigma: float, steps: int) -> Callable:
   """DP-SGD over the (clip, lr) grid (``_over_grid``)."""
-  return _over_grid(cfg, sampler, steps, lambda lr, clip, key: dpjax.dpsgd(
-      lr, clip, sigma, sampler.expected_batch_size, key=key,
+  return _over_grid(cfg, sampler, steps, lambda lr, key: dpjax.dpsgd(
+      lr, None, sigma, sampler.expected_batch_size, key=key,
       momentum=cfg.momentum, per_example=False))
 
 
 def bandmf(cfg, sampler, sigma: float, steps: int, strategy) -> Callable:
   """BandMF over the (clip, lr) grid (``_over_grid``)."""
-  return _over_grid(cfg, sampler, steps, lambda lr, clip, key: dpjax.bandmf(
-      lr, clip, sigma, sampler.expected_batch_size, strategy, key=key,
+  return _over_grid(cfg, sampler, steps, lambda lr, key: dpjax.bandmf(
+      lr, None, sigma, sampler.expected_batch_size, strategy, key=key,
       momentum=cfg.momentum, per_example=False))
 
 
@@ -121,8 +123,7 @@ def user_level(cfg, sampler, sigma: float, steps: int) -> Callable:
   def one(key, lr, x, y):
     grad_sum = dpjax.clipping.clipped_user_grad_sum(example_loss,
                                                     cfg.user_clip, 'ghost')
-    tx = dpjax.dpsgd(lr, cfg.user_clip, sigma,
-                     sampler.expected_batch_size, key=key,
+    tx = dpjax.dpsgd(lr, None, sigma, sampler.expected_batch_size, key=key,
                      momentum=cfg.momentum, per_example=False)
 
     def step_grads(params, t, key):
@@ -141,8 +142,7 @@ def example_level(cfg, sampler, sigma: float, steps: int) -> Callable:
 
   def one(key, lr, x, y):
     grad_sum = dpjax.clipped_grad_sum(example_loss, cfg.user_clip, 'ghost')
-    tx = dpjax.dpsgd(lr, cfg.user_clip, sigma,
-                     sampler.expected_batch_size, key=key,
+    tx = dpjax.dpsgd(lr, None, sigma, sampler.expected_batch_size, key=key,
                      momentum=cfg.momentum, per_example=False)
 
     def step_grads(params, t, key):

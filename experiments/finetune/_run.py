@@ -2,7 +2,7 @@
 
 sigma is calibrated under RDP for each target epsilon (Poisson sampling);
 the epsilon reported is read back from the last step's optimizer state of
-each run (``dpjax.dpsgd_step_event``) composed over the steps. The learning
+each run (``dpjax.accounting.step_event``) composed over the steps. The learning
 rate of every (method, epsilon) is chosen per seed on the validation split.
 """
 
@@ -35,7 +35,7 @@ def _selected(val: np.ndarray, test: np.ndarray) -> dict[str, Any]:
 
 def _epsilon(state, sampler, steps: int, delta: float, member: int):
   one = jax.tree.map(lambda a: a[0, member], state)
-  event, _ = dpjax.dpsgd_step_event(one, sampler)
+  event = accounting.step_event(one, sampler)
   return float(accounting.epsilon(event, delta, steps=steps))
 
 

@@ -7,7 +7,8 @@ is one ``lax.scan`` over the steps, vmapped over seeds and over (noise
 multiplier, clip, learning rate) members, with ghost clipping (two compiled
 programs in all: dense and LoRA); it returns
 the trained tree (all parameters, or the adapters) and the last optimizer
-state, from which the run's event is read (``dpjax.dpsgd_step_event``).
+state, from which the run's event is read (``dpjax.accounting.step_event``).
+The chain's noise follows the bound the ``ClippedSum`` carries.
 """
 
 from typing import Any, Callable
@@ -139,7 +140,7 @@ def _program(cfg, sampler, steps: int, one_start: Callable,
     apply = _apply(cfg, kind, frozen)
     loss = lambda p, ex: _xent(apply(p, ex[0]), ex[1])
     grad_sum = dpjax.clipped_grad_sum(loss, clip, 'ghost')
-    tx = dpjax.dpsgd(lr, clip, sigma, sampler.expected_batch_size, key=key,
+    tx = dpjax.dpsgd(lr, None, sigma, sampler.expected_batch_size, key=key,
                      momentum=cfg.momentum, per_example=False)
 
     def step_grads(p, t, key):
