@@ -16,7 +16,8 @@ beside the value, so ``jax.tree.map``, ``optax.scale`` and
 ``optax.tree_utils`` apply to it what they apply to the value: scaling the
 sum by a Python number a scales the bound by |a|, adding two clipped sums
 adds their bounds (the triangle inequality: one record moves each sum by at
-most its bound). Any other map leaves no valid bound, and the sum stops
+most its bound). ``a * s`` and ``s1 + s2`` do the same on the object (and
+add sums of different bounds, which ``jax.tree.map`` cannot pair). Any other map leaves no valid bound, and the sum stops
 being a clipped sum, which the noise refuses (at once when the values are
 concrete, else at recording, through the flag its state keeps):
 
@@ -31,8 +32,12 @@ concrete, else at recording, through the flag its state keeps):
 
 A sum clipped to a traced bound (adaptive clipping, a sweep over C) has no
 concrete C to compare with: there only the probe checks the map, and a
-data-dependent scale is not detected. The unit, C and the leaves' shapes
-are static.
+data-dependent scale is not detected. Nor is a map that treats the leaves
+differently (by shape, position or value range) and leaves the bound's
+leaves alone: the bound follows maps that do the same arithmetic to every
+leaf. The unit, C and the leaves' shapes are static. A ``jit`` boundary
+keeps the bound; a sum scaled by ``jax.tree.map`` before crossing one is
+refused (its array bound no longer equals C), ``k * s`` is not.
 
 There is deliberately no public constructor from a bare value: wrap your own
 per-example gradients with ``clip_and_sum``. A sum with no per-record
@@ -101,6 +106,30 @@ class ClippedSum:
   def __repr__(self) -> str:
     return (f'ClippedSum(value={self.value!r}, '
             f'l2_norm_clip={self.l2_norm_clip!r}, unit={self.unit!r})')
+
+  def __add__(self, other: 'ClippedSum') -> 'ClippedSum':
+    """The sum of two clipped sums of one unit: their bounds add."""
+    if not (isinstance(other, ClippedSum) and other.unit == self.unit
+            and other.shapes == self.shapes):
+      return NotImplemented
+    origin = (None if self.origin is None or other.origin is None
+              else self.origin + other.origin)
+    return ClippedSum._make(  # pylint: disable=protected-access
+        jax.tree.map(lambda a, b: a + b, self.value, other.value),
+        self.l2_norm_clip + other.l2_norm_clip, self.probe + other.probe,
+        self.unit, self.shapes, origin)
+
+  def __mul__(self, k: float) -> 'ClippedSum':
+    """The sum scaled by a Python number k: the bound scales by |k|."""
+    if isinstance(k, bool) or not isinstance(k, (int, float)):
+      return NotImplemented
+    k = float(k)
+    return ClippedSum._make(  # pylint: disable=protected-access
+        jax.tree.map(lambda a: k * a, self.value), k * self.l2_norm_clip,
+        k * self.probe, self.unit, self.shapes,
+        None if self.origin is None else k * self.origin)
+
+  __rmul__ = __mul__
 
   def tree_flatten(self):
     return (self.value, self.l2_norm_clip, self.probe), (

@@ -309,11 +309,13 @@ def _clipped(l2_norm_clip=1.0, key=jax.random.key(3), n=8, d=64):
                                      jnp.ones(n, bool)).grad_sum
 
 
-def _noisy(updates, jit=False, key=jax.random.key(4)):
-  """(release, state) of one add_dpsgd_noise step on ``updates``."""
+def _noisy(updates, jit=False, key=jax.random.key(4), mapping=lambda s: s):
+  """(release, state) of one add_dpsgd_noise step on ``mapping(updates)``;
+  with ``jit`` the map and the noise run in one jitted step, which holds the
+  clipped sum as its clipping would have made it (a closed-over value)."""
   tx = transforms.add_dpsgd_noise(SIGMA, key=key)
-  step = jax.jit(tx.update) if jit else tx.update
-  return step(updates, tx.init(None))
+  step = lambda s: tx.update(mapping(updates), s)
+  return (jax.jit(step) if jit else step)(tx.init(None))
 
 
 def _scale_by_optax(s):
@@ -335,7 +337,7 @@ def test_a_scaled_clipped_sum_gets_noise_of_the_scaled_bound(scaling, jit):
   the noise is sigma x 100 C, the same draw as on the sum times 100."""
   s = _clipped(0.5)
   plain, plain_state = _noisy(s, jit)
-  scaled, state = _noisy(SCALINGS[scaling](s), jit)
+  scaled, state = _noisy(s, jit, mapping=SCALINGS[scaling])
   assert float(plain_state.l2_sensitivity) == 0.5
   assert float(state.l2_sensitivity) == pytest.approx(50.0, rel=1e-6)
   assert bool(state.linear)
@@ -349,13 +351,19 @@ def test_a_scaled_clipped_sum_gets_noise_of_the_scaled_bound(scaling, jit):
 
 
 def test_adding_two_clipped_sums_adds_their_bounds():
+  """``a + b`` adds the bounds (any two bounds); ``jax.tree.map`` with a
+  Python addition does the same for sums of one bound."""
   a, b = _clipped(1.0), _clipped(2.0, key=jax.random.key(5))
+  c = _clipped(1.0, key=jax.random.key(6))
   for jit in (False, True):
     plain, _ = _noisy(a, jit)
-    out, state = _noisy(jax.tree.map(jnp.add, a, b), jit)
+    out, state = _noisy((a, b), jit, mapping=lambda ab: ab[0] + ab[1])
     assert float(state.l2_sensitivity) == pytest.approx(3.0, rel=1e-6)
     np.testing.assert_allclose(out - (a.value + b.value),
                                3.0 * (plain - a.value), rtol=1e-4, atol=1e-4)
+    _, state = _noisy((a, c), jit, mapping=lambda ac: jax.tree.map(
+        lambda x, y: x + y, *ac))
+    assert float(state.l2_sensitivity) == 2.0
 
 
 NON_LINEAR = {
@@ -396,7 +404,9 @@ def _loss(w, x):
 def _user_sum(l2_norm_clip=1.0):
   x = jnp.ones((3, 4, 2))  # 3 users, 4 examples each
   return dpjax.clipping.clipped_user_grad_sum(_loss, l2_norm_clip)(
-      jnp.zeros(2), x, jnp.ones((3, 4), bool)).grad_sum
+      jnp.zeros(2), x, dpjax.sampling.UserBatch(
+          jnp.arange(12).reshape(3, 4), jnp.ones((3, 4), bool),
+          jnp.asarray(3))).grad_sum
 
 
 def _one_step(updates, sampler):

@@ -267,7 +267,8 @@ def test_scaling_and_adding_clipped_sums_keeps_a_recordable_bound():
       (lambda m: optax.scale(100.).update(m, None)[0], 100.0),
       (lambda m: optax.tree_utils.tree_scalar_mul(100., m), 100.0),
       (lambda m: jax.tree.map(lambda x, y: x + y, m, m), 2.0)]:
-    for run in (lambda f: f(s), lambda f: jax.jit(f)(s)):
+    # Under jit the sum is made in the jitted step (here: closed over).
+    for run in (lambda f: f(s), lambda f: jax.jit(lambda: f(s))()):
       state = run(lambda m, f=mapping: tx.update(f(m), tx.init(params))[1])
       assert float(state.l2_sensitivity) == bound
       event = dpjax.accounting.step_event(state, sampler)
@@ -402,12 +403,20 @@ def test_noisy_sgd_ablation_adds_nominal_noise_and_cannot_be_recorded():
       jax.tree.map(lambda o, v: -o - v, out, summed.value),
       jax.tree.map(lambda o, v: -o - v, out_c, clipped.value),
       rtol=1e-4, atol=1e-5)
-  # A bare pytree is refused by the chain on sums, even with clip=False.
+  # On sums, the sum says whether it was clipped: clip=False is refused, a
+  # bare pytree too, and the ablation's unclipped_sum is noised at sigma x C
+  # and cannot be recorded.
   plain = jax.tree.map(lambda g: g.sum(0), grads)
-  on_sums = dpjax.dpsgd(0.1, None, 1.0, 16, key=KEY, per_example=False,
-                        clip=False)
+  with pytest.raises(ValueError, match='unclipped_sum'):
+    dpjax.dpsgd(0.1, None, 1.0, 16, key=KEY, per_example=False, clip=False)
+  on_sums = dpjax.dpsgd(0.1, None, 1.0, 16, key=KEY, per_example=False)
   with pytest.raises(ValueError, match='Expected updates to be a ClippedSum'):
     on_sums.update(plain, on_sums.init(params), params)
+  state = on_sums.update(dpjax.clipping.unclipped_sum(plain, 2.0),
+                         on_sums.init(params), params)[1]
+  assert float(dpjax.accounting.privacy_states(state)[0].l2_sensitivity) == 2.0
+  with pytest.raises(ValueError, match='unclipped sum'):
+    dpjax.accounting.step_event(state, dpjax.PoissonSampler(100, 0.1))
 
 
 def test_sharded_batch_gives_the_same_step_as_one_device():

@@ -22,6 +22,7 @@ from dpjax.clipping._per_example import ClippedGradSum
 from dpjax.clipping._per_example import count_nonfinite
 from dpjax.clipping._per_example import METHODS
 from dpjax.clipping._per_example import per_example_grads
+from dpjax.clipping._per_example import unclipped_sum
 from dpjax.clipping._user_level import clipped_user_grad_sum
 
 __all__ = [
@@ -38,4 +39,5 @@ __all__ = [
     'METHODS',
     'per_example_grads',
     'sharded_clipped_grad_sum',
+    'unclipped_sum',
 ]

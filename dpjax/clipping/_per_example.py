@@ -42,6 +42,7 @@ from dpjax import _numerics
 from dpjax import _validate
 
 PyTree = Any
+ClippedSum = _clipped_sum.ClippedSum
 LossFn = Callable[[PyTree, PyTree], jax.Array]
 
 # Ways ``clipped_grad_sum`` computes the clipped sum (``method=``).
@@ -252,6 +253,25 @@ def clip_and_sum(grads: PyTree, l2_norm_clip: Any,
                               for g, w in zip(leaves, weights)],
       l2_norm_clip, treedef, keep,
       [_numerics.l2_norm(g, tuple(range(1, g.ndim))) for g in leaves])
+
+
+def unclipped_sum(grad_sum: PyTree, l2_norm_clip: Any) -> ClippedSum:
+  """A gradient sum that was NOT clipped, for the noisy-SGD ablation.
+
+  The noise transforms take only a ``ClippedSum``; this one has unit
+  ``'unclipped'`` and the nominal bound ``clipped_norm_bound(l2_norm_clip)``,
+  so the noise adds sigma times it (Zhu & Blaschko Alg. 2), and
+  ``dpjax.accounting.step_event`` refuses to record such a step: it has no
+  privacy guarantee.
+
+  Example:
+    >>> s = unclipped_sum({'w': jnp.array([3., 4.])}, 1.0)
+    >>> s.unit, s.l2_norm_clip
+    ('unclipped', 1.0)
+  """
+  validate_l2_norm_clip(l2_norm_clip)
+  return _clipped_sum.make(grad_sum, clipped_norm_bound(l2_norm_clip),
+                           'unclipped')
 
 
 def count_nonfinite(norms: PyTree,

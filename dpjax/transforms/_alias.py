@@ -77,9 +77,9 @@ def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
       raise ValueError('Expected an l2_norm_clip with per_example=True: the '
                        'chain clips the per-example gradients to it.')
   elif not clip:
-    raise ValueError('Expected per_example=True with clip=False: the '
-                     'unclipped ablation sums the per-example gradients '
-                     'itself.')
+    raise ValueError('Expected clip=True with per_example=False: the sum '
+                     'says itself whether it was clipped (its unit); pass '
+                     'the ablation\'s dpjax.clipping.unclipped_sum.')
   elif l2_norm_clip is not None:
     raise ValueError(
         'Expected l2_norm_clip=None with per_example=False: the ClippedSum '
@@ -125,7 +125,9 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
       ``add_dpsgd_noise``).
     clip: False for the noisy-SGD ablation (NOT private; its steps cannot be
       recorded): per-example gradients are summed unclipped, with noise
-      stddev sigma x ``l2_norm_clip`` (per-example input only).
+      stddev sigma x ``l2_norm_clip``. Per-example input only: with
+      ``per_example=False`` the sum's unit says whether it was clipped
+      (``dpjax.clipping.unclipped_sum`` makes the ablation's sum).
     noise: ``'float'`` (default): float32 Gaussian noise,
       ``add_dpsgd_noise``; hyperparameters may be traced. ``'exact'``: the
       clipped sum is rounded at random to a power-of-two grid gamma Z and

@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dpjax import _clipped_sum
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import clipping
@@ -105,8 +104,7 @@ def sum_per_example(l2_norm_clip: Any) -> optax.GradientTransformationExtraArgs:
     summed = jax.tree.map(
         lambda g: _numerics.weighted_row_sum(g, rows, rows),
         updates)
-    return _clipped_sum.make(summed, clipping.clipped_norm_bound(l2_norm_clip),
-                             'unclipped'), state
+    return clipping.unclipped_sum(summed, l2_norm_clip), state
 
   return optax.GradientTransformationExtraArgs(lambda _: optax.EmptyState(),
                                                update_fn)

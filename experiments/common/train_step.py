@@ -177,11 +177,10 @@ def _compiled(kind: str, model: nn.Module, data: Dataset, static: tuple,
 def _transform(config: TrainConfig, keys, schedule, hp):
   """The run's update rule, built from dpjax's aliases with traced ``hp``.
 
-  The chain receives the gradient sum of the batch: for DP-SGD and
-  clipped_sgd the ``ClippedSum`` (``per_example=False``, whose bound C the
-  noise follows), for noisy_sgd the unclipped sum as the one row of a batch
-  (``per_example=True, clip=False``: the chain sums it unclipped, and its
-  noise has the nominal scale C). Then noise sigma * C (none without a
+  The chain receives the gradient sum of the batch (``per_example=False``):
+  for DP-SGD and clipped_sgd the ``ClippedSum`` whose bound C the noise
+  follows, for noisy_sgd the ``unclipped_sum`` of nominal scale C. Then
+  noise sigma * C (none without a
   noise multiplier), the sparsity mask when RS is on, division by the
   expected batch size and (momentum) SGD.
   """
@@ -190,18 +189,14 @@ def _transform(config: TrainConfig, keys, schedule, hp):
     return optax.chain(dpjax.normalize(hp['batch']),
                        optax.sgd(hp['lr'], momentum=momentum))
   sigma = hp.get('sigma', 0.0)  # clipped_sgd: clipping without noise
-  # A ClippedSum carries its own C; the unclipped sum is summed by the chain.
-  clip = None if config.clips else hp['clip']
-  per_example = not config.clips
   if schedule is None:
-    return dpjax.dpsgd(hp['lr'], clip, sigma, hp['batch'],
+    return dpjax.dpsgd(hp['lr'], None, sigma, hp['batch'],
                        key=keys['noise'], momentum=momentum,
-                       per_example=per_example, clip=config.clips)
-  return dpjax.rs_dpsgd(hp['lr'], clip, sigma, hp['batch'],
+                       per_example=False)
+  return dpjax.rs_dpsgd(hp['lr'], None, sigma, hp['batch'],
                         schedule._replace(num_zeros=hp['num_zeros']),
                         key=keys['noise'], mask_key=hp['mask_key'],
-                        momentum=momentum, per_example=per_example,
-                        clip=config.clips)
+                        momentum=momentum, per_example=False)
 
 
 def _hyperparameters(config: TrainConfig, schedule) -> dict[str, Any]:
@@ -263,24 +258,15 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
       m = None if schedule is None else dpjax.transforms.sparsity_mask(
           hp['mask_key'], t, params,
           schedule._replace(num_zeros=hp['num_zeros']))
-      tx = _transform(config, {'noise': hp['noise_key']}, schedule, hp)
       if config.clips:
         grad_sum = clipped_sum(hp['clip'])(
             params, examples, batch.mask, coordinate_mask=m).grad_sum
-        updates, opt_state = tx.update(grad_sum, opt_state, params)
-      elif config.noise_multiplier is None:  # non-private
-        grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
-        updates, opt_state = tx.update(grad_sum, opt_state, params)
       else:
-        # noisy_sgd: the batch's gradient sum, unclipped, enters the chain as
-        # a batch of one row (its row sum is the sum itself, exactly), its
-        # non-finite coordinates zeroed as the noise zeroes them (the chain
-        # would drop the whole row).
         grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
-        one_row = jax.tree.map(
-            lambda g: jnp.where(jnp.isfinite(g), g, 0)[None], grad_sum)
-        updates, opt_state = tx.update(one_row, opt_state, params,
-                                       mask=jnp.ones(1, bool))
+        if config.noise_multiplier is not None:  # noisy_sgd
+          grad_sum = dpjax.clipping.unclipped_sum(grad_sum, hp['clip'])
+      tx = _transform(config, {'noise': hp['noise_key']}, schedule, hp)
+      updates, opt_state = tx.update(grad_sum, opt_state, params)
       return (optax.apply_updates(params, updates), opt_state,
               (batch.key, batch.step))
 
