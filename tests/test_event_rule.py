@@ -111,12 +111,6 @@ def test_dp_gradient_estimate_event_is_dp_compgds_step():
       transforms.dp_compgd_event(2.0, 4))
 
 
-def test_renamed_step_events_warn_and_forward():
-  with pytest.warns(DeprecationWarning, match='dp_compgd_step_event'):
-    old = transforms.dp_compgd_state_event
-  assert old is transforms.dp_compgd_step_event
-
-
 def test_glossary_names_with_the_old_keyword_kept_one_release():
   new = float(dpjax.audit.reconstruction_error_bound(2.0, 0.5, 1.0))
   with pytest.warns(DeprecationWarning, match='use stddev='):
@@ -190,27 +184,11 @@ def test_distributed_and_nonparametric_events_compose_steps(make):
     make(0)
 
 
-@pytest.mark.parametrize('old, new, args', [
-    ('cpsgd_round_event', 'cpsgd_event', (CPSGD, 10, 100, 1e-5)),
-    ('gaussian_protocol_round_event', 'gaussian_distributed_mean_event',
-     (1.0, 1.0, 100)),
-    ('distributed_dp_round_event', 'distributed_dp_event', (DDG, 1000)),
-])
-def test_round_event_names_warn_and_forward(old, new, args):
-  with pytest.warns(DeprecationWarning, match=f'use dpjax.distributed.{new}'):
-    fn = getattr(distributed, old)
-  assert fn(*args) == getattr(distributed, new)(*args)
-  assert old not in distributed.__all__
-
-
 def test_qdpsgd_companions_old_forms_warn_and_forward():
   metrics = distributed.RoundMetrics(np.array([20, 0]), np.zeros(2), 0.0,
                                      np.float32(2.0))
   new = distributed.qdpsgd_step_event(metrics, Q1, 0)
   assert new == distributed.qdpsgd_event(Q1, 20)
-  with pytest.warns(DeprecationWarning, match='qdpsgd_step_event'):
-    old = distributed.qdpsgd_round_event
-  assert old(Q1, metrics, 0) == new
   with pytest.warns(DeprecationWarning, match='use qdpsgd_event'):
     assert distributed.qdpsgd_step_event(Q1, 20) == new
   with pytest.raises(ValueError, match='setting'):
@@ -239,18 +217,14 @@ RELEASES = {
         jax.random.key(0), X, Y, epsilon=e, bounds=(0.0, 1.0), num_classes=2,
         num_trees=2, depth=1),
 }
-OLD_ARGS = {'dp_histogram': (), 'noisy_reg': (2,), 'dp_knn': (1,),
-            'random_decision_trees': (2,)}
 
 
 @pytest.mark.parametrize('release', sorted(RELEASES))
 def test_a_release_that_returns_its_event_has_no_event_function(release):
   assert f'{release}_event' not in nonparametric.__all__
+  assert not hasattr(nonparametric, f'{release}_event')
   _, event = RELEASES[release](0.7)
   assert event.delta == 0 and 0.7 - 1e-6 < event.epsilon <= 0.7
-  with pytest.warns(DeprecationWarning, match=f'{release} returns'):
-    old = getattr(nonparametric, f'{release}_event')
-  assert old(0.7, *OLD_ARGS[release]) == event
 
 
 def _bits_functions():

@@ -296,13 +296,6 @@ def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
   return qdpsgd_event(setting, int(sizes[agent]), l2_sensitivity)
 
 
-def _qdpsgd_round_event(setting, metrics, agent, sensitivity=None, *,
-                        rtol=1e-6):
-  """The deprecated ``qdpsgd_round_event``: ``qdpsgd_step_event`` with the
-  setting first."""
-  return qdpsgd_step_event(metrics, setting, agent, sensitivity, rtol=rtol)
-
-
 def _events_of(setting, sizes):
   """Per round and agent: (size, Delta_t) pairs that define the events."""
   if setting.algorithm == 'qdpsgd2':
