@@ -111,22 +111,16 @@ def test_dp_gradient_estimate_event_is_dp_compgds_step():
       transforms.dp_compgd_event(2.0, 4))
 
 
-def test_glossary_names_with_the_old_keyword_kept_one_release():
-  new = float(dpjax.audit.reconstruction_error_bound(2.0, 0.5, 1.0))
-  with pytest.warns(DeprecationWarning, match='use stddev='):
-    old = float(dpjax.audit.reconstruction_error_bound(sigma=2.0, rate=0.5,
-                                                       k=1.0))
-  assert old == new == 8.0
-  with pytest.raises(ValueError, match='stddev'):
-    dpjax.audit.reconstruction_error_bound(2.0, 0.5, 1.0, sigma=2.0)
+def test_glossary_names_of_the_arguments():
+  assert float(dpjax.audit.reconstruction_error_bound(
+      stddev=2.0, rate=0.5, k=1.0)) == 8.0
   setting = dpjax.distributed.DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 100,
                                                    amplified=False)
   sizes = [[10, 10]]
-  with pytest.warns(DeprecationWarning, match='use noise_multiplier='):
-    old = dpjax.distributed.agent_epsilons(setting, sizes, 1e-5, sigma=3.0)
   new = dpjax.distributed.agent_epsilons(setting, sizes, 1e-5,
                                          noise_multiplier=3.0)
-  assert old.tolist() == new.tolist()
+  assert new.tolist() == dpjax.distributed.agent_epsilons(
+      setting._replace(noise_multiplier=3.0), sizes, 1e-5).tolist()
   for fn in (dpjax.transforms.l2_ball_gaussian_width,
              dpjax.transforms.projection_dim_schedule,
              dpjax.transforms.gaussian_projection,
@@ -184,21 +178,18 @@ def test_distributed_and_nonparametric_events_compose_steps(make):
     make(0)
 
 
-def test_qdpsgd_companions_old_forms_warn_and_forward():
+def test_qdpsgd_step_event_reads_the_round_and_qdpsgd_event_the_sizes():
   metrics = distributed.RoundMetrics(np.array([20, 0]), np.zeros(2), 0.0,
                                      np.float32(2.0))
   new = distributed.qdpsgd_step_event(metrics, Q1, 0)
   assert new == distributed.qdpsgd_event(Q1, 20)
-  with pytest.warns(DeprecationWarning, match='use qdpsgd_event'):
-    assert distributed.qdpsgd_step_event(Q1, 20) == new
   with pytest.raises(ValueError, match='setting'):
     distributed.qdpsgd_step_event(metrics, 20, 0)
   q2 = Q1._replace(algorithm='qdpsgd2', learning_rate=0.1, mixing_rate=0.5,
                    eta=0.1, dimension=4)
-  with pytest.warns(DeprecationWarning, match='use l2_sensitivity='):
-    old = distributed.qdpsgd_step_event(metrics, q2, 0, sensitivity=0.5)
-  assert old == distributed.qdpsgd_event(q2, 20, l2_sensitivity=0.5)
-  assert old == dp_accounting.ZCDpEvent((0.5 / 0.5)**2 / (2 * 2.0**2))
+  event = distributed.qdpsgd_step_event(metrics, q2, 0, l2_sensitivity=0.5)
+  assert event == distributed.qdpsgd_event(q2, 20, l2_sensitivity=0.5)
+  assert event == dp_accounting.ZCDpEvent((0.5 / 0.5)**2 / (2 * 2.0**2))
 
 
 X = np.array([[0.1], [0.2], [0.9]], np.float32)
