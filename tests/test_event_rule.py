@@ -252,12 +252,6 @@ def test_bits_functions_return_integers():
   assert distributed.cpsgd_bits(cpsgd, dimension=8) == 8 * np.log2(5)
 
 
-def test_dpsgd_bits_takes_the_dimension_and_still_counts_a_pytree():
-  params = {'w': jnp.zeros((10, 5)), 'b': jnp.zeros(5)}
+def test_dpsgd_bits_takes_the_dimension():
   assert transforms.dpsgd_bits(55) == 55 * 32
-  with pytest.warns(DeprecationWarning, match='dpsgd_bits\\(dimension\\)'):
-    assert transforms.dpsgd_bits(params) == 55 * 32
-  with pytest.warns(DeprecationWarning):
-    assert transforms.dpsgd_bits(like=params, value_bits=16) == 55 * 16
-  with pytest.raises(ValueError, match='dimension'):
-    transforms.dpsgd_bits(55, like=params)
+  assert transforms.dpsgd_bits(55, value_bits=16) == 55 * 16
