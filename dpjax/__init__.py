@@ -82,7 +82,7 @@ from dpjax.transforms import sparsify_random
 from dpjax.transforms import sparsify_top_k
 from dpjax.transforms import unrotate_hadamard
 
-__version__ = '0.1.0'
+__version__ = '0.2.0'
 
 __all__ = [
     'accounting',

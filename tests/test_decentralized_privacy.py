@@ -65,10 +65,6 @@ def test_paper_theorem_5_understates_the_drifting_broadcast():
   sens = dd.qdpsgd2_sensitivities(q2, [[20]] * 10)[:, 0]
   assert sens[0] == 0 and (np.diff(sens[1:]) > 0).all()
   assert not dd.paper_is_upper_bound(q2, 20, l2_sensitivity=float(sens[5]))
-  with pytest.warns(DeprecationWarning, match='use l2_sensitivity='):
-    assert not dd.paper_is_upper_bound(q2, 20, sensitivity=float(sens[5]))
-  with pytest.raises(ValueError, match='l2_sensitivity'):
-    dd.paper_is_upper_bound(q2, 20, 1.0, sensitivity=1.0)
 
 
 def test_drift_recursion_on_a_test_vector():

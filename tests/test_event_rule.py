@@ -113,28 +113,16 @@ def test_dp_gradient_estimate_event_is_dp_compgds_step():
       transforms.dp_compgd_event(2.0, 4))
 
 
-def test_renamed_step_events_warn_and_forward():
-  with pytest.warns(DeprecationWarning, match='dp_compgd_step_event'):
-    old = transforms.dp_compgd_state_event
-  assert old is transforms.dp_compgd_step_event
-
-
-def test_glossary_names_with_the_old_keyword_kept_one_release():
-  new = float(dpjax.audit.reconstruction_error_bound(2.0, 0.5, 1.0))
-  with pytest.warns(DeprecationWarning, match='use stddev='):
-    old = float(dpjax.audit.reconstruction_error_bound(sigma=2.0, rate=0.5,
-                                                       k=1.0))
-  assert old == new == 8.0
-  with pytest.raises(ValueError, match='stddev'):
-    dpjax.audit.reconstruction_error_bound(2.0, 0.5, 1.0, sigma=2.0)
+def test_glossary_names_of_the_arguments():
+  assert float(dpjax.audit.reconstruction_error_bound(
+      stddev=2.0, rate=0.5, k=1.0)) == 8.0
   setting = dpjax.distributed.DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 100,
                                                    amplified=False)
   sizes = [[10, 10]]
-  with pytest.warns(DeprecationWarning, match='use noise_multiplier='):
-    old = dpjax.distributed.agent_epsilons(setting, sizes, 1e-5, sigma=3.0)
   new = dpjax.distributed.agent_epsilons(setting, sizes, 1e-5,
                                          noise_multiplier=3.0)
-  assert old.tolist() == new.tolist()
+  assert new.tolist() == dpjax.distributed.agent_epsilons(
+      setting._replace(noise_multiplier=3.0), sizes, 1e-5).tolist()
   for fn in (dpjax.transforms.l2_ball_gaussian_width,
              dpjax.transforms.projection_dim_schedule,
              dpjax.transforms.gaussian_projection,
@@ -192,37 +180,18 @@ def test_distributed_and_nonparametric_events_compose_steps(make):
     make(0)
 
 
-@pytest.mark.parametrize('old, new, args', [
-    ('cpsgd_round_event', 'cpsgd_event', (CPSGD, 10, 100, 1e-5)),
-    ('gaussian_protocol_round_event', 'gaussian_distributed_mean_event',
-     (1.0, 1.0, 100)),
-    ('distributed_dp_round_event', 'distributed_dp_event', (DDG, 1000)),
-])
-def test_round_event_names_warn_and_forward(old, new, args):
-  with pytest.warns(DeprecationWarning, match=f'use dpjax.distributed.{new}'):
-    fn = getattr(distributed, old)
-  assert fn(*args) == getattr(distributed, new)(*args)
-  assert old not in distributed.__all__
-
-
-def test_qdpsgd_companions_old_forms_warn_and_forward():
+def test_qdpsgd_step_event_reads_the_round_and_qdpsgd_event_the_sizes():
   metrics = distributed.RoundMetrics(np.array([20, 0]), np.zeros(2), 0.0,
                                      np.float32(2.0))
   new = distributed.qdpsgd_step_event(metrics, Q1, 0)
   assert new == distributed.qdpsgd_event(Q1, 20)
-  with pytest.warns(DeprecationWarning, match='qdpsgd_step_event'):
-    old = distributed.qdpsgd_round_event
-  assert old(Q1, metrics, 0) == new
-  with pytest.warns(DeprecationWarning, match='use qdpsgd_event'):
-    assert distributed.qdpsgd_step_event(Q1, 20) == new
   with pytest.raises(ValueError, match='setting'):
     distributed.qdpsgd_step_event(metrics, 20, 0)
   q2 = Q1._replace(algorithm='qdpsgd2', learning_rate=0.1, mixing_rate=0.5,
                    eta=0.1, dimension=4)
-  with pytest.warns(DeprecationWarning, match='use l2_sensitivity='):
-    old = distributed.qdpsgd_step_event(metrics, q2, 0, sensitivity=0.5)
-  assert old == distributed.qdpsgd_event(q2, 20, l2_sensitivity=0.5)
-  assert old == dp_accounting.ZCDpEvent((0.5 / 0.5)**2 / (2 * 2.0**2))
+  event = distributed.qdpsgd_step_event(metrics, q2, 0, l2_sensitivity=0.5)
+  assert event == distributed.qdpsgd_event(q2, 20, l2_sensitivity=0.5)
+  assert event == dp_accounting.ZCDpEvent((0.5 / 0.5)**2 / (2 * 2.0**2))
 
 
 X = np.array([[0.1], [0.2], [0.9]], np.float32)
@@ -241,18 +210,14 @@ RELEASES = {
         jax.random.key(0), X, Y, epsilon=e, bounds=(0.0, 1.0), num_classes=2,
         num_trees=2, depth=1),
 }
-OLD_ARGS = {'dp_histogram': (), 'noisy_reg': (2,), 'dp_knn': (1,),
-            'random_decision_trees': (2,)}
 
 
 @pytest.mark.parametrize('release', sorted(RELEASES))
 def test_a_release_that_returns_its_event_has_no_event_function(release):
   assert f'{release}_event' not in nonparametric.__all__
+  assert not hasattr(nonparametric, f'{release}_event')
   _, event = RELEASES[release](0.7)
   assert event.delta == 0 and 0.7 - 1e-6 < event.epsilon <= 0.7
-  with pytest.warns(DeprecationWarning, match=f'{release} returns'):
-    old = getattr(nonparametric, f'{release}_event')
-  assert old(0.7, *OLD_ARGS[release]) == event
 
 
 def _bits_functions():
@@ -289,12 +254,6 @@ def test_bits_functions_return_integers():
   assert distributed.cpsgd_bits(cpsgd, dimension=8) == 8 * np.log2(5)
 
 
-def test_dpsgd_bits_takes_the_dimension_and_still_counts_a_pytree():
-  params = {'w': jnp.zeros((10, 5)), 'b': jnp.zeros(5)}
+def test_dpsgd_bits_takes_the_dimension():
   assert transforms.dpsgd_bits(55) == 55 * 32
-  with pytest.warns(DeprecationWarning, match='dpsgd_bits\\(dimension\\)'):
-    assert transforms.dpsgd_bits(params) == 55 * 32
-  with pytest.warns(DeprecationWarning):
-    assert transforms.dpsgd_bits(like=params, value_bits=16) == 55 * 16
-  with pytest.raises(ValueError, match='dimension'):
-    transforms.dpsgd_bits(55, like=params)
+  assert transforms.dpsgd_bits(55, value_bits=16) == 55 * 16

@@ -79,36 +79,6 @@ def test_all_is_sorted_unique_and_resolves(name):
     assert hasattr(module, public), f'{name}.{public}'
 
 
-MOVED = [('dpjax.transforms', 'fwht', 'dpjax.compression.fwht'),
-         ('dpjax.transforms', 'private_estimate',
-          'dpjax.transforms.dp_gradient_estimate'),
-         ('dpjax.transforms', 'GridQuantizer',
-          'dpjax.compression.GridQuantizer'),
-         ('dpjax.transforms', 'encode_sparse',
-          'dpjax.compression.encode_sparse'),
-         ('dpjax.recovery', 'keep_top_k', 'dpjax.compression.keep_top_k'),
-         ('dpjax.nonparametric', 'private_histogram',
-          'dpjax.nonparametric.dp_histogram'),
-         ('dpjax.nonparametric', 'PrivateHistogramRelease',
-          'dpjax.nonparametric.DpHistogramRelease'),
-         ('dpjax.nonparametric', 'private_bounds',
-          'dpjax.nonparametric.dp_bounds')]
-
-
-@pytest.mark.parametrize('old, name, new', MOVED)
-def test_a_moved_name_still_works_and_warns_with_its_new_home(old, name, new):
-  with pytest.warns(DeprecationWarning, match=f'use {new}.'):
-    got = getattr(importlib.import_module(old), name)
-  module, attr = new.rsplit('.', 1)
-  assert got is getattr(importlib.import_module(module), attr)
-  assert name not in importlib.import_module(old).__all__
-
-
-def test_an_unknown_name_is_still_an_attribute_error():
-  with pytest.raises(AttributeError, match='no_such_name'):
-    dpjax.transforms.no_such_name  # pylint: disable=pointless-statement
-
-
 def test_distributed_is_in_two_parts_that_its_namespace_re_exports():
   assert PARTS == ['dpjax.distributed.decentralized',
                    'dpjax.distributed.protocols']

@@ -89,11 +89,9 @@ def test_key_is_required():
   assert dpjax.transforms.l2_ball_gaussian_width(100, 2.0) == 20.0
 
 
-def test_the_length_is_named_dimension_and_dim_warns_for_one_release():
+def test_the_length_is_named_dimension():
   phi = T.gaussian_projection(jax.random.key(0), 3, 7)
   assert phi.dimension == 7
   assert phi.matrix().shape == (3, phi.dimension)
-  with pytest.warns(DeprecationWarning, match='GaussianProjection.dimension'):
-    assert phi.dim == 7
   with pytest.raises(ValueError, match='dimension=7'):
     T.gaussian_projection(jax.random.key(0), 8, 7)

@@ -294,5 +294,3 @@ def test_sparse_message_round_trip_and_size():
   chex.assert_trees_all_equal(compression.decode_sparse(msg, PARAMS), update)
   assert msg.bits() == compression.sparse_message_bits(D, D - 28)
   assert msg.bits(send_indices=False) == 32 * (D - 28)
-  with pytest.warns(DeprecationWarning, match='SparseMessage.dimension'):
-    assert msg.num_coordinates == D

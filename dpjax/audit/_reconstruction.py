@@ -20,23 +20,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dpjax import _deprecation
 from dpjax import _validate
 
 
-def reconstruction_error_bound(stddev: float | None = None,
-                               rate: float | None = None,
-                               k: jax.typing.ArrayLike | None = None, *,
-                               sigma: float | None = None) -> jax.Array:
+def reconstruction_error_bound(stddev: float, rate: float,
+                               k: jax.typing.ArrayLike) -> jax.Array:
   """Zhu & Blaschko Thm 5.1: E||x - x_hat||^2 >= stddev^2 / ((1 - r)||k||^2).
 
-  ``stddev`` is the absolute noise standard deviation (``sigma=`` is its
-  deprecated name).
+  ``stddev`` is the absolute noise standard deviation.
   """
-  stddev = _deprecation.renamed_argument('reconstruction_error_bound',
-                                         'sigma', sigma, 'stddev', stddev)
-  if stddev is None or rate is None or k is None:
-    raise ValueError('Expected stddev, rate and k.')
   _validate.non_negative(stddev=stddev)
   if not 0 <= rate < 1:
     raise ValueError(f'Expected rate={rate} in [0, 1).')

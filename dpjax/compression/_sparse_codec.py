@@ -7,7 +7,6 @@ Blaschko, Sec. 5).
 
 import math
 from typing import Any, NamedTuple
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -50,13 +49,6 @@ class SparseMessage(NamedTuple):
   values: jax.Array
   indices: jax.Array
   dimension: int
-
-  @property
-  def num_coordinates(self) -> int:
-    """Deprecated name of ``dimension``, kept for one release."""
-    warnings.warn('SparseMessage.num_coordinates is deprecated; use '
-                  'SparseMessage.dimension.', DeprecationWarning, stacklevel=2)
-    return self.dimension
 
   def bits(self, value_bits: int = 32, send_indices: bool = True) -> int:
     """Size on the wire (``sparse_message_bits``)."""

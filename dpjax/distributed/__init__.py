@@ -20,7 +20,6 @@ Example:
   (3,)
 """
 
-from dpjax import _deprecation
 from dpjax.distributed.decentralized import ALGORITHMS
 from dpjax.distributed.decentralized import AgentBatch
 from dpjax.distributed.decentralized import CLIP_METHODS
@@ -95,15 +94,3 @@ from dpjax.distributed import protocols  # noqa: E402
 # Every public name of the two parts, sorted as the other packages' lists.
 __all__ = sorted(set(protocols.__all__) | set(decentralized.__all__),
                  key=str.lower)
-
-# The companions follow the rule <mechanism>_event(..., *, steps=1) and
-# <transform>_step_event(what ran, ...): the old names, kept one release.
-__getattr__ = _deprecation.deprecated_aliases(__name__, {
-    'cpsgd_round_event': 'dpjax.distributed.cpsgd_event',
-    'distributed_dp_round_event': 'dpjax.distributed.distributed_dp_event',
-    'gaussian_protocol_round_event':
-        'dpjax.distributed.gaussian_distributed_mean_event',
-    'qdpsgd_round_event': (
-        'dpjax.distributed._decentralized_privacy._qdpsgd_round_event',
-        'use dpjax.distributed.qdpsgd_step_event(metrics, setting, agent)'),
-})

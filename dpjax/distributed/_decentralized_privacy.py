@@ -42,12 +42,10 @@ run's epsilon is the largest over agents. Two accounts are kept side by side:
 import functools
 import math
 from typing import NamedTuple
-import warnings
 
 import dp_accounting
 import numpy as np
 
-from dpjax import _deprecation
 from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
@@ -243,18 +241,14 @@ def qdpsgd_event(setting: DecentralizedPrivacy, batch_size: int,
 
 
 def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
-                      setting: DecentralizedPrivacy | None = None,
-                      agent: int | None = None,
+                      setting: DecentralizedPrivacy, agent: int,
                       l2_sensitivity: float | None = None, *,
-                      rtol: float = 1e-6, sensitivity: float | None = None
-                      ) -> dp_accounting.DpEvent:
+                      rtol: float = 1e-6) -> dp_accounting.DpEvent:
   """Agent ``agent``'s sound event of the round that returned ``metrics``.
 
   Reads |S| and sigma from the round's ``RoundMetrics`` (what ran, a sweep
   override of sigma included) and refuses a setting that claims another
-  sigma; then as ``qdpsgd_event``. (The old form ``qdpsgd_step_event(setting,
-  batch_size, sensitivity)`` still works for one release, with a
-  ``DeprecationWarning``: it is ``qdpsgd_event``.)
+  sigma; then as ``qdpsgd_event``.
 
   Args:
     metrics: one round's metrics (``batch_size`` [n], scalar sigma).
@@ -262,7 +256,6 @@ def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
     agent: the agent's index i.
     l2_sensitivity: Q-DPSGD-2 only: Delta_t from ``qdpsgd2_sensitivities``.
     rtol: relative tolerance of the sigma check (the metrics hold float32).
-    sensitivity: the deprecated name of ``l2_sensitivity`` (one release).
 
   Example:
     >>> m = dpjax.distributed.RoundMetrics(np.array([20, 0]), np.zeros(2),
@@ -271,16 +264,6 @@ def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
     >>> qdpsgd_step_event(m, s, 0)
     GaussianDpEvent(noise_multiplier=20.0)
   """
-  if isinstance(metrics, DecentralizedPrivacy):  # (setting, batch_size, sens)
-    warnings.warn('qdpsgd_step_event(setting, batch_size, ...) is deprecated;'
-                  ' use qdpsgd_event(setting, batch_size, ...), or '
-                  'qdpsgd_step_event(metrics, setting, agent) to read the '
-                  'round that ran.', DeprecationWarning, stacklevel=2)
-    old = agent if sensitivity is None else sensitivity
-    return qdpsgd_event(metrics, setting, old)
-  l2_sensitivity = _deprecation.renamed_argument(
-      'qdpsgd_step_event', 'sensitivity', sensitivity, 'l2_sensitivity',
-      l2_sensitivity)
   if not isinstance(setting, DecentralizedPrivacy) or agent is None:
     raise ValueError('Expected qdpsgd_step_event(metrics, setting, agent): '
                      'setting a DecentralizedPrivacy, agent an index.')
@@ -294,13 +277,6 @@ def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
   if agent >= sizes.shape[0]:
     raise ValueError(f'Expected agent={agent} < {sizes.shape[0]} agents.')
   return qdpsgd_event(setting, int(sizes[agent]), l2_sensitivity)
-
-
-def _qdpsgd_round_event(setting, metrics, agent, sensitivity=None, *,
-                        rtol=1e-6):
-  """The deprecated ``qdpsgd_round_event``: ``qdpsgd_step_event`` with the
-  setting first."""
-  return qdpsgd_step_event(metrics, setting, agent, sensitivity, rtol=rtol)
 
 
 def _events_of(setting, sizes):
@@ -383,8 +359,7 @@ def _gaussian_round_curve(num_examples: int, size: int, sigma: float,
 
 
 def agent_epsilons(setting: DecentralizedPrivacy, batch_sizes, delta: float,
-                   noise_multiplier: float | None = None, *,
-                   sigma: float | None = None) -> np.ndarray:
+                   noise_multiplier: float | None = None) -> np.ndarray:
   """Sound epsilon of every agent after the given rounds.
 
   Each distinct round event's RDP curve (over ``ORDERS``) is computed once
@@ -393,14 +368,13 @@ def agent_epsilons(setting: DecentralizedPrivacy, batch_sizes, delta: float,
   (both are valid bounds; they agree within a few percent).
   ``batch_sizes`` may be the rounds' stacked ``RoundMetrics``: then sigma
   must be the one that ran (``agent_ledgers``). ``noise_multiplier``
-  overrides the setting's (``sigma=`` is its deprecated name).
+  overrides the setting's.
   """
-  sigma = _deprecation.renamed_argument('agent_epsilons', 'sigma', sigma,
-                                        'noise_multiplier', noise_multiplier)
   _check(setting)
   _validate.open_unit(delta=delta)
-  sizes = _sizes(batch_sizes, setting, sigma)
-  sigma = float(setting.noise_multiplier if sigma is None else sigma)
+  sizes = _sizes(batch_sizes, setting, noise_multiplier)
+  sigma = float(setting.noise_multiplier if noise_multiplier is None
+                else noise_multiplier)
   totals = _rdp_totals(setting, sizes, sigma)
   return np.array([
       np.inf if np.isinf(t).any() else (
@@ -481,17 +455,13 @@ def paper_epsilon(setting: DecentralizedPrivacy, batch_sizes,
 
 
 def paper_is_upper_bound(setting: DecentralizedPrivacy, batch_size: int,
-                         l2_sensitivity: float | None = None, *,
-                         sensitivity: float | None = None) -> bool:
+                         l2_sensitivity: float | None = None) -> bool:
   """Whether the paper's RDP of one round bounds the sound one at every order.
 
   Compares eps'(rho) of Thm. 1 / Thm. 5 with the round's sound RDP curve
   (``qdpsgd_event``, amplified or not as ``setting`` says; Q-DPSGD-2 at
-  ``l2_sensitivity``, once ``sensitivity=``) at every order in ``ORDERS``.
+  ``l2_sensitivity``) at every order in ``ORDERS``.
   """
-  l2_sensitivity = _deprecation.renamed_argument(
-      'paper_is_upper_bound', 'sensitivity', sensitivity, 'l2_sensitivity',
-      l2_sensitivity)
   size = 0 if setting.algorithm == 'qdpsgd2' else batch_size
   paper = float(paper_rdp_coefficients(setting, [[batch_size]])[0, 0])
   event = qdpsgd_event(setting, size, l2_sensitivity)

@@ -43,7 +43,6 @@ from dpjax.nonparametric._random_trees import RandomTreesRelease
 from dpjax.nonparametric._random_trees import random_decision_trees
 from dpjax.nonparametric._trees import TreeEnsemble
 from dpjax.nonparametric._trees import depth_budgets
-from dpjax import _deprecation
 
 __all__ = [
     'check_bounds',
@@ -72,26 +71,3 @@ __all__ = [
     'to_unit_cube',
     'TreeEnsemble',
 ]
-
-
-def _returned(release: str, module: str) -> tuple[str, str]:
-  """A removed event function: its private home, and what to use instead."""
-  return (f'dpjax.nonparametric.{module}._{release}_event',
-          f'use the event dpjax.nonparametric.{release} returns with its '
-          'release')
-
-
-# One prefix for the private version of an algorithm: dp_; a release that
-# returns (release, event) has no separate event function (each kept one
-# release).
-__getattr__ = _deprecation.deprecated_aliases(__name__, {
-    'dp_histogram_event': _returned('dp_histogram', '_histogram'),
-    'dp_knn_event': _returned('dp_knn', '_knn'),
-    'noisy_reg_event': _returned('noisy_reg', '_histogram'),
-    'private_bounds': 'dpjax.nonparametric.dp_bounds',
-    'private_histogram': 'dpjax.nonparametric.dp_histogram',
-    'private_histogram_event': _returned('dp_histogram', '_histogram'),
-    'PrivateHistogramRelease': 'dpjax.nonparametric.DpHistogramRelease',
-    'random_decision_trees_event': _returned('random_decision_trees',
-                                             '_random_trees'),
-})

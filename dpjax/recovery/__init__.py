@@ -18,7 +18,6 @@ from dpjax.recovery._constrained import operator_norm_squared
 from dpjax.recovery._cosamp import cosamp
 from dpjax.recovery._sensing import gaussian_sensing_matrix
 from dpjax.recovery._sensing import sensing_l1_sensitivity
-from dpjax import _deprecation
 
 __all__ = [
     'ball_projection',
@@ -32,7 +31,3 @@ __all__ = [
     'project_l2_ball',
     'sensing_l1_sensitivity',
 ]
-
-# Moved to dpjax.compression (kept one release).
-__getattr__ = _deprecation.deprecated_aliases(
-    __name__, {'keep_top_k': 'dpjax.compression.keep_top_k'})

@@ -89,7 +89,6 @@ from dpjax.transforms._sparsifying import SparsifyRandomState
 from dpjax.transforms._state import AdaptiveClipState
 from dpjax.transforms._state import KeyStepState
 from dpjax.transforms._state import keyed_transformation
-from dpjax import _deprecation
 
 __all__ = [
     'adaptive_clip_noise_multiplier',
@@ -169,30 +168,3 @@ __all__ = [
     'SparsityMaskSchedule',
     'unrotate_hadamard',
 ]
-
-# Renamed or moved public names (kept one release): the array primitives
-# moved to dpjax.compression; the *_state_event readers follow the
-# <transform>_step_event rule.
-__getattr__ = _deprecation.deprecated_aliases(__name__, {
-    'dp_compgd_state_event': 'dpjax.transforms.dp_compgd_step_event',
-    'private_estimate': 'dpjax.transforms.dp_gradient_estimate',
-    'dp_compsgd_state_event': 'dpjax.transforms.dp_compsgd_step_event',
-    **{name: 'dpjax.compression.' + name for name in (
-        'decode_sparse',
-        'encode_sparse',
-        'fwht',
-        'GridQuantizer',
-        'inverse_randomized_hadamard',
-        'k_level_quantizer',
-        'low_precision_quantizer',
-        'next_power_of_two',
-        'random_mask',
-        'randomized_hadamard',
-        'ranked_mask',
-        'rotate_tree',
-        'rotated_size',
-        'sparse_message_bits',
-        'SparseMessage',
-        'stochastic_round',
-        'unrotate_tree',
-    )}})

@@ -151,8 +151,7 @@ def dp_gradient_estimate(per_example: Any, phi, l2_norm_clip: Any,
                          sensitivity_factor: float, divisor: Any,
                          mask: jax.typing.ArrayLike | None = None,
                          dtype=jnp.float32) -> jax.Array:
-  """The released gradient estimate of one private step (once
-  ``private_estimate``, kept one release).
+  """The released gradient estimate of one private step.
 
   (sum_i clip_L(Phi g_i) + N(0, (k L sigma)^2 I)) / divisor over the rows of
   ``per_example`` (a pytree with a leading batch axis; ``mask`` zeroes padded

@@ -15,7 +15,6 @@ the first m_t <= num_rows of them (scaled by 1 / sqrt(m_t)), the rest zero.
 
 import math
 from typing import Callable, NamedTuple
-import warnings
 
 import jax
 from jax import flatten_util
@@ -55,14 +54,6 @@ class GaussianProjection(NamedTuple):
   block_size: int | None
   active_rows: jax.Array
   dense: jax.Array | None = None
-
-  @property
-  def dim(self) -> int:
-    """Deprecated name of ``dimension``, kept for one release."""
-    warnings.warn('GaussianProjection.dim is deprecated; use '
-                  'GaussianProjection.dimension.', DeprecationWarning,
-                  stacklevel=2)
-    return self.dimension
 
   @property
   def _num_blocks(self) -> int:

@@ -3,11 +3,6 @@
 The message format and ``sparse_message_bits`` are in ``dpjax.compression``.
 """
 
-import numbers
-from typing import Any
-import warnings
-
-import jax
 import numpy as np
 
 from dpjax import _validate
@@ -40,32 +35,13 @@ def rs_dpsgd_bits(schedule: _sparsifying.SparsityMaskSchedule,
   return np.asarray(bits, np.int64)
 
 
-def dpsgd_bits(dimension: Any = None, value_bits: int = 32, *,
-               like: Any = None) -> int:
+def dpsgd_bits(dimension: int, value_bits: int = 32) -> int:
   """Bits of one dense DP-SGD update of d = ``dimension`` parameters.
 
-  d * ``value_bits``. Passing the parameters themselves (positionally, or as
-  ``like=``) still counts their coordinates for one release, with a
-  ``DeprecationWarning``.
+  d * ``value_bits``.
 
   Example:
     >>> dpsgd_bits(8)
     256
   """
-  if dimension is None and like is None:
-    raise ValueError('dpsgd_bits: expected dimension, the number of '
-                     'parameters.')
-  if like is not None or not _is_count(dimension):
-    if like is not None and dimension is not None:
-      raise ValueError('dpsgd_bits: pass dimension= only (like= is its '
-                       'deprecated form).')
-    warnings.warn('dpsgd_bits(params) is deprecated; use '
-                  'dpsgd_bits(dimension), d the number of parameters.',
-                  DeprecationWarning, stacklevel=2)
-    tree = dimension if like is None else like
-    dimension = sum(int(np.prod(np.shape(x))) for x in jax.tree.leaves(tree))
   return compression.sparse_message_bits(dimension, dimension, value_bits)
-
-
-def _is_count(value: Any) -> bool:
-  return isinstance(value, numbers.Integral) and not isinstance(value, bool)

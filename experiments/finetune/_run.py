@@ -86,7 +86,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
                               ds.y_test)
     one = jax.tree.map(lambda a: a[0, 0], trained)  # one run's tree
     dimension = sum(int(a.size) for a in jax.tree.leaves(one))
-    bits[kind] = dpjax.transforms.dpsgd_bits(one)
+    bits[kind] = dpjax.transforms.dpsgd_bits(dimension)
     out[kind] = {}
     for e, eps in enumerate(list(cfg.epsilons) + [None]):
       cols = [i for i, (m, _) in enumerate(members)
