@@ -24,8 +24,8 @@ Glossary (one name per role, everywhere):
 * ``bits``: a communication cost in bits (``*_bits`` functions count them).
 * ``dp_``: the prefix of the private version of a named algorithm.
 * ``<mechanism>_event(..., *, steps=1)``: a privatizer's DpEvent;
-  ``<transform>_step_event(opt_state, ...)``: the event read from the state
-  that ran.
+  ``dpjax.accounting.step_event(opt_state, sampler)``: the event of a step,
+  read from the optimizer state that ran.
 
 Example:
   >>> tx = dpjax.dpsgd(learning_rate=0.1, l2_norm_clip=1.0,
@@ -64,9 +64,7 @@ from dpjax.transforms import clip_per_example
 from dpjax.transforms import compressive_privatizer
 from dpjax.transforms import compgd
 from dpjax.transforms import dp_compgd
-from dpjax.transforms import dp_compgd_step_event
 from dpjax.transforms import dp_compsgd
-from dpjax.transforms import dp_compsgd_step_event
 from dpjax.transforms import dp_projected_gd
 from dpjax.transforms import dp_projected_sgd
 from dpjax.transforms import projected_gd
@@ -103,9 +101,7 @@ __all__ = [
     'correlated_noise',
     'distributed',
     'dp_compgd',
-    'dp_compgd_step_event',
     'dp_compsgd',
-    'dp_compsgd_step_event',
     'dp_projected_gd',
     'dp_projected_sgd',
     'dpsgd',

@@ -286,14 +286,15 @@ def test_ready_made_optimizers_sit_beside_dpsgd(name):
   assert fn.__module__.startswith('dpjax.transforms._alias'), fn.__module__
 
 
-def test_compressed_gd_step_events_are_exported_beside_the_one_reader():
-  """The compressed-GD step events sit at the top level and in transforms;
-  DP-SGD's (and BandMF's) event has one reader, in accounting."""
-  for name in ('dp_compgd_step_event', 'dp_compsgd_step_event'):
-    assert getattr(dpjax, name) is getattr(transforms, name)
+def test_every_optax_step_event_has_the_one_reader():
+  """DP-SGD's, BandMF's and the compressed-GD steps' events are read by one
+  reader, in accounting: no per-transform reader is left."""
   assert 'step_event' in accounting.__all__
-  for name in ('dpsgd_step_event', 'bandmf_step_event'):
+  for name in ('dpsgd_step_event', 'bandmf_step_event',
+               'dp_compgd_step_event', 'dp_compsgd_step_event'):
     assert name not in dpjax.__all__ and not hasattr(transforms, name)
+    assert not hasattr(dpjax, name)
+  assert transforms.CompressedGdState.privacy_role == 'privatizer'
 
 
 # --- The noise follows the bound the clipped sum carries ----------------------

@@ -290,30 +290,114 @@ def test_full_batch_steps_refuse_a_missing_batch_axis_or_unmasked_padding():
       tx.update(jnp.ones((N + 3, D)), tx.init(w), w)
 
 
-def test_state_events_read_the_sigma_that_ran():
-  """dp_compgd_event(1.0, T) was accepted for a run at sigma 0.2."""
+def _run_full_batch(sigma, steps=2, key=jax.random.key(0)):
+  """The state after ``steps`` full-batch steps at a traced sigma (a sweep),
+  with the state after each step."""
   w = jnp.zeros(D)
 
   @jax.jit
-  def run(sigma):  # a traced sigma, as in a sweep
-    tx = T.dp_compgd(0.1, M, 1.0, L, sigma, N, key=jax.random.key(0))
-    s = tx.init(w)
-    for _ in range(2):
+  def run(sigma):
+    tx = T.dp_compgd(0.1, M, 1.0, L, sigma, N, key=key)
+    s, states = tx.init(w), []
+    for _ in range(steps):
       s = tx.update(jnp.ones((N, D)), s, w)[1]
-    return s
+      states.append(s)
+    return states
 
-  s = run(0.2)
-  event = T.dp_compgd_step_event(s)
-  assert event.count == 2
-  assert event.event.noise_multiplier == pytest.approx(0.2, rel=1e-6)
-  assert T.dp_compgd_step_event(s, noise_multiplier=0.2) == event
-  with pytest.raises(ValueError, match='Claimed noise_multiplier=1.0'):
-    T.dp_compgd_step_event(s, noise_multiplier=1.0)
-  with pytest.raises(ValueError, match='Poisson'):
-    T.dp_compsgd_step_event(s, dpjax.sampling.PoissonSampler(100, 0.05))
+  return run(sigma)
+
+
+def test_the_one_reader_reads_the_sigma_that_ran():
+  """dp_compgd_event(1.0, T) was accepted for a run at sigma 0.2."""
+  s = _run_full_batch(0.2)[-1]
+  sigma = float(np.float32(0.2))  # the state keeps sigma in float32
+  assert dpjax.accounting.step_event(s, None) == (
+      dp_accounting.GaussianDpEvent(sigma))
+  with pytest.raises(ValueError, match='sampler=None for a full-batch'):
+    dpjax.accounting.step_event(s, dpjax.sampling.PoissonSampler(100, 0.05))
+  w = jnp.zeros(D)
   tx = T.dp_compgd(0.1, M, 1.0, L, 0.2, N, key=jax.random.key(0))
   with pytest.raises(ValueError, match='before any step'):
-    T.dp_compgd_step_event(tx.init(w))
+    dpjax.accounting.step_event(tx.init(w), None)
   seeds = jax.tree.map(lambda x: jnp.stack([x, x]), s)
   with pytest.raises(ValueError, match='index the run'):
-    T.dp_compgd_step_event(seeds)
+    dpjax.accounting.step_event(seeds, None)
+
+
+def test_record_step_of_a_dp_compgd_run_is_the_event_of_the_run():
+  """The ledger of T full-batch steps, each read from the state that ran,
+  is what dp_compgd_step_event(state) gave for the run:
+  dp_compgd_event(sigma that ran, T)."""
+  states = _run_full_batch(0.2, steps=3)
+  ledger = dpjax.accounting.PrivacyLedger()
+  for s in states:
+    ledger.record_step(s, None, None)
+  ran = T.dp_compgd_event(float(np.float32(0.2)), 3)
+  assert ledger.runs == [(ran.event, ran.count)]
+  assert ledger.epsilon(1e-5) == dpjax.accounting.epsilon(ran, 1e-5)
+
+
+def test_record_step_refuses_a_replayed_compgd_state():
+  """The same state twice, or a second run from the same key, replays the
+  step's Phi and noise: its guarantee is void."""
+  first = _run_full_batch(0.5, steps=1)[0]
+  ledger = dpjax.accounting.PrivacyLedger()
+  ledger.record_step(first, None, None)
+  with pytest.raises(ValueError, match='already spent'):
+    ledger.record_step(first, None, None)
+  again = _run_full_batch(0.5, steps=1)[0]  # a second init, same key
+  with pytest.raises(ValueError, match='already spent'):
+    ledger.record_step(again, None, None)
+  assert ledger.num_events == 1
+  ledger.record_step(_run_full_batch(0.5, 1, jax.random.key(1))[0], None,
+                     None)
+  assert ledger.num_events == 2
+
+
+@pytest.mark.parametrize('make', [
+    lambda: T.dp_compsgd(0.1, M, 1.0, L, 1.3, 5.0, key=jax.random.key(0)),
+    lambda: T.dp_projected_sgd(0.1, 1.0, L, 1.3, 5.0, key=jax.random.key(0)),
+])
+def test_a_poisson_step_is_read_with_its_sampler(make):
+  """sampler.dp_event(sigma): what dp_compsgd_step_event gave per step."""
+  sampler = dpjax.sampling.PoissonSampler(100, 0.05)
+  tx, w = make(), jnp.zeros(D)
+  ledger = dpjax.accounting.PrivacyLedger()
+  s = tx.init(w)
+  for t in range(2):
+    batch = sampler.sample(jax.random.key(7), t)
+    grads = jnp.ones((batch.mask.size, D))
+    s = tx.update(grads, s, w, mask=batch.mask)[1]
+    ledger.record_step(s, sampler, batch)
+  one = sampler.dp_event(float(np.float32(1.3)))
+  assert dpjax.accounting.step_event(s, sampler) == one
+  assert ledger.runs == [(one, 2)]
+  with pytest.raises(ValueError, match='batch sampler of a Poisson step'):
+    dpjax.accounting.step_event(s, None)
+  users = dpjax.sampling.UserPoissonSampler(np.arange(100), 0.05,
+                                            max_examples_per_user=1)
+  with pytest.raises(ValueError, match='accounts per user'):
+    dpjax.accounting.step_event(s, users)
+
+
+def test_the_reader_refuses_non_private_runs_and_extra_privacy_parts():
+  w = jnp.zeros(D)
+  for tx in (T.compgd(0.1, M, 1.0, key=jax.random.key(0)),
+             T.projected_gd(0.1, 1.0)):
+    s = tx.update(jnp.ones(D), tx.init(w), w)[1]
+    with pytest.raises(ValueError, match='non-private run'):
+      dpjax.accounting.step_event(s, None)
+  tx = optax.chain(T.normalize(float(N)),
+                   T.dp_compgd(0.1, M, 1.0, L, 1.0, N, key=jax.random.key(0)))
+  s = tx.update(jnp.ones((N, D)), tx.init(w), w)[1]
+  with pytest.raises(ValueError, match="NormalizeState"):
+    dpjax.accounting.step_event(s, None)
+
+
+def test_a_dpsgd_state_refuses_sampler_none():
+  """Before, sampler=None died in an AttributeError deep in the reader."""
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 10.0, key=jax.random.key(0))
+  _, s = tx.update(jnp.ones((2, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3),
+                   mask=jnp.ones(2, bool))
+  with pytest.raises(ValueError, match='full-batch steps'):
+    dpjax.accounting.step_event(s, None)

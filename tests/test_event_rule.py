@@ -1,10 +1,11 @@
 """The naming rule of privacy companions, checked over the public names.
 
 ``<mechanism>_event(<its hyperparameters>, *, steps=1) -> DpEvent`` for every
-privatizer; ``<transform>_step_event(opt_state, ...)`` for the stateful ones
-(read from what ran); ``*_bits(..., dimension) -> int``; a release that
-returns ``(release, event)`` has no separate event function; every
-``calibrate_*`` on the one solver.
+privatizer; for the stateful ones, the one reader
+``dpjax.accounting.step_event(opt_state, sampler)`` (read from what ran);
+``*_bits(..., dimension) -> int``; a release that returns ``(release,
+event)`` has no separate event function; every ``calibrate_*`` on the one
+solver.
 """
 
 import importlib
@@ -30,16 +31,10 @@ COMPANION_PACKAGES = ('dpjax.transforms', 'dpjax.distributed',
 
 # A privatizer is a transformation that releases a noisy value. By name:
 PRIVATIZER = re.compile(r'^(?!\w*_event$)(add_\w+_noise|\w+_privatizer|dp_\w+)$')
-# Stateful privatizers whose event is read from the state that ran.
-STEP_EVENTS = {
-    'dp_compgd': 'dp_compgd_step_event',
-    'dp_compsgd': 'dp_compsgd_step_event',
-    'dp_projected_gd': 'dp_compgd_step_event',
-    'dp_projected_sgd': 'dp_compsgd_step_event',
-}
 # Privatizers whose state answers its own event: the one reader
 # dpjax.accounting.step_event reads it (every strategy and noise path).
-READ_BY_STEP_EVENT = ('add_dpsgd_noise',)
+READ_BY_STEP_EVENT = ('add_dpsgd_noise', 'dp_compgd', 'dp_compsgd',
+                      'dp_projected_gd', 'dp_projected_sgd')
 
 
 def _public(module):
@@ -59,7 +54,7 @@ def test_the_rule_sees_the_privatizers():
 def test_every_privatizer_has_its_event_or_step_event(name):
   public = _public(transforms)
   event = public.get(f'{name}_event')
-  step_event = public.get(STEP_EVENTS.get(name, f'{name}_step_event'))
+  step_event = public.get(f'{name}_step_event')
   if name in READ_BY_STEP_EVENT:
     step_event = dpjax.accounting.step_event
   assert event or step_event, f'{name} has neither {name}_event nor a ' \
@@ -76,8 +71,7 @@ def test_every_event_name_follows_the_rule():
   names = [n for n in transforms.__all__ if n.endswith('_event')]
   for name in names:
     if name.endswith('_step_event'):
-      assert name in STEP_EVENTS.values() or name[:-len('_step_event')] in (
-          transforms.__all__), name
+      assert name[:-len('_step_event')] in transforms.__all__, name
     else:
       assert name[:-len('_event')] in transforms.__all__, name
 

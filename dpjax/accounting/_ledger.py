@@ -335,8 +335,10 @@ class PrivacyLedger:
 
     Args:
       opt_state: the state the step returned (or its ``privacy_states``).
-      sampler: the step's sampler.
-      batch: the step's ``sampler.sample(key, step)`` (or ``(key, step)``).
+      sampler: the step's sampler (None for a full-batch step, as in
+        ``step_event``).
+      batch: the step's ``sampler.sample(key, step)`` (or ``(key, step)``);
+        None for a full-batch step.
 
     Example:
       >>> sampler = dpjax.PoissonSampler(100, 0.1)

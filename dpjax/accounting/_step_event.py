@@ -38,9 +38,9 @@ def privacy_states(opt_state: Any) -> tuple[Any, ...]:
 def _privatizer(parts: tuple[Any, ...]) -> Any:
   found = [p for p in parts if p.privacy_role == 'privatizer']
   if len(found) != 1:
-    raise ValueError(f'Expected one privatizing state (add_dpsgd_noise, or a '
-                     f'chain built on it) in the optimizer state, found '
-                     f'{len(found)}.')
+    raise ValueError(f'Expected one privatizing state (add_dpsgd_noise or a '
+                     f'chain built on it, or a compressed-GD step) in the '
+                     f'optimizer state, found {len(found)}.')
   return found[0]
 
 
@@ -52,7 +52,9 @@ def step_event(opt_state: Any, sampler: Any) -> dp_accounting.DpEvent:
       ``privacy_states``), of one run (index a seed axis first).
     sampler: the step's batch sampler (``dp_event``,
       ``expected_batch_size``, ``unit``), e.g.
-      ``dpjax.sampling.PoissonSampler``.
+      ``dpjax.sampling.PoissonSampler``; None for a step on the full batch
+      (``dp_compgd``, ``dp_projected_gd``), whose mechanism is not
+      amplified, and only there.
 
   Returns:
     The event of one step, amplified by the sampler.
@@ -62,8 +64,9 @@ def step_event(opt_state: Any, sampler: Any) -> dp_accounting.DpEvent:
       step, an unclipped chain, a sum a non-linear map changed, a sum
       clipped per example under a user-level sampler (or the reverse), a
       ``normalize`` divisor other than the sampler's expected batch size,
-      a state with a batch axis, or a sampler the mechanism's analysis does
-      not cover (the state's own checks).
+      a state with a batch axis, a sampler the mechanism's analysis does
+      not cover, or a sampler for a full-batch step (None) or None for a
+      sampled one (the state's own checks).
 
   Example:
     >>> sampler = dpjax.sampling.PoissonSampler(1000, 0.032)

@@ -46,9 +46,7 @@ from dpjax.transforms._compressed_gd import dp_gradient_estimate
 from dpjax.transforms._compressed_gd_events import calibrate_dp_compgd
 from dpjax.transforms._compressed_gd_events import calibrate_dp_compsgd
 from dpjax.transforms._compressed_gd_events import dp_compgd_event
-from dpjax.transforms._compressed_gd_events import dp_compgd_step_event
 from dpjax.transforms._compressed_gd_events import dp_compsgd_event
-from dpjax.transforms._compressed_gd_events import dp_compsgd_step_event
 from dpjax.transforms._compressed_gd_events import dp_gradient_estimate_event
 from dpjax.transforms._compressing import compressive_measurements
 from dpjax.transforms._compressing import compressive_mechanism
@@ -125,10 +123,8 @@ __all__ = [
     'CompressiveRelease',
     'dp_compgd',
     'dp_compgd_event',
-    'dp_compgd_step_event',
     'dp_compsgd',
     'dp_compsgd_event',
-    'dp_compsgd_step_event',
     'dp_gradient_estimate',
     'dp_gradient_estimate_event',
     'dp_projected_gd',

@@ -93,10 +93,11 @@ def dp_compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
     Replace-one sensitivity of the clipped sum is 2L for every Phi_t (see
     the module docstring; the thesis's s_t-rescaled release has sensitivity
     2L, not 2L / n, and is not used). Each step is the Gaussian mechanism
-    with noise multiplier sigma under replace-one; T steps are
-    ``dp_compgd_event(sigma, T)``, read from the run's state by
-    ``dp_compgd_step_event(state)``; ``calibrate_dp_compgd`` picks sigma for a
-    target (epsilon, delta).
+    with noise multiplier sigma under replace-one, not amplified: T steps
+    are ``dp_compgd_event(sigma, T)``; ``calibrate_dp_compgd`` picks sigma
+    for a target (epsilon, delta). A step's event is read from the state
+    that ran: ``dpjax.accounting.step_event(state, None)`` (no sampler: the
+    full batch), ``PrivacyLedger.record_step(state, None, None)``.
 
   References:
     Huang thesis, Alg. 8 (with the release changed as above); Abadi et al.
@@ -146,9 +147,10 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
   Privacy:
     Add/remove-one sensitivity of the clipped sum is L for every Phi_t, so a
     step is the Poisson-subsampled Gaussian mechanism;
-    ``dp_compsgd_event(sigma, q, T)`` (or ``sampler.dp_event(sigma)`` per
-    step) is the event; ``dp_compsgd_step_event(state, sampler)`` reads it
-    from the run's state.
+    ``dp_compsgd_event(sigma, q, T)`` plans T steps, and
+    ``dpjax.accounting.step_event(state, sampler)`` (or
+    ``PrivacyLedger.record_step(state, sampler, batch)``) reads a step's,
+    ``sampler.dp_event(sigma)``, from the state that ran.
 
   References:
     Huang thesis, Alg. 9 (Poisson sampling instead of fixed-size batches).
@@ -195,7 +197,8 @@ def dp_projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any,
 
   Privacy:
     Replace-one sensitivity 2L of the clipped sum: the same event as
-    ``dp_compgd`` (``dp_compgd_event``), with the noise in d dimensions.
+    ``dp_compgd`` (``dp_compgd_event``; ``step_event(state, None)``), with
+    the noise in d dimensions.
     Gradients and ``mask`` as ``dp_compgd``.
 
   References:
@@ -225,7 +228,8 @@ def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
   required, as in ``dp_compsgd``.
 
   Privacy:
-    The DP-SGD event: ``dp_compsgd_event(sigma, q, T)``.
+    The DP-SGD event: ``dp_compsgd_event(sigma, q, T)``; a step's,
+    ``dpjax.accounting.step_event(state, sampler)``.
 
   References:
     Abadi et al. 2016, Alg. 1 (with a projection onto C).

@@ -33,18 +33,20 @@ example changes one summand, each of norm <= L, so ||sum - sum'|| <= 2L
 <= L (k = 1, Poisson sampling, add/remove-one). This holds for EVERY Phi_t,
 so each step is the Gaussian mechanism with noise multiplier sigma, composed
 over T steps (``dp_compgd_event``) or Poisson-subsampled
-(``dp_compsgd_event``); ``dp_compgd_step_event`` and
-``dp_compsgd_step_event`` read sigma and T from the state of the run
-(``_compressed_gd_events``). No rescaling s_t is needed: E ||Phi u||^2 =
-||u||^2. A non-finite row is dropped (counted in the state), as
+(``dp_compsgd_event``); the state answers the event of the step that ran
+(``CompressedGdState.step_event``, read by ``dpjax.accounting.step_event``
+and ``PrivacyLedger.record_step``). No rescaling s_t is needed:
+E ||Phi u||^2 = ||u||^2. A non-finite row is dropped (counted in the state), as
 ``clip_and_sum`` does: zero is inside the clipping ball.
 """
 
 from typing import Any, NamedTuple
 
+import dp_accounting
 import jax
 from jax import flatten_util
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dpjax import _keys
@@ -53,10 +55,12 @@ from dpjax import _validate
 from dpjax import noise as noise_lib
 from dpjax import recovery
 from dpjax.transforms import _projecting
+from dpjax.transforms._dpsgd_noise import _scalar
 from dpjax.transforms._state import KeyStepState
 
 _STREAM = _keys.register('compressed_gd', __name__)
 LIPSCHITZ_MARGIN = 1.1  # power-iteration estimate of ||Phi||^2 times this
+FULL_BATCH, POISSON = 2.0, 1.0  # CompressedGdState.sensitivity_factor
 
 
 class CompressedGdState(NamedTuple):
@@ -72,8 +76,7 @@ class CompressedGdState(NamedTuple):
       at the last step (0 for the baselines, whose projection is exact).
     sensitivity_factor: float32 k of the release (stddev k L sigma): 2 for
       the full-batch (replace-one) steps, 1 for the Poisson (add/remove-one)
-      steps, 0 if non-private; ``dp_compgd_step_event`` and
-      ``dp_compsgd_step_event`` read it with sigma.
+      steps, 0 if non-private; ``step_event`` reads it with sigma.
     num_dropped: int32, real rows dropped so far for a non-finite gradient
       (data-dependent, not private: a diagnostic).
   """
@@ -84,6 +87,73 @@ class CompressedGdState(NamedTuple):
   residual: jax.Array
   sensitivity_factor: jax.Array
   num_dropped: jax.Array
+
+  privacy_role = 'privatizer'
+
+  def noise_handle(self) -> tuple[jax.Array, int]:
+    """``(key, step)`` of the Phi and noise the last step drew (ledger)."""
+    count = int(_scalar(self.stream.count, 'count'))
+    if count < 1:
+      raise ValueError('The state is from before any step: pass the state '
+                       'the step returned.')
+    return self.stream.key, count - 1
+
+  def step_event(self, sampler: Any, parts: list[Any]
+                 ) -> dp_accounting.DpEvent:
+    """The event of the step that produced this state (module doc).
+
+    A full-batch step (``dp_compgd``, ``dp_projected_gd``; k = 2) is the
+    Gaussian mechanism with noise multiplier sigma under replace-one, not
+    amplified: ``sampler`` must be None. A Poisson step (``dp_compsgd``,
+    ``dp_projected_sgd``; k = 1, stddev L sigma on a sum of add/remove-one
+    sensitivity L) is ``sampler.dp_event(sigma)`` (Huang thesis, Algs.
+    8-9, with the release of this module).
+
+    Args:
+      sampler: None for a full-batch step; else the step's batch sampler
+        (per-example, e.g. ``dpjax.sampling.PoissonSampler``).
+      parts: the other privacy states of the chain: none is allowed (the
+        step divides and clips itself).
+
+    Example:
+      >>> tx = dpjax.dp_compgd(0.5, 2, 1.0, 1.0, 0.7, 3, key=jax.random.key(0))
+      >>> w = jnp.zeros(4)
+      >>> _, s = tx.update(jnp.ones((3, 4)), tx.init(w), w)
+      >>> dpjax.accounting.step_event(s, None)  # the full batch: no sampler
+      GaussianDpEvent(noise_multiplier=0.699999988079071)
+    """
+    self.noise_handle()  # raises for a state from before any step
+    factor = _scalar(self.sensitivity_factor, 'sensitivity_factor')
+    if factor not in (FULL_BATCH, POISSON):
+      raise ValueError('The state is from a non-private run (compgd, '
+                       'projected_gd): it has no privacy guarantee to '
+                       'record.')
+    others = [type(p).__name__ for p in parts
+              if getattr(p, 'privacy_role', '') != 'privatizer']
+    if others:
+      raise ValueError(f'Expected no other privacy state beside a '
+                       f'compressed-GD step, found {others}: its release '
+                       'clips, noises and divides by itself.')
+    sigma = _scalar(self.noise_multiplier, 'noise_multiplier')
+    if not np.isfinite(sigma) or sigma < 0:
+      raise ValueError(f'The step ran noise_multiplier={sigma}.')
+    if factor == FULL_BATCH:
+      if sampler is not None:
+        raise ValueError(
+            'Expected sampler=None for a full-batch step (dp_compgd, '
+            'dp_projected_gd): it uses every example, so no amplification '
+            'by sampling holds. Use dp_compsgd / dp_projected_sgd for '
+            'sampled batches.')
+      return dp_accounting.GaussianDpEvent(sigma)
+    if sampler is None:
+      raise ValueError('Expected sampler= the batch sampler of a Poisson '
+                       'step (dp_compsgd, dp_projected_sgd), e.g. '
+                       'dpjax.sampling.PoissonSampler.')
+    unit = getattr(sampler, 'unit', 'example')
+    if unit != 'example':
+      raise ValueError(f'The step clips per example, but the sampler '
+                       f'accounts per {unit}.')
+    return sampler.dp_event(sigma)
 
 
 def average_iterate(state: CompressedGdState) -> Any:

@@ -99,6 +99,11 @@ class DpsgdNoiseState(NamedTuple):
       parts: the other privacy states of the chain (``privacy_states``):
         ``NormalizeState`` divisors, at most one ``AdaptiveClipState``.
     """
+    if sampler is None:
+      raise ValueError('Expected sampler= the step\'s batch sampler (e.g. '
+                       'dpjax.sampling.PoissonSampler): DP-SGD is accounted '
+                       'by its sampling. sampler=None is for full-batch '
+                       'steps (dp_compgd, dp_projected_gd) only.')
     count = self.noise_handle()[1] + 1
     unit = int(_scalar(self.unit, 'unit'))
     if _clipped_sum.UNITS[unit] == 'unclipped':
