@@ -402,7 +402,7 @@ def test_amplified_event_is_dpsgd_for_the_cycles_and_the_ledger_agrees():
   with pytest.raises(ValueError, match='num_partitions'):
     dpjax.accounting.step_event(
         state, dpjax.sampling.CyclicPoissonSampler(300, q, b - 1))
-  with pytest.raises(ValueError, match='cyclic sampler'):
+  with pytest.raises(ValueError, match='CyclicPoissonSampler'):
     dpjax.accounting.step_event(state, dpjax.sampling.PoissonSampler(100, q))
 
 
@@ -433,23 +433,101 @@ def test_step_event_refuses_steps_past_n_and_unclipped_chains():
     dpjax.accounting.step_event(unclipped_state, sampler)
 
 
-def test_unamplified_event_is_the_gaussian_of_the_multi_participation_sens():
-  steps, b, sigma = 16, 4, 2.0
-  s = cn.banded_toeplitz(cn.optimize_banded_toeplitz(steps, b), steps)
-  for k in (1, 2, None):
-    event = cn.bandmf_event(sigma, s, steps=steps, min_separation=b,
-                            max_participations=k)
-    sens = cn.sensitivity(s, min_separation=b, max_participations=k)
+def _run_and_record(tx, sampler, steps, key=jax.random.key(1)):
+  """Runs ``steps`` steps on ``sampler.sample(key, t)`` and records each."""
+  params, ledger = jnp.zeros(2), dpjax.PrivacyLedger()
+
+  @jax.jit
+  def step(state, t):
+    batch = sampler.sample(key, t)
+    g = jnp.ones((batch.indices.size, 2))
+    return tx.update(g, state, params, mask=batch.mask)[1], batch
+
+  state = tx.init(params)
+  for t in range(steps):
+    state, batch = step(state, t)
+    ledger.record_step(state, sampler, batch)
+  return state, ledger
+
+
+def test_unamplified_run_is_the_gaussian_of_the_sensitivity_read_from_state():
+  """Before: the run without sampling was stated by
+  ``bandmf_event(sigma, ...)`` with the caller's sigma (a run at 0.5
+  recorded at 1.0 stated 10.0 for 24.4) and the reader refused it. Now the
+  cyclic sampler at rate 1 (fixed partitions, no amplification) is its
+  schedule, and the ledger composes one Gaussian of the run's sigma and the
+  strategy's multi-participation sensitivity."""
+  steps, b, sigma = 16, 4, 0.5
+  sampler = dpjax.sampling.CyclicPoissonSampler(40, 1.0, b)
+  for s, bound in (
+      (cn.banded_toeplitz(cn.optimize_banded_toeplitz(steps, b), steps),
+       'exact'), (cn.tree_aggregation(steps), 'upper')):
+    tx = dpjax.bandmf(0.1, 1.0, sigma, sampler.expected_batch_size, s,
+                      key=jax.random.key(0))
+    _, ledger = _run_and_record(tx, sampler, steps)
+    sens = cn.sensitivity(s, min_separation=b, max_participations=None,
+                          bound=bound)
     col = np.max(s.column_norms())
-    assert isinstance(event, dp_accounting.GaussianDpEvent)
-    assert event.noise_multiplier == pytest.approx(sigma * col / sens)
-  # A dense strategy gets the (valid) upper bound, never a smaller value.
-  tree = cn.tree_aggregation(steps)
-  e = cn.bandmf_event(sigma, tree, steps=steps, min_separation=b)
-  up = cn.sensitivity(tree, min_separation=b, max_participations=None,
-                      bound='upper')
-  assert e.noise_multiplier == pytest.approx(
-      sigma * np.max(tree.column_norms()) / up)
+    whole = np.sqrt(cn.cyclic_squared_sensitivities(s.band, b)[steps])
+    assert whole <= sens * (1 + 1e-9)
+    if bound == 'exact':  # bands <= b: the DP's optimum is the cyclic one
+      assert whole == pytest.approx(sens, rel=1e-9)
+    want = dp_accounting.GaussianDpEvent(sigma * col / whole)
+    assert ledger.epsilon(1e-5) == pytest.approx(
+        dpjax.accounting.epsilon(want, 1e-5), rel=1e-5)
+    if bound == 'exact':  # Thm. 4's k-fold composition is never smaller
+      amplified = dpjax.accounting.dpsgd_event(sigma, 1.0, steps // b)
+      assert ledger.epsilon(1e-5) <= dpjax.accounting.epsilon(
+          amplified, 1e-5) * (1 + 1e-6)
+  # A truncated partition at rate 1 is not the fixed schedule.
+  capped = dpjax.sampling.CyclicPoissonSampler(40, 1.0, b, max_batch_size=5)
+  with pytest.raises(ValueError, match='truncated'):
+    _run_and_record(tx, capped, 1)
+
+
+def test_a_strategy_is_accounted_only_on_the_cyclic_sampler_s_own_pattern():
+  """Before: any sampler with a ``num_partitions`` attribute was taken at
+  its word, e.g. reshuffled epochs declared as n / epochs-separated (stated
+  4.38, exact 5.89). A shuffled epoch can put an example in consecutive
+  steps across the epoch boundary: only ``CyclicPoissonSampler``'s pattern
+  is accounted."""
+
+  class DeclaredShuffle(dpjax.sampling.ShuffleSampler):
+    num_partitions = 4  # the epoch length, declared by hand
+
+  s = cn.banded_toeplitz([1.0, 0.5], 16)
+  tx = dpjax.bandmf(0.1, 1.0, 1.0, 4.0, s, key=jax.random.key(0))
+  _, state = tx.update(jnp.ones((4, 2)), tx.init(jnp.zeros(2)), jnp.zeros(2),
+                       mask=jnp.ones(4, bool))
+  for sampler in (DeclaredShuffle(16, 4), dpjax.sampling.ShuffleSampler(16, 4)):
+    with pytest.raises(ValueError, match='CyclicPoissonSampler.*ShuffleSampler'):
+      dpjax.accounting.step_event(state, sampler)
+
+
+def test_a_step_count_restarted_each_epoch_is_refused():
+  """Before: a loop folding the epoch into the sampler key and restarting
+  the step at 0 each epoch was recorded (stated 3.71, exact 4.73): its
+  partitions no longer follow the step the event is read for."""
+  steps_per_epoch, epochs, b, q = 5, 2, 2, 0.5
+  sampler = dpjax.sampling.CyclicPoissonSampler(40, q, b)
+  s = cn.banded_toeplitz([1.0, 0.5], steps_per_epoch * epochs)
+  make = lambda: dpjax.bandmf(0.1, 1.0, 1.0, sampler.expected_batch_size, s,
+                              key=jax.random.key(0))
+  tx, params = make(), jnp.zeros(2)
+  step = jax.jit(lambda state, batch: tx.update(
+      jnp.ones((batch.indices.size, 2)), state, params, mask=batch.mask)[1])
+  state, ledger = tx.init(params), dpjax.PrivacyLedger()
+  with pytest.raises(ValueError, match='batch=: the batch was drawn at step 0'):
+    for epoch in range(epochs):
+      key = jax.random.fold_in(jax.random.key(1), epoch)
+      for t in range(steps_per_epoch):
+        batch = sampler.sample(key, t)
+        state = step(state, batch)
+        ledger.record_step(state, sampler, batch)
+  assert ledger.num_events == steps_per_epoch
+  # The honest loop, the run's own step on the sampler's one key.
+  _, ledger = _run_and_record(make(), sampler, steps_per_epoch * epochs)
+  assert ledger.num_events == steps_per_epoch * epochs
 
 
 def test_cyclic_sampler_keeps_each_example_in_its_partition():
@@ -492,9 +570,13 @@ def test_cyclic_sampler_keeps_each_example_in_its_partition():
     (lambda: cn.bandmf_event(1.0, cn.prefix_sum(8), steps=8,
                              min_separation=2, sampling_rate=0.1), 'bands=8'),
     (lambda: cn.bandmf_event(1.0, cn.lower_triangular(_random_lower(8, 1)),
-                             steps=9, min_separation=8), 'steps=9'),
+                             steps=9, min_separation=8, sampling_rate=0.1),
+     'steps=9'),
     (lambda: cn.bandmf_event(-1.0, cn.identity(8), steps=8,
-                             min_separation=1), 'noise_multiplier'),
+                             min_separation=1, sampling_rate=0.1),
+     'noise_multiplier'),
+    (lambda: cn.cyclic_squared_sensitivities(cn.identity(8).band, 0),
+     'min_separation'),
     (lambda: dpjax.transforms.add_dpsgd_noise(
         1.0, key=jax.random.key(0), strategy=np.triu(np.ones((2, 2)))),
      'lower-triang'),

@@ -331,7 +331,9 @@ class PrivacyLedger:
     ``step_event(opt_state, sampler)`` is the event; the noise stream
     ``(key, step)`` comes from the same privatizing state, so a replayed
     noise step (a second ``init``, two chains built from one key) or batch
-    is refused like in ``record``.
+    is refused like in ``record``. Under a sampler whose schedule follows
+    the step (``CyclicPoissonSampler``: partition t mod b) the batch's step
+    must be the privatizer's, the step the event is read for.
 
     Args:
       opt_state: the state the step returned (or its ``privacy_states``).
@@ -354,8 +356,18 @@ class PrivacyLedger:
       1
     """
     parts = _step_event.privacy_states(opt_state)
-    self.record(_step_event.step_event(parts, sampler),
-                noise=_step_event.noise_handle(parts), batch=batch)
+    event = _step_event.step_event(parts, sampler)
+    noise = _step_event.noise_handle(parts)
+    if getattr(sampler, 'num_partitions', None) is not None:
+      _, step = _stream(batch, 'batch')
+      if step != noise[1]:
+        raise ValueError(
+            f'batch=: the batch was drawn at step {step} but the step is '
+            f'{noise[1]} of the run: a cyclic sampler\'s partition is the '
+            'step mod num_partitions, so the batch must be '
+            'sampler.sample(key, t) at the run\'s own step t (never a count '
+            'restarted each epoch).')
+    self.record(event, noise=noise, batch=batch)
 
   @property
   def runs(self) -> list[tuple[dp_accounting.DpEvent, int]]:

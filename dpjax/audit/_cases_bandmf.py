@@ -3,9 +3,10 @@
 Honest: 16 steps of ``bandmf`` with an optimized 2-band Toeplitz strategy;
 the canary (gradient 100 C along e_0, clipped to C e_0) takes part every
 second step (b = 2, 8 participations), the b-min-separation schedule at its
-worst; its stated epsilon is ``bandmf_event(sigma, strategy, steps=16,
-min_separation=2)``, the run's Gaussian mechanism with the multi-
-participation sensitivity. The score is the LLR: the released sums y satisfy
+worst (``CyclicPoissonSampler`` at rate 1 over 2 partitions); its stated
+epsilon is the run's Gaussian mechanism with the multi-participation
+sensitivity ``sqrt(cyclic_squared_sensitivities(C, 2)[16])``, the event the
+reader composes for that run. The score is the LLR: the released sums y satisfy
 C y = C G + Z, so <C Delta, C y_0> with Delta the canary's participation
 pattern. Broken twin: the same run, claimed with one participation's
 sensitivity (the column norm), as if each example took part once: its
@@ -16,6 +17,7 @@ Example:
   'bandmf_single_participation_claim'
 """
 
+import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -56,10 +58,12 @@ def bandmf_case() -> AuditCase:
   def score(y):
     return jnp.dot(jnp.asarray(direction), jnp.asarray(c) @ y[:, 0])
 
-  def claim(max_participations):
-    event = correlated_noise.bandmf_event(
-        sigma, strategy, steps=_STEPS, min_separation=_SEPARATION,
-        max_participations=max_participations)
+  def claim(participations):
+    column_norm = float(np.max(strategy.column_norms()))
+    sens = (np.sqrt(correlated_noise.cyclic_squared_sensitivities(
+        strategy.band, _SEPARATION)[_STEPS]) if participations is None
+            else column_norm)
+    event = dp_accounting.GaussianDpEvent(sigma * column_norm / float(sens))
     return _cases._epsilon(event, DELTA, 'pld')  # pylint: disable=protected-access
 
   case = AuditCase(

@@ -4,8 +4,9 @@ A strategy is a lower-triangular invertible C; training adds the t-th row of
 C^{-1} Z to the t-th clipped sum (``dpjax.transforms.add_dpsgd_noise(sigma,
 key=..., strategy=C)``, ``dpjax.bandmf``). This package builds strategies (banded Toeplitz, its
 optimizer on the prefix-sum objective, tree aggregation), their sensitivity
-under b-min-separation participation, per-query errors, and the run's
-DpEvent. Pure NumPy/SciPy in float64: strategies are public and static.
+under b-min-separation participation, per-query errors, and the planned
+DpEvent of an amplified run (a run's own event is read from its state by
+``dpjax.accounting.step_event`` under its ``CyclicPoissonSampler``). Pure NumPy/SciPy in float64: strategies are public and static.
 
 References: Kairouz et al. 2021 (DP-FTRL, tree aggregation); Choquette-Choo
 et al. 2023, "(Amplified) banded matrix factorization"; McKenna 2024,
@@ -22,6 +23,7 @@ Example:
 from dpjax.correlated_noise._events import bandmf_event
 from dpjax.correlated_noise._optimize import optimize_banded_toeplitz
 from dpjax.correlated_noise._optimize import toeplitz_loss
+from dpjax.correlated_noise._sensitivity import cyclic_squared_sensitivities
 from dpjax.correlated_noise._sensitivity import fixed_epoch_sensitivity
 from dpjax.correlated_noise._sensitivity import max_separated_sum
 from dpjax.correlated_noise._sensitivity import sensitivity
@@ -39,6 +41,7 @@ from dpjax.correlated_noise._strategies import tree_matrix
 __all__ = [
     'banded_toeplitz',
     'bandmf_event',
+    'cyclic_squared_sensitivities',
     'fixed_epoch_sensitivity',
     'identity',
     'inverse_square_root_coefs',

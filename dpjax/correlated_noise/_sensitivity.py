@@ -16,6 +16,7 @@ factorization", Sec. 3). b-min-separation: participations at least
   X >= 0 entrywise and a single pattern attains both maxima.
 """
 
+import functools
 import math
 from typing import Any
 
@@ -73,7 +74,10 @@ def sensitivity(strategy: _strategies.Strategy, *, min_separation: int = 1,
   Args:
     strategy: the ``Strategy``.
     min_separation: b >= 1, the fewest steps between two participations
-      (1: any steps; n / epochs for shuffled epochs of equal batches).
+      (1: any steps; n / epochs for one fixed data order visited every
+      epoch). Epochs reshuffled each epoch have b = 1: a fresh permutation
+      can put an example in the last batch of one epoch and the first of
+      the next.
     max_participations: k >= 1, or None for as many as n steps allow
       (ceil(n / b)); the default 1 is a single epoch (max column norm).
     bound: ``'exact'`` (default): the exact sensitivity, which needs
@@ -143,3 +147,61 @@ def fixed_epoch_sensitivity(strategy: _strategies.Strategy, *,
     idx = np.arange(start, n, period)
     best = max(best, float(gram[np.ix_(idx, idx)].sum()))
   return float(np.sqrt(best))
+
+
+@functools.lru_cache(maxsize=8)
+def _cyclic_cached(band_bytes: bytes, shape: tuple[int, int],
+                   min_separation: int) -> np.ndarray:
+  band = np.frombuffer(band_bytes, np.float64).reshape(shape)
+  n, bands = shape
+  b = min_separation
+  width = -(-bands // b)  # pattern neighbours within the bands
+  best = np.zeros(n + 1)
+  for p in range(min(b, n)):
+    cols = np.arange(p, n, b)
+    gram = np.zeros((cols.size, width))  # gram[a, d] = X[cols[a], cols[a+d]]
+    total, sums = 0.0, np.zeros(n + 1)
+    for r in range(p, n):
+      hi = (r - p) // b
+      lo = max(0, -(-(r - bands + 1 - p) // b))
+      a = np.arange(lo, hi + 1)
+      vals = band[r, r - cols[a]]
+      for d in range(a.size):
+        old = gram[a[:a.size - d], d]
+        new = old + vals[:a.size - d] * vals[d:]
+        total += (1 if d == 0 else 2) * float(np.sum(np.abs(new) - np.abs(old)))
+        gram[a[:a.size - d], d] = new
+      sums[r + 1] = total
+    best = np.maximum(best, sums)
+  best.setflags(write=False)
+  return best
+
+
+def cyclic_squared_sensitivities(band: np.ndarray,
+                                 min_separation: int) -> np.ndarray:
+  """Squared sensitivities of each prefix of C under b fixed partitions.
+
+  Example i takes part at the steps i mod b, i mod b + b, ... (cyclic
+  Poisson sampling at rate 1: every step takes its whole partition). Entry
+  t is ``max_p sum_{i, j in pi_p, i, j < t} |X_ij|`` with X the Gram
+  matrix of C[:t, :t] and pi_p the steps of partition p: the squared
+  sensitivity of the first t steps, exact when X >= 0 on the patterns or
+  the strategy has at most b bands (their columns are then orthogonal;
+  Choquette-Choo et al. 2023, "(Amplified) banded matrix factorization",
+  Sec. 3 and Eq. (5)). Non-decreasing in t. O(n b ceil(bands / b)^2), cached.
+
+  Args:
+    band: [n, bands] diagonals of C (``Strategy.band``).
+    min_separation: b >= 1, the number of partitions.
+
+  Returns:
+    float64 [n + 1], entry 0 being 0.
+
+  Example:
+    >>> s = _strategies.banded_toeplitz([1.0, 1.0], 6)
+    >>> float(cyclic_squared_sensitivities(s.band, 2)[-1])
+    6.0
+  """
+  b, _ = _participations(1, min_separation, None)
+  band = np.ascontiguousarray(band, np.float64)
+  return _cyclic_cached(band.tobytes(), band.shape, b)

@@ -7,7 +7,11 @@ in any b consecutive steps (b-min-separation) and each participation is
 Poisson-subsampled (Choquette-Choo et al. 2023, "(Amplified) banded matrix
 factorization", Alg. 2). A b-banded strategy on this schedule is as private
 as DP-SGD with the same noise multiplier and rate q for ceil(T / b) steps
-(ibid., Thm. 4): ``dpjax.correlated_noise.bandmf_event``.
+(ibid., Thm. 4). At rate 1 every step takes its whole partition: the
+fixed b-min-separated schedule without amplification.
+``dpjax.accounting.step_event`` accounts a BandMF state under this sampler's
+pattern only, and ``PrivacyLedger.record_step`` requires the batch of the
+run's own step t (partition t mod b, never a count restarted each epoch).
 """
 
 import dataclasses

@@ -46,13 +46,15 @@ def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     An optax transformation.
 
   Privacy:
-    Under ``dpjax.sampling.CyclicPoissonSampler`` with at least ``bands``
-    partitions, ``ledger.record_step(state, sampler, batch)`` records each
-    step (``dpjax.accounting.step_event``);
-    a run of T steps is ``dpjax.correlated_noise.bandmf_event(sigma,
-    bands=..., steps=T, sampling_rate=q)`` (add/remove-one). Without
-    sampling, on a b-min-separation schedule, ``bandmf_event`` with
-    ``strategy=`` gives the run's Gaussian mechanism.
+    Under ``dpjax.sampling.CyclicPoissonSampler`` (the participation
+    pattern is the sampler's; any other sampler is refused),
+    ``ledger.record_step(state, sampler, batch)`` records each step
+    (``dpjax.accounting.step_event``) with the batch drawn at the run's own
+    step. Rate q < 1 with at least ``bands`` partitions: amplified, a run of
+    T steps is ``dpjax.correlated_noise.bandmf_event(sigma, strategy,
+    steps=T, min_separation=b, sampling_rate=q)`` (add/remove-one; its plan).
+    Rate 1 (fixed partitions, no amplification): the steps compose to the
+    Gaussian mechanism of the strategy's multi-participation sensitivity.
 
   Example:
     >>> s = dpjax.correlated_noise.banded_toeplitz([1.0, 0.5], 8)

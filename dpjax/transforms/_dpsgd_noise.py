@@ -33,6 +33,7 @@ from dpjax import _numerics
 from dpjax import _validate
 from dpjax import correlated_noise as cn_lib
 from dpjax import noise as noise_lib
+from dpjax import sampling
 from dpjax.transforms import _exact_gaussian
 from dpjax.transforms._state import KeyStepState
 
@@ -50,11 +51,38 @@ class Correlation(NamedTuple):
     column_norm: float32, the largest column norm of C.
     bands: int32, the strategy's bands.
     num_steps: int32, the strategy's n (-1 for Toeplitz, which continues).
+    strategy: ``StaticStrategy``, the strategy itself as static structure
+      (no leaves: strategies are public and fixed): the sensitivity of a run
+      without amplification is read from it.
   """
   history: Any
   column_norm: jax.Array
   bands: jax.Array
   num_steps: jax.Array
+  strategy: 'StaticStrategy'
+
+
+@jax.tree_util.register_pytree_node_class
+class StaticStrategy:
+  """A ``Strategy`` carried in a state as pytree structure, not leaves.
+
+  It passes ``jit``, ``scan`` and ``vmap`` unchanged (compared by identity)
+  and adds nothing to the state's size.
+
+  Attributes:
+    strategy: the ``dpjax.correlated_noise.Strategy`` the noise streams.
+  """
+
+  def __init__(self, strategy: cn_lib.Strategy):
+    self.strategy = strategy
+
+  def tree_flatten(self):
+    return (), self.strategy
+
+  @classmethod
+  def tree_unflatten(cls, strategy, children):
+    del children
+    return cls(strategy)
 
 
 class DpsgdNoiseState(NamedTuple):
@@ -184,25 +212,67 @@ def _check_divisors(parts: list[Any], sampler: Any, rtol: float = 1e-6):
 
 def _bandmf_event(c: Correlation, sampler: Any, sigma: float,
                   count: int) -> dp_accounting.DpEvent:
-  """Amplified BandMF (Choquette-Choo et al. 2023, Thm. 4): under cyclic
-  Poisson sampling with b >= bands partitions, the first step of each cycle
-  is ``sampler.dp_event(sigma)`` and the others are free."""
-  partitions = getattr(sampler, 'num_partitions', None)
+  """The event of step ``count - 1`` of a strategy under the participation
+  pattern of a ``CyclicPoissonSampler`` (example i in partition i mod b,
+  step t on partition t mod b; Choquette-Choo et al. 2023, "(Amplified)
+  banded matrix factorization", Alg. 2). The pattern is the sampler's own,
+  never declared: any other sampler is refused.
+
+  * Rate q < 1 and bands <= b: amplified (ibid., Thm. 4): the first step of
+    each cycle is ``sampler.dp_event(sigma)``, the others are free.
+  * Rate 1 (every step takes its whole partition, no amplification): the
+    run of T steps is one Gaussian mechanism of sensitivity clip x
+    Delta_T, Delta_T^2 = ``cyclic_squared_sensitivities(C)[T]`` (ibid.,
+    Sec. 3), read from the strategy the state ran. Step t is the Gaussian
+    of Delta_{t+1}^2 - Delta_t^2; Gaussians compose by adding their
+    squared sensitivities, so the steps compose to that one mechanism.
+  """
+  if not isinstance(sampler, sampling.CyclicPoissonSampler):
+    raise ValueError(
+        f'Expected sampler= a dpjax.sampling.CyclicPoissonSampler for a '
+        f'strategy, got {type(sampler).__name__}: correlated noise is '
+        'accounted on the cyclic partition schedule, whose participation '
+        'pattern the sampler fixes. (Epochs reshuffled each epoch, as '
+        'ShuffleSampler draws them, give an example two participations in '
+        'consecutive steps across an epoch boundary.)')
+  partitions = sampler.num_partitions
   bands = int(_scalar(c.bands, 'bands'))
-  if partitions is None:
-    raise ValueError('Expected sampler= a cyclic sampler with num_partitions '
-                     '(e.g. dpjax.sampling.CyclicPoissonSampler): amplified '
-                     'BandMF assumes its participation schedule.')
-  if bands > partitions:
-    raise ValueError(f'Expected strategy bands={bands} <= the sampler\'s '
-                     f'num_partitions={partitions}: the sampler\'s '
-                     'participations are closer than the bands.')
   num_steps = int(_scalar(c.num_steps, 'num_steps'))
   if 0 <= num_steps < count:
     raise ValueError(f'The run took step {count - 1} of a strategy with '
                      f'n={num_steps} steps.')
+  if sampler.sampling_rate == 1:
+    return _unamplified_event(c, sampler, sigma, count)
+  if bands > partitions:
+    raise ValueError(f'Expected strategy bands={bands} <= the sampler\'s '
+                     f'num_partitions={partitions}: the sampler\'s '
+                     'participations are closer than the bands (amplification '
+                     'needs the bands within one cycle; a rate of 1 accounts '
+                     'the schedule without amplification).')
   return (sampler.dp_event(sigma) if (count - 1) % partitions == 0
           else dp_accounting.NoOpDpEvent())
+
+
+def _unamplified_event(c: Correlation, sampler: Any, sigma: float,
+                       count: int) -> dp_accounting.DpEvent:
+  """Step ``count - 1`` of the fixed-partition schedule (see above)."""
+  # The diagonals as the noise used them (float32).
+  band = np.asarray(c.strategy.strategy.band, np.float32).astype(np.float64)
+  if count > band.shape[0]:
+    raise ValueError(f'The run took step {count - 1} of a strategy with '
+                     f'n={band.shape[0]} steps: without amplification its '
+                     'sensitivity is that of the n x n strategy.')
+  if sampler.max_batch_size <= sampler.partition_size:
+    raise ValueError(f'Expected max_batch_size={sampler.max_batch_size} > the '
+                     f'partition size {sampler.partition_size} at rate 1: a '
+                     'truncated partition is not the fixed schedule.')
+  sq = cn_lib.cyclic_squared_sensitivities(band, sampler.num_partitions)
+  increment = max(float(sq[count] - sq[count - 1]), 0.0)
+  if increment == 0:
+    return dp_accounting.NoOpDpEvent()
+  column_norm = _scalar(c.column_norm, 'column_norm')
+  return dp_accounting.GaussianDpEvent(sigma * column_norm
+                                       / float(np.sqrt(increment)))
 
 
 def as_strategy(strategy: Any) -> cn_lib.Strategy:
@@ -300,6 +370,7 @@ def add_dpsgd_noise(noise_multiplier: Any, *, key: jax.Array,
     strategy = as_strategy(strategy)
     band = np.asarray(strategy.band, np.float32)
     column_norm = float(strategy.column_norms().max())
+    static = StaticStrategy(strategy)
     stream0 = KeyStepState.create(key, stream=_CORRELATED_STREAM)
   else:
     stream0 = KeyStepState.create(
@@ -311,7 +382,8 @@ def add_dpsgd_noise(noise_multiplier: Any, *, key: jax.Array,
     n, bands = band.shape
     return Correlation(history, jnp.asarray(column_norm, jnp.float32),
                        jnp.asarray(bands, jnp.int32),
-                       jnp.asarray(-1 if strategy.toeplitz else n, jnp.int32))
+                       jnp.asarray(-1 if strategy.toeplitz else n, jnp.int32),
+                       static)
 
   def state(stream, bound, unit, linear, grid, history):
     f32 = lambda x: jnp.asarray(x, jnp.float32)
