@@ -50,6 +50,10 @@ TEETH = {
     'adaptive_dpsgd': 0.45,  # 0.57
     'user_dpsgd': 0.45,  # 0.56
     'bandmf': 0.48,  # 0.58
+    'user_level_unit': 0.45,  # 0.57
+    'scaled_clipped_sum': 0.45,  # 0.57
+    'shared_noise_key': 0.5,  # 0.61
+    'adaptive_bandmf_count': 0.45,  # 0.54
 }
 
 
