@@ -47,11 +47,12 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'adaptive_dpsgd': _cases_adaptive.adaptive_dpsgd_case,
           'user_dpsgd': _cases_adaptive.user_dpsgd_case,
           'bandmf': _cases_bandmf.bandmf_case,
+          **_cases_distributed.distributed_builders(),
+          # Appended: a case's index seeds its audit in the experiment.
           'user_level_unit': _cases_leaks.user_level_unit_case,
           'scaled_clipped_sum': _cases_leaks.scaled_clipped_sum_case,
           'shared_noise_key': _cases_leaks.shared_noise_key_case,
-          'adaptive_bandmf_count': _cases_leaks.adaptive_bandmf_count_case,
-          **_cases_distributed.distributed_builders()}
+          'adaptive_bandmf_count': _cases_leaks.adaptive_bandmf_count_case}
 
 
 def audit_case_names() -> tuple[str, ...]:
@@ -86,7 +87,7 @@ def audit_case(name: str) -> AuditCase:
 
 @functools.lru_cache(maxsize=1)
 def audit_cases() -> tuple[AuditCase, ...]:
-  """Every registered audit case (central mechanisms, then protocols).
+  """Every registered audit case (central mechanisms, protocols, leaks).
 
   Built once per process (the stated epsilons run the accountants).
 
