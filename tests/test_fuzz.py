@@ -9,11 +9,14 @@ decentralized rounds also get misuse (no mask, no batch axis, a non-boolean
 or misshapen mask), which must raise a ValueError; user-level clipping
 refuses any mask not carried by a UserBatch; the Gaussian noise on a
 clipped sum gets a scaled sum (its bound follows), a non-linear map of the
-sum and a per-example sum under a user-level sampler (both refused). Same
+sum and a per-example sum under a user-level sampler (both refused);
+adaptive clipping under a BandMF strategy records its count noise, or a
+sampler without the cyclic schedule its analysis needs is refused. Same
 key on both neighbours, so the noise cancels and the difference of the
 outputs is the difference of the clipped inputs.
 """
 
+import dp_accounting
 import hypothesis
 from hypothesis import strategies as st
 import jax
@@ -805,3 +808,42 @@ def test_bandmf_noise_is_data_independent_and_within_sensitivity(
   slack = 1e-5 * sigma * clip * (1 + np.sqrt(size)) * 4
   assert _norm(diff) <= 2 * clip * (1 + tol) + 1e-6 + slack
   jax.tree.map(np.testing.assert_array_equal, a1, b1)
+
+
+@NEW_PATH_SETTINGS
+@hypothesis.given(sigma=st.floats(0.1, 5), count_stddev=st.one_of(
+    st.just(0.0), st.floats(0.01, 5)), bands=st.integers(1, 3),
+                  partitions=st.integers(1, 3), cyclic=st.booleans())
+def test_adaptive_clip_under_a_strategy_records_its_count_or_is_refused(
+    sigma, count_stddev, bands, partitions, cyclic):
+  """Adaptive clipping chained with the BandMF noise: every step's event is
+  the cycle's Gaussian at the combined noise multiplier (the count release
+  included, Andrew et al. 2021, Thm 1) or free; a sampler without the
+  cyclic schedule, or one whose cycle is shorter than the bands, is
+  refused."""
+  strategy = dpjax.correlated_noise.banded_toeplitz(
+      dpjax.correlated_noise.inverse_square_root_coefs(bands), 8)
+  tx = optax.chain(
+      dpjax.transforms.adaptive_clip_per_example(
+          1.0, target_quantile=0.5, learning_rate=0.2,
+          count_stddev=count_stddev, expected_batch_size=4.0,
+          key=jax.random.key(0)),
+      dpjax.transforms.add_dpsgd_noise(sigma, key=jax.random.key(0),
+                                       strategy=strategy))
+  sampler = (dpjax.sampling.CyclicPoissonSampler(12, 0.5, partitions)
+             if cyclic else dpjax.PoissonSampler(12, 0.5))
+  combined = dpjax.transforms.adaptive_effective_noise_multiplier(
+      np.float32(sigma), np.float32(count_stddev))
+  params, state = jnp.zeros(3), tx.init(jnp.zeros(3))
+  grads = jnp.arange(12.0).reshape(4, 3)
+  for step in range(3):
+    _, state = tx.update(grads, state, params, mask=jnp.ones(4, bool))
+    if not cyclic or bands > partitions:
+      with pytest.raises(ValueError, match='cyclic sampler|num_partitions'):
+        dpjax.accounting.step_event(state, sampler)
+      return
+    event = dpjax.accounting.step_event(state, sampler)
+    if step % partitions:
+      assert event == dp_accounting.NoOpDpEvent()
+    else:
+      assert event == sampler.dp_event(combined)

@@ -14,6 +14,7 @@ from dpjax.audit import _cases_bandmf
 from dpjax.audit import _cases_distributed
 from dpjax.audit import _cases_exact_gaussian
 from dpjax.audit import _cases_ghost
+from dpjax.audit import _cases_leaks
 from dpjax.audit import _cases_lowbits
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._cases import compressive_case
@@ -46,7 +47,12 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'adaptive_dpsgd': _cases_adaptive.adaptive_dpsgd_case,
           'user_dpsgd': _cases_adaptive.user_dpsgd_case,
           'bandmf': _cases_bandmf.bandmf_case,
-          **_cases_distributed.distributed_builders()}
+          **_cases_distributed.distributed_builders(),
+          # Appended: a case's index seeds its audit in the experiment.
+          'user_level_unit': _cases_leaks.user_level_unit_case,
+          'scaled_clipped_sum': _cases_leaks.scaled_clipped_sum_case,
+          'shared_noise_key': _cases_leaks.shared_noise_key_case,
+          'adaptive_bandmf_count': _cases_leaks.adaptive_bandmf_count_case}
 
 
 def audit_case_names() -> tuple[str, ...]:
@@ -81,7 +87,7 @@ def audit_case(name: str) -> AuditCase:
 
 @functools.lru_cache(maxsize=1)
 def audit_cases() -> tuple[AuditCase, ...]:
-  """Every registered audit case (central mechanisms, then protocols).
+  """Every registered audit case (central mechanisms, protocols, leaks).
 
   Built once per process (the stated epsilons run the accountants).
 
