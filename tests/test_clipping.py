@@ -207,8 +207,9 @@ def test_methods_agree_on_the_reference_formula(method):
 
 @pytest.mark.parametrize('method', ['vmap', 'ghost'])
 def test_the_clipped_sum_carries_its_bound(method):
-  """Static where the bound is concrete, a leaf of the traced value inside a
-  jit over C; the per-layer bound is the norm of the layer bounds."""
+  """A leaf beside the value (a Python float where the bound is concrete,
+  traced inside a jit over C, which then pins nothing); the per-layer
+  bound is the norm of the layer bounds; the unit is per example."""
   batch = make_batch(jax.random.key(13), scale=3.0)
   fn = lambda c: dpjax.clipped_grad_sum(linear_loss, c, method)(  # noqa: E731
       PARAMS, batch, ALL(batch)).grad_sum
@@ -216,9 +217,13 @@ def test_the_clipped_sum_carries_its_bound(method):
   assert isinstance(flat, dpjax.clipping.ClippedSum)
   assert flat.l2_norm_clip == 0.5
   assert layered.l2_norm_clip == pytest.approx(0.5, rel=1e-12)
-  assert jax.tree.leaves(flat) == jax.tree.leaves(flat.value)  # aux data
+  leaves = jax.tree.leaves(flat)
+  assert leaves[:-2] == jax.tree.leaves(flat.value)
+  assert leaves[-2:] == [0.5, -1.0]  # the bound and its probe, -2 x bound
+  assert flat.unit == 'example' and flat.origin == 0.5
   traced = jax.jit(fn)(jnp.float32(0.25))
   np.testing.assert_array_equal(traced.l2_norm_clip, np.float32(0.25))
+  assert traced.origin is None
   chex.assert_trees_all_close(traced.value, fn(0.25).value, rtol=1e-6)
 
 
