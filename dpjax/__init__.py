@@ -23,8 +23,16 @@ Glossary (one name per role, everywhere):
 * ``dimension``: the length d of a flattened vector (not ``dim``).
 * ``bits``: a communication cost in bits (``*_bits`` functions count them).
 * ``dp_``: the prefix of the private version of a named algorithm.
-* ``<mechanism>_event(..., *, steps=1)``: a privatizer's DpEvent;
-  ``dpjax.accounting.step_event(opt_state, sampler)``: the event of a step,
+* Planning: every Gaussian mechanism is
+  ``accounting.gaussian_event(noise_multiplier, *, sampling_rate=1,
+  steps=1)`` and every epsilon-DP release ``accounting.pure_dp_event(epsilon,
+  *, steps=1)``, whatever the argument convention of the mechanism;
+  ``<mechanism>_event(..., *, steps=1)`` exists only for a mechanism whose
+  accounting differs (``laplace_event``, ``discrete_gaussian_event``,
+  ``cpsgd_event``, ``distributed_dp_event``, ...). One calibrator,
+  ``accounting.calibrate(make_event, target_epsilon, delta, *, steps)``
+  (an integer ``start`` searches integers, e.g. trials).
+* ``dpjax.accounting.step_event(opt_state, sampler)``: the event of a step,
   read from the optimizer state that ran.
 
 Example:

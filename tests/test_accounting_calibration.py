@@ -54,7 +54,7 @@ def test_gaussian_stddev_is_the_analytic_gaussian_mechanism(eps, delta, sens):
   assert _gaussian_delta(sigma * (1 - 1e-4), sens, eps) > delta
   assert sigma < sens * math.sqrt(2 * math.log(1.25 / delta)) / eps
   # dp_accounting's PLD accountant on the event agrees
-  got = accounting.epsilon(accounting.gaussian_protocol_event(sigma, sens),
+  got = accounting.epsilon(accounting.gaussian_event(sigma / sens),
                            delta, 'pld')
   assert got == pytest.approx(eps, rel=2e-3)
 
@@ -72,7 +72,7 @@ def test_gaussian_epsilon_inverts_gaussian_stddev_and_composes():
   # exact T-fold composition agrees with the PLD accountant on a ledger
   total = accounting.gaussian_epsilon(sigma, 0.5, 1e-5, rounds=10)
   ledger = accounting.PrivacyLedger()
-  ledger.record(accounting.gaussian_protocol_event(sigma, 0.5), 10,
+  ledger.record(accounting.gaussian_event(sigma / 0.5), 10,
                 planned=True)  # an accounting of 10 rounds
   assert total == pytest.approx(ledger.epsilon(1e-5, 'pld'), rel=5e-3)
   assert _gaussian_delta(sigma, 0.5 * math.sqrt(10), total) <= 1e-5 * (
@@ -87,52 +87,70 @@ def test_gaussian_helpers_reject_bad_input():
     accounting.gaussian_epsilon(0.0, 1.0, 1e-5)
   with pytest.raises(ValueError, match='delta=0.0'):
     accounting.gaussian_epsilon(1.0, 1.0, 0.0)
-  with pytest.raises(ValueError, match='l2_sensitivity=0.0'):
-    accounting.calibrate_gaussian_stddev(1.0, 1e-5, 0.0)
 
 
 @pytest.mark.parametrize('accountant', ['pld', 'rdp'])
-def test_calibrate_gaussian_stddev_meets_the_target_tightly(accountant):
+def test_calibrate_of_a_stddev_meets_the_target_tightly(accountant):
   sens, delta = 2.0, 1e-5
-  sigma = accounting.calibrate_gaussian_stddev(1.0, delta, sens, accountant)
+  sigma = sens * accounting.calibrate(accounting.gaussian_event, 1.0, delta,
+                                      accountant)
   eps = lambda s: accounting.epsilon(
-      accounting.gaussian_protocol_event(s, sens), delta, accountant)
+      accounting.gaussian_event(s / sens), delta, accountant)
   assert eps(sigma) <= 1.0 < eps(sigma * (1 - 2e-4))
   if accountant == 'pld':  # the accountant's value is close to the exact one
     assert sigma == pytest.approx(accounting.gaussian_stddev(1.0, delta, sens),
                                   rel=2e-3)
-  # it is the generic calibration of the event, in stddev units
-  z = accounting.calibrate(
-      lambda z: accounting.gaussian_protocol_event(z * sens, sens), 1.0,
-      delta, accountant)
-  assert sigma == z * sens
 
 
-def test_calibrate_gaussian_stddev_composes_steps():
-  one = accounting.calibrate_gaussian_stddev(1.0, 1e-5, 1.0, 'pld')
-  ten = accounting.calibrate_gaussian_stddev(1.0, 1e-5, 1.0, 'pld', steps=10)
+def test_calibrate_composes_steps():
+  one = accounting.calibrate(accounting.gaussian_event, 1.0, 1e-5, 'pld')
+  ten = accounting.calibrate(accounting.gaussian_event, 1.0, 1e-5, 'pld',
+                             steps=10)
   assert ten > 2 * one
   assert accounting.epsilon(dp_accounting.SelfComposedDpEvent(
-      accounting.gaussian_protocol_event(ten, 1.0), 10), 1e-5, 'pld') <= 1.0
+      accounting.gaussian_event(ten / 1.0), 10), 1e-5, 'pld') <= 1.0
 
 
 # -------------------------------------------------------- integer search
 
 
-def test_calibrate_trials_is_the_smallest_meeting_the_target():
+D = 1e-5
+
+
+def _trials_event(m):
+  """A mechanism known by its (epsilon, delta): no guarantee below m = 7."""
+  if m < 7:
+    return dp_accounting.NonPrivateDpEvent()
+  return accounting.EpsilonDeltaDpEvent(100.0 / m, D)
+
+
+def test_an_integer_start_searches_the_smallest_integer():
   eps = lambda m: math.inf if m < 7 else 100.0 / m
   for target in (0.3, 5.0, 14.28, 50.0):
-    m = accounting.calibrate_trials(eps, target)
+    m = accounting.calibrate(_trials_event, target, D, start=1)
+    assert type(m) is int  # pylint: disable=unidiomatic-typecheck
     assert eps(m) <= target and (m == 1 or eps(m - 1) > target)
-  assert accounting.calibrate_trials(eps, 50.0) == 7
-  assert accounting.calibrate_trials(eps, 0.3, min_trials=300) == 334
-  assert accounting.calibrate_trials(eps, 0.3, max_trials=334) == 334
+  assert accounting.calibrate(_trials_event, 50.0, D, start=1) == 7
+  assert accounting.calibrate(_trials_event, 0.3, D, start=300) == 334
+  assert accounting.calibrate(_trials_event, 0.3, D, start=1,
+                              ceiling=334) == 334
   with pytest.raises(ValueError, match='unreachable'):
-    accounting.calibrate_trials(eps, 0.3, max_trials=333)
+    accounting.calibrate(_trials_event, 0.3, D, start=1, ceiling=333)
   with pytest.raises(ValueError, match='target_epsilon=0.0'):
-    accounting.calibrate_trials(eps, 0.0)
-  with pytest.raises(ValueError, match='max_trials=3'):
-    accounting.calibrate_trials(eps, 1.0, min_trials=5, max_trials=3)
+    accounting.calibrate(_trials_event, 0.0, D, start=1)
+  with pytest.raises(ValueError, match='ceiling=3'):
+    accounting.calibrate(_trials_event, 1.0, D, start=5, ceiling=3)
+
+
+@pytest.mark.parametrize('accountant', ['rdp', 'pld'])
+def test_a_lone_epsilon_delta_event_has_its_own_epsilon(accountant):
+  # Before: RDP refused any delta > 0 and PLD's discretization answered
+  # 0.6376 for 0.637513, so a calibration on the event moved.
+  event = accounting.EpsilonDeltaDpEvent(0.637513, 1e-6)
+  assert accounting.epsilon(event, 1e-6, accountant) == 0.637513
+  assert accounting.epsilon(event, 1e-5, accountant) <= 0.637513
+  # Below the event's delta nothing is known.
+  assert accounting.epsilon(event, 1e-7, accountant) == float('inf')
 
 
 # ------------------------------------------------------------- Binomial
@@ -151,22 +169,29 @@ def test_binomial_min_trials_is_theorem_1s_boundary():
     accounting.binomial_min_trials(1.0, 1.0, 1e-6, 1, 1.0)
 
 
-def test_calibrate_binomial_trials_is_the_smallest_valid_n():
+def _binomial_trials(target, p, s, delta, d, **kwargs):
+  """The Binomial's trials: calibrate from Theorem 1's least N."""
+  event = lambda n: accounting.EpsilonDeltaDpEvent(
+      accounting.binomial_epsilon(n, p, s, delta, d, 1.0, 1.0, 1.0), delta)
+  return accounting.calibrate(
+      event, target, delta,
+      start=accounting.binomial_min_trials(p, s, delta, d, 1.0), **kwargs)
+
+
+def test_calibrate_of_binomial_trials_is_the_smallest_valid_n():
   p, s, delta, d = 0.5, 0.25, 1e-5, 1
   eps = lambda n: accounting.binomial_epsilon(n, p, s, delta, d, 1.0, 1.0,
                                               1.0)
-  n = accounting.calibrate_binomial_trials(1.0, p, s, delta, d, 1.0, 1.0, 1.0)
+  n = _binomial_trials(1.0, p, s, delta, d)
   assert n > accounting.binomial_min_trials(p, s, delta, d, 1.0)
   assert eps(n) <= 1.0 < eps(n - 1)
   # A large target is limited by Theorem 1's condition instead.
-  n = accounting.calibrate_binomial_trials(50.0, p, 1.0, delta, d, 1.0, 1.0,
-                                           1.0)
+  n = _binomial_trials(50.0, p, 1.0, delta, d)
   assert n == accounting.binomial_min_trials(p, 1.0, delta, d, 1.0)
   assert n * p * (1 - p) >= 23 * math.log(10 / delta)
   assert n - 1 < 23 * math.log(10 / delta) / (p * (1 - p))
   with pytest.raises(ValueError, match='unreachable'):
-    accounting.calibrate_binomial_trials(0.01, p, s, delta, d, 1.0, 1.0, 1.0,
-                                         max_trials=10**6)
+    _binomial_trials(0.01, p, s, delta, d, ceiling=10**6)
 
 
 def test_binomial_exact_epsilon_is_the_hockey_stick_root():
@@ -190,10 +215,13 @@ def test_binomial_exact_epsilon_is_the_hockey_stick_root():
                                            1.0, 1.0)
 
 
-def test_calibrate_binomial_exact_trials_inverts_the_exact_epsilon():
+def test_calibrate_of_the_exact_binomial_inverts_the_exact_epsilon():
   n, p, shift, delta = 4000, 0.5, 4, 1e-5
   eps, _ = accounting.binomial_exact_epsilon(n, p, shift, delta)
-  n_exact = accounting.calibrate_binomial_exact_trials(eps, p, shift, delta)
+  n_exact = accounting.calibrate(
+      lambda m: accounting.EpsilonDeltaDpEvent(
+          eps, accounting.binomial_exact_delta(m, p, shift, eps)),
+      eps, delta, start=16)
   assert abs(n_exact - n) <= 0.01 * n
   assert accounting.binomial_exact_epsilon(n_exact, p, shift, delta)[0] <= (
       eps + 1e-6)

@@ -117,7 +117,7 @@ def _gaussian_delta(eps, sigma):
 
 @pytest.mark.parametrize('stddev, sens', [(2.0, 1.0), (3.0, 0.5)])
 def test_gaussian_noise_event_is_the_gaussian_mechanism(stddev, sens):
-  event = transforms.add_gaussian_noise_event(stddev, sens)
+  event = accounting.gaussian_event(stddev / sens)
   eps = accounting.epsilon(event, 1e-5, accountant='pld')
   assert _gaussian_delta(eps, stddev / sens) == pytest.approx(1e-5, rel=0.02)
 
@@ -130,18 +130,18 @@ def test_dpsgd_noise_matches_the_noise_multiplier_its_event_states():
   assert stats.kstest(np.asarray(noise) / (sigma * clip), 'norm').pvalue > 1e-3
   assert stats.kstest(np.asarray(noise) / (1.1 * sigma * clip),
                       'norm').pvalue < 1e-6
-  event = accounting.dpsgd_event(sigma, 1.0, 1)
+  event = accounting.gaussian_event(sigma)
   assert accounting.epsilon(event, 1e-5, 'pld') == pytest.approx(
-      accounting.epsilon(transforms.add_gaussian_noise_event(sigma * clip, clip),
+      accounting.epsilon(accounting.gaussian_event(sigma * clip / clip),
                          1e-5, 'pld'), rel=1e-6)
 
 
 def test_laplace_companions_state_epsilon():
   assert accounting.basic_composition(
-      transforms.add_laplace_noise_event(4.0, 2.0)) == (0.5, 0.0)
+      accounting.laplace_event(2.0 / 4.0)) == (0.5, 0.0)
   assert accounting.basic_composition(
-      transforms.laplace_privatizer_event(0.25, 8)) == (2.0, 0.0)
-  assert accounting.epsilon(transforms.laplace_privatizer_event(1.0), 1e-9,
+      accounting.laplace_event(0.25, steps=8)) == (2.0, 0.0)
+  assert accounting.epsilon(accounting.laplace_event(1.0), 1e-9,
                             'pld') == pytest.approx(1.0, abs=1e-3)
 
 
@@ -154,13 +154,13 @@ def test_laplace_privatizer_noise_scale_matches_its_event():
   scale = 2 * xi * n / eps
   assert stats.kstest(np.asarray(out) / scale, 'laplace').pvalue > 1e-3
   assert stats.kstest(np.asarray(out) / (0.9 * scale), 'laplace').pvalue < 1e-6
-  event = transforms.add_laplace_noise_event(scale, 2 * xi * n)
+  event = accounting.laplace_event(2 * xi * n / scale)
   assert accounting.basic_composition(event) == accounting.basic_composition(
-      transforms.laplace_privatizer_event(eps))
+      accounting.laplace_event(eps))
 
 
 def test_discrete_gaussian_companion_is_rho_zcdp():
-  event = transforms.add_discrete_gaussian_noise_event(4.0, 2.0)
+  event = accounting.discrete_gaussian_event(4.0, 2.0)
   assert event == dp_accounting.ZCDpEvent(2.0**2 / (2 * 4.0**2))
 
 

@@ -373,7 +373,7 @@ def test_amplified_event_is_dpsgd_for_the_cycles_and_the_ledger_agrees():
   s = cn.banded_toeplitz(cn.optimize_banded_toeplitz(steps, b), steps)
   event = cn.bandmf_event(sigma, s, steps=steps, min_separation=b,
                           sampling_rate=q)
-  want = dpjax.accounting.dpsgd_event(sigma, q, math.ceil(steps / b))
+  want = dpjax.accounting.gaussian_event(sigma, sampling_rate=q, steps=math.ceil(steps / b))
   assert event == want
   # The step events read from the running state compose to the same.
   sampler = dpjax.sampling.CyclicPoissonSampler(400, q, b, max_batch_size=400)

@@ -511,9 +511,9 @@ def test_cpsgd_event_is_theorem1_on_the_summed_messages():
 def test_gaussian_round_event_is_the_gaussian_mechanism_on_the_sum():
   # The docstring's example: D = 1, sigma = 1, n = 100: the sum has noise
   # stddev sqrt(n) sigma = 10 and replace-one sensitivity 2 D = 2.
-  event = dist.gaussian_distributed_mean_event(1.0, 1.0, 100)
+  event = dist.gaussian_distributed_mean_protocol(1.0, 1.0, 100, 4).event
   assert event == dp_accounting.GaussianDpEvent(5.0)
-  assert event == accounting.gaussian_protocol_event(10.0, 2.0)
+  assert event == accounting.gaussian_event(10.0 / 2.0)
   eps = accounting.epsilon(event, 1e-5, 'pld')
   assert round(eps, 3) == 0.726
   # The exact privacy profile of the Gaussian mechanism (Balle & Wang 2018,
@@ -523,9 +523,9 @@ def test_gaussian_round_event_is_the_gaussian_mechanism_on_the_sum():
              - math.exp(eps) * stats.norm.cdf(-1 / (2 * z) - eps * z))
   assert profile == pytest.approx(1e-5, rel=1e-3)
   assert eps < accounting.gaussian_protocol_epsilon(10.0, 2.0, 1e-5)
-  with pytest.raises(ValueError, match='stddev=0.0'):
-    dist.gaussian_distributed_mean_event(1.0, 0.0, 100)
+  assert dist.gaussian_distributed_mean_protocol(1.0, 0.0, 100, 4).event is (
+      None)
   with pytest.raises(ValueError, match='l2_norm_clip=-1.0'):
-    dist.gaussian_distributed_mean_event(-1.0, 1.0, 100)
+    dist.gaussian_distributed_mean_protocol(-1.0, 1.0, 100, 4)
   with pytest.raises(ValueError, match='num_clients=0'):
-    dist.gaussian_distributed_mean_event(1.0, 1.0, 0)
+    dist.gaussian_distributed_mean_protocol(1.0, 1.0, 0, 4)

@@ -181,7 +181,7 @@ def test_calibration_meets_the_target_tightly_on_reference_settings(setting):
   # Noise close to the central Gaussian's at these bits (the rounding
   # inflation of the sensitivity costs a few % at most here).
   gauss = accounting.calibrate(
-      lambda z: accounting.gaussian_step_event(z, q), eps, delta,
+      lambda z: accounting.gaussian_event(z, sampling_rate=q), eps, delta,
       steps=rounds) * c
   assert gauss <= cfg.stddev < 1.1 * gauss
 

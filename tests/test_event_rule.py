@@ -1,11 +1,13 @@
 """The naming rule of privacy companions, checked over the public names.
 
-``<mechanism>_event(<its hyperparameters>, *, steps=1) -> DpEvent`` for every
-privatizer; for the stateful ones, the one reader
+``<mechanism>_event(<its hyperparameters>, *, steps=1) -> DpEvent`` only for a
+privatizer whose accounting differs; a Gaussian or pure-DP privatizer is
+planned with ``accounting.gaussian_event`` / ``pure_dp_event`` (a Laplace or
+discrete Gaussian one with ``laplace_event`` / ``discrete_gaussian_event``);
+for the stateful ones, the one reader
 ``dpjax.accounting.step_event(opt_state, sampler)`` (read from what ran);
 ``*_bits(..., dimension) -> int``; a release that returns ``(release,
-event)`` has no separate event function; every ``calibrate_*`` on the one
-solver.
+event)`` has no separate event function; one ``calibrate``.
 """
 
 import importlib
@@ -35,6 +37,18 @@ PRIVATIZER = re.compile(r'^(?!\w*_event$)(add_\w+_noise|\w+_privatizer|dp_\w+)$'
 # dpjax.accounting.step_event reads it (every strategy and noise path).
 READ_BY_STEP_EVENT = ('add_dpsgd_noise', 'dp_compgd', 'dp_compsgd',
                       'dp_projected_gd', 'dp_projected_sgd')
+# Privatizers planned with an accounting event, named in their docstring.
+PLANNED_BY = {
+    'add_gaussian_noise': 'gaussian_event',
+    'dp_gradient_estimate': 'gaussian_event',
+    'ranked_sparsified_privatizer': 'gaussian_event',
+    'add_laplace_noise': 'laplace_event',
+    'laplace_privatizer': 'laplace_event',
+    'add_discrete_gaussian_noise': 'discrete_gaussian_event',
+}
+# The planning events: one per accounting, whatever the argument convention.
+PLANNING_EVENTS = {'gaussian_event', 'pure_dp_event', 'laplace_event',
+                   'discrete_gaussian_event'}
 
 
 def _public(module):
@@ -57,6 +71,11 @@ def test_every_privatizer_has_its_event_or_step_event(name):
   step_event = public.get(f'{name}_step_event')
   if name in READ_BY_STEP_EVENT:
     step_event = dpjax.accounting.step_event
+  planned = PLANNED_BY.get(name)
+  if planned is not None:
+    assert event is None, f'{name}_event duplicates accounting.{planned}'
+    assert f'accounting.{planned}(' in public[name].__doc__, name
+    return
   assert event or step_event, f'{name} has neither {name}_event nor a ' \
                               'step event'
   if event is not None:
@@ -77,14 +96,14 @@ def test_every_event_name_follows_the_rule():
 
 
 @pytest.mark.parametrize('make', [
-    lambda s: transforms.add_gaussian_noise_event(2.0, 1.0, steps=s),
-    lambda s: transforms.add_laplace_noise_event(2.0, 1.0, steps=s),
-    lambda s: transforms.add_discrete_gaussian_noise_event(2.0, 1.0, steps=s),
+    lambda s: dpjax.accounting.gaussian_event(2.0, steps=s),
+    lambda s: dpjax.accounting.gaussian_event(1.1, sampling_rate=0.1,
+                                              steps=s),
+    lambda s: dpjax.accounting.pure_dp_event(0.5, steps=s),
+    lambda s: dpjax.accounting.laplace_event(0.5, steps=s),
+    lambda s: dpjax.accounting.discrete_gaussian_event(2.0, 1.0, steps=s),
     lambda s: transforms.add_exact_gaussian_noise_event(2.0, 1.0, 4,
                                                         steps=s),
-    lambda s: transforms.ranked_sparsified_privatizer_event(1.1, 0.1,
-                                                            steps=s),
-    lambda s: transforms.dp_gradient_estimate_event(2.0, steps=s),
 ])
 def test_steps_composes_the_one_step_event(make):
   one, three = make(1), make(3)
@@ -102,9 +121,23 @@ def test_bits_functions_count_an_integer_number_of_bits():
       dpjax.distributed.gaussian_protocol_bits).parameters
 
 
-def test_dp_gradient_estimate_event_is_dp_compgds_step():
-  assert transforms.dp_gradient_estimate_event(2.0, steps=4) == (
-      transforms.dp_compgd_event(2.0, 4))
+def test_dp_compgds_step_is_the_gaussian_planning_event():
+  assert dp_accounting.SelfComposedDpEvent(
+      dpjax.accounting.gaussian_event(2.0), 4) == (
+          transforms.dp_compgd_event(2.0, 4))
+
+
+def test_the_planning_events_are_the_only_accounting_event_factories():
+  names = {n for n in dpjax.accounting.__all__ if n.endswith('_event')}
+  assert PLANNING_EVENTS <= names
+  # The rest convert or read events, or are a mechanism's own accounting.
+  assert names - PLANNING_EVENTS <= {'step_event', 'replace_one_event',
+                                     'ddg_event', 'skellam_event'}
+
+
+def test_a_zero_noise_multiplier_is_the_non_private_gaussian():
+  event = dpjax.accounting.gaussian_event(0.0, sampling_rate=0.5, steps=3)
+  assert dpjax.accounting.epsilon(event, 1e-5) == float('inf')
 
 
 def test_glossary_names_of_the_arguments():
@@ -160,11 +193,8 @@ Q1 = distributed.DecentralizedPrivacy('qdpsgd1', 2.0, 0.5, 1000)
 
 @pytest.mark.parametrize('make', [
     lambda s: distributed.cpsgd_event(CPSGD, 10, 100, 1e-5, steps=s),
-    lambda s: distributed.gaussian_distributed_mean_event(1.0, 1.0, 100,
-                                                          steps=s),
     lambda s: distributed.distributed_dp_event(DDG, 1000, steps=s),
     lambda s: distributed.qdpsgd_event(Q1, 20, steps=s),
-    lambda s: nonparametric.exponential_mechanism_event(0.5, 2, steps=s),
 ])
 def test_distributed_and_nonparametric_events_compose_steps(make):
   one, three = make(1), make(3)

@@ -209,7 +209,7 @@ def test_ledger_refuses_to_spend_the_same_noise_twice():
   """Before: a second tx.init replayed step 0's noise without an error."""
   tx = dpjax.add_gaussian_noise(1.0, key=KEY)
   ledger = dpjax.PrivacyLedger()
-  event = dpjax.accounting.gaussian_step_event(1.0)
+  event = dpjax.accounting.gaussian_event(1.0)
   state = tx.init(None)
   for _ in range(3):
     ledger.record(event, noise=(state.key, state.count))

@@ -65,7 +65,7 @@ def test_an_amplified_record_needs_its_batch_and_its_noise():
   assert ledger.num_events == 6 and ledger.planned == 5
   assert dpjax.PrivacyLedger.from_json(ledger.to_json()).planned == 5
   ledger.record(accounting.replace_one_event(  # not amplified
-      accounting.gaussian_step_event(1.0)), neighboring_relation=NR.REPLACE_ONE,
+      accounting.gaussian_event(1.0)), neighboring_relation=NR.REPLACE_ONE,
                 noise=(NOISE_KEY, 1))
 
 
@@ -95,7 +95,7 @@ def test_a_noisy_record_without_its_noise_is_refused_unless_stated():
   check silently, so one noise draw could be recorded twice."""
   ledger = dpjax.PrivacyLedger()
   for event in (accounting.pure_dp_event(1.0),
-                accounting.gaussian_step_event(1.0),
+                accounting.gaussian_event(1.0),
                 dp_accounting.SelfComposedDpEvent(
                     accounting.laplace_event(0.5), 3)):
     with pytest.raises(ValueError, match='noise= is required'):
@@ -178,4 +178,4 @@ def test_replace_one_event_of_pure_dp_is_group_privacy():
       accounting.EpsilonDeltaDpEvent(1.0, 1e-6)) == (
           accounting.EpsilonDeltaDpEvent(2.0, (1 + 2.718281828459045) * 1e-6))
   with pytest.raises(ValueError, match='event: no replace-one conversion'):
-    accounting.replace_one_event(accounting.gaussian_step_event(1.0, 0.01))
+    accounting.replace_one_event(accounting.gaussian_event(1.0, sampling_rate=0.01))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpjax import accounting
 from dpjax import audit
 from dpjax import nonparametric as npm
 
@@ -109,7 +110,8 @@ def test_exponential_event_states_the_delta_of_the_float_noise():
   """Float Gumbel noise has bounded support: the event is (eps, delta) with
   delta = (1 + e^eps) m 2^-63, and the releases built on it carry it (spe:
   test_private_trees)."""
-  event = npm.exponential_mechanism_event(1.0, 50)
+  event = accounting.EpsilonDeltaDpEvent(
+      1.0, npm.exponential_mechanism_delta(1.0, 50))
   assert event.epsilon == 1.0
   assert event.delta == pytest.approx((1 + np.e) * 50 * 2.0 ** -63, rel=1e-12)
   assert npm.exponential_mechanism_delta(100.0, 2) == 1.0  # vacuous, said so

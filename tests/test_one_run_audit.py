@@ -205,8 +205,8 @@ def test_dpsgd_gradient_canaries_one_run_audit():
   # canaries stays below the claim; skipping clipping (canary gradients of
   # norm 10 C with noise for C) is refuted by the same single run.
   m, r, steps, eps = 1000, 100, 10, 2.0
-  sigma = accounting.calibrate_noise_multiplier(eps, DELTA, 1.0, steps)
-  claim = accounting.epsilon(accounting.dpsgd_event(sigma, 1.0, steps), DELTA)
+  sigma = accounting.calibrate(lambda s: accounting.gaussian_event(s, sampling_rate=1.0), eps, DELTA, steps=steps)
+  claim = accounting.epsilon(accounting.gaussian_event(sigma, sampling_rate=1.0, steps=steps), DELTA)
   assert claim <= eps + 1e-6
   honest = _dpsgd_audit(m, r, steps, sigma)
   assert 0 < honest.epsilon_lower_bound <= claim  # evidence, no refutation
@@ -234,8 +234,8 @@ def test_dpsgd_one_run_audit_across_epsilons(eps):
   # which proves about 5.7 here, so they refute eps = 1, 2, 4 but not 8
   # (that needs r of order 3 e^8).
   m, r, steps = 5000, 1000, 10
-  sigma = accounting.calibrate_noise_multiplier(eps, DELTA, 1.0, steps)
-  claim = accounting.epsilon(accounting.dpsgd_event(sigma, 1.0, steps), DELTA)
+  sigma = accounting.calibrate(lambda s: accounting.gaussian_event(s, sampling_rate=1.0), eps, DELTA, steps=steps)
+  claim = accounting.epsilon(accounting.gaussian_event(sigma, sampling_rate=1.0, steps=steps), DELTA)
   kw = dict(key=1, canary_gradient_norm=100.0)
   honest = _dpsgd_audit(m, r, steps, sigma, **kw)
   assert 0 < honest.epsilon_lower_bound <= claim
@@ -249,8 +249,8 @@ def test_dpsgd_one_run_audit_across_epsilons(eps):
 @pytest.mark.slow
 def test_dpsgd_one_run_audit_with_poisson_sampling():
   m, r, steps, q, eps = 2000, 200, 20, 0.5, 2.0
-  sigma = accounting.calibrate_noise_multiplier(eps, DELTA, q, steps)
-  claim = accounting.epsilon(accounting.dpsgd_event(sigma, q, steps), DELTA)
+  sigma = accounting.calibrate(lambda s: accounting.gaussian_event(s, sampling_rate=q), eps, DELTA, steps=steps)
+  claim = accounting.epsilon(accounting.gaussian_event(sigma, sampling_rate=q, steps=steps), DELTA)
   honest = _dpsgd_audit(m, r, steps, sigma, key=2, sampling_rate=q)
   assert 0 < honest.epsilon_lower_bound <= claim
   broken = _dpsgd_audit(m, r, steps, sigma, key=2, sampling_rate=q,
@@ -280,7 +280,7 @@ def test_input_space_canaries_one_run_audit():
   # Without noise the final model tells members apart (black-box signal) ...
   assert results[0.0].num_correct > 0.65 * r
   # ... and with noise the bound stays below what the accountant states.
-  claim = accounting.epsilon(accounting.dpsgd_event(2.0, 1.0, steps), DELTA)
+  claim = accounting.epsilon(accounting.gaussian_event(2.0, sampling_rate=1.0, steps=steps), DELTA)
   assert results[2.0].epsilon_lower_bound <= claim
 
 

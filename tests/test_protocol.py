@@ -1,10 +1,13 @@
 """Every client protocol is its encoder, a secure sum and its decoder."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dpjax import accounting
 from dpjax import distributed
 from dpjax.distributed import protocols
 
@@ -38,7 +41,7 @@ CASES = {
                 lambda: distributed.distributed_dp_bits(SKELLAM, D), True),
     'gaussian': (
         lambda: protocols.gaussian_distributed_mean_protocol(1.0, 0.3, N, D),
-        lambda: distributed.gaussian_distributed_mean_event(1.0, 0.3, N),
+        lambda: accounting.gaussian_event(math.sqrt(N) * 0.3 / (2 * 1.0)),
         lambda: distributed.gaussian_protocol_bits(D), False),
     'plain': (lambda: protocols.plain_mean_protocol(N, D), lambda: None,
               lambda: 32 * D, False),

@@ -52,14 +52,8 @@ def _raise(message):
 
 
 CALIBRATIONS = {
-    'calibrate_noise_multiplier': lambda: dpjax.accounting.
-    calibrate_noise_multiplier(4.0, 1e-5, 0.1, 10),
-    'calibrate_gaussian_stddev': lambda: dpjax.accounting.
-    calibrate_gaussian_stddev(4.0, 1e-5, 1.0),
-    'calibrate_binomial_trials': lambda: dpjax.accounting.
-    calibrate_binomial_trials(1.0, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0),
-    'calibrate_binomial_exact_trials': lambda: dpjax.accounting.
-    calibrate_binomial_exact_trials(2.0, 0.5, 1, 1e-3),
+    'calibrate': lambda: dpjax.accounting.calibrate(
+        dpjax.accounting.gaussian_event, 4.0, 1e-5, steps=10),
     'calibrate_dp_compgd': lambda: dpjax.transforms.calibrate_dp_compgd(
         4.0, 1e-2, 3),
     'calibrate_dp_compsgd': lambda: dpjax.transforms.calibrate_dp_compsgd(
@@ -78,8 +72,7 @@ def test_every_calibrate_function_is_covered_here():
   public = {n for sub in ('accounting', 'transforms', 'distributed',
                           'nonparametric', 'sampling')
             for n in getattr(dpjax, sub).__all__ if n.startswith('calibrate')}
-  # calibrate and calibrate_trials are the solver's own front ends.
-  assert public - {'calibrate', 'calibrate_trials'} == set(CALIBRATIONS)
+  assert public == set(CALIBRATIONS)
 
 
 @pytest.mark.parametrize('name', sorted(CALIBRATIONS))

@@ -1,12 +1,17 @@
 """Privacy accounting on dp_accounting: events, epsilon, calibration, ledger.
 
-Imports nothing from dpjax except the dependency-free ``dpjax._validate``.
+Planning goes through two events, ``gaussian_event`` (every Gaussian
+mechanism, DP-SGD's included) and ``pure_dp_event`` (every epsilon-DP
+release), and one calibrator, ``calibrate``; a mechanism whose accounting
+differs has its own event (``laplace_event``, ``discrete_gaussian_event``,
+the distributed events).
+
+Imports nothing from dpjax except the dependency-free ``dpjax._validate``
+and ``dpjax._composition``.
 """
 
 from dpjax.accounting._accountants import ACCOUNTANTS
 from dpjax.accounting._accountants import calibrate
-from dpjax.accounting._accountants import calibrate_noise_multiplier
-from dpjax.accounting._accountants import calibrate_trials
 from dpjax.accounting._accountants import delta
 from dpjax.accounting._accountants import epsilon
 from dpjax.accounting._accountants import Epsilon
@@ -16,12 +21,10 @@ from dpjax.accounting._accountants import make_accountant
 from dpjax.accounting._accountants import rdp_curve
 from dpjax.accounting._binomial import advanced_composition
 from dpjax.accounting._binomial import binomial_epsilon
-from dpjax.accounting._binomial import binomial_event
 from dpjax.accounting._binomial import binomial_min_trials
-from dpjax.accounting._binomial import calibrate_binomial_trials
 from dpjax.accounting._binomial import cpsgd_sensitivities
+from dpjax.accounting._binomial_exact import binomial_exact_delta
 from dpjax.accounting._binomial_exact import binomial_exact_epsilon
-from dpjax.accounting._binomial_exact import calibrate_binomial_exact_trials
 from dpjax.accounting._distributed import ddg_event
 from dpjax.accounting._distributed import ddg_rdp
 from dpjax.accounting._distributed import ddg_tau
@@ -34,19 +37,16 @@ from dpjax.accounting._distributed import SkellamDpEvent
 from dpjax.accounting._distributed import subsampled_rdp
 from dpjax.accounting._events import basic_composition
 from dpjax.accounting._events import discrete_gaussian_event
-from dpjax.accounting._events import dpsgd_event
 from dpjax.accounting._events import EpsilonDeltaDpEvent
-from dpjax.accounting._events import gaussian_step_event
+from dpjax.accounting._events import gaussian_event
 from dpjax.accounting._events import laplace_event
 from dpjax.accounting._events import poisson_truncation_probability
 from dpjax.accounting._events import pure_dp_event
 from dpjax.accounting._events import replace_one_event
 from dpjax.accounting._events import TruncatedPoissonSampledDpEvent
-from dpjax.accounting._gaussian import calibrate_gaussian_stddev
 from dpjax.accounting._gaussian import classical_gaussian_stddev
 from dpjax.accounting._gaussian import gaussian_epsilon
 from dpjax.accounting._gaussian import gaussian_protocol_epsilon
-from dpjax.accounting._gaussian import gaussian_protocol_event
 from dpjax.accounting._gaussian import gaussian_stddev
 from dpjax.accounting._ledger import event_from_dict
 from dpjax.accounting._ledger import event_to_dict
@@ -62,15 +62,10 @@ __all__ = [
     'advanced_composition',
     'basic_composition',
     'binomial_epsilon',
-    'binomial_event',
+    'binomial_exact_delta',
     'binomial_exact_epsilon',
     'binomial_min_trials',
     'calibrate',
-    'calibrate_binomial_exact_trials',
-    'calibrate_binomial_trials',
-    'calibrate_gaussian_stddev',
-    'calibrate_noise_multiplier',
-    'calibrate_trials',
     'classical_gaussian_stddev',
     'cpsgd_sensitivities',
     'ddg_event',
@@ -79,7 +74,6 @@ __all__ = [
     'delta',
     'discrete_gaussian_event',
     'DistributedDiscreteGaussianDpEvent',
-    'dpsgd_event',
     'draws_noise',
     'epsilon',
     'Epsilon',
@@ -88,10 +82,9 @@ __all__ = [
     'event_from_dict',
     'event_to_dict',
     'gaussian_epsilon',
+    'gaussian_event',
     'gaussian_protocol_epsilon',
-    'gaussian_protocol_event',
     'gaussian_stddev',
-    'gaussian_step_event',
     'infer_neighboring_relation',
     'is_amplified',
     'key_fingerprint',

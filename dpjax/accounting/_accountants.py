@@ -116,8 +116,9 @@ def _untruncate(event: dp_accounting.DpEvent):
     tv = _events.poisson_truncation_probability(
         event.dataset_size, event.sampling_probability,
         event.truncated_batch_size)
-    return _events.gaussian_step_event(event.noise_multiplier,
-                                       event.sampling_probability), tv
+    return _events.gaussian_event(
+        event.noise_multiplier,
+        sampling_rate=event.sampling_probability), tv
   if isinstance(event, _events.TruncatedPoissonSampledDpEvent):
     tv = _events.poisson_truncation_probability(
         event.dataset_size, event.sampling_probability,
@@ -242,18 +243,28 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
 
   Pure events: if the event is built only from pure ``EpsilonDeltaDpEvent``s,
   the result is the smaller of the accountant's and basic composition's.
+  A lone ``EpsilonDeltaDpEvent(e, d > 0)`` (``steps=1``) is (e, delta)-DP
+  for every ``delta`` >= d and has no known guarantee below d: the result is
+  at most e (exactly e under RDP, which has no curve for d > 0), and inf
+  for ``delta`` < d. This is how ``calibrate`` searches a mechanism known
+  by its (epsilon, delta), e.g. the Binomial's trials.
 
   Example:
-    >>> round(epsilon(dpsgd_event(1.1, 256 / 60000, 14062), 1e-5), 4)
+    >>> round(epsilon(gaussian_event(1.1, sampling_rate=256 / 60000,
+    ...                              steps=14062), 1e-5), 4)
     2.5966
-    >>> epsilon(gaussian_step_event(1.1, 256 / 60000), 1e-5, steps=14062
-    ...         ) == epsilon(dpsgd_event(1.1, 256 / 60000, 14062), 1e-5)
+    >>> epsilon(gaussian_event(1.1, sampling_rate=256 / 60000), 1e-5,
+    ...         steps=14062) == epsilon(gaussian_event(
+    ...             1.1, sampling_rate=256 / 60000, steps=14062), 1e-5)
     True
   """
   _validate.open_unit(delta=delta)
   _validate.positive_int(steps=steps)
   if steps > 1:
     event = dp_accounting.SelfComposedDpEvent(event, steps)
+  own = _own_epsilon(event, delta)
+  if own is not None and accountant == 'rdp':
+    return Epsilon(own, accountant)
   requested = event
   acc, event, tv = _composed(event, accountant, neighboring_relation)
   note = ''
@@ -273,7 +284,16 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
               'accountant, which is exact for truncation')
       pld_acc, _, _ = _composed(requested, 'pld', neighboring_relation)
       eps, accountant = pld_acc.get_epsilon(delta), 'pld'
-  return Epsilon(min(eps, _basic_epsilon(event)), accountant, note)
+  eps = min(eps, _basic_epsilon(event))
+  return Epsilon(eps if own is None else min(eps, own), accountant, note)
+
+
+def _own_epsilon(event, delta) -> float | None:
+  """For a lone ``EpsilonDeltaDpEvent(e, d)`` with d > 0: e if d <= delta,
+  inf if d > delta (nothing is known below its delta); else None."""
+  if isinstance(event, _events.EpsilonDeltaDpEvent) and event.delta > 0:
+    return float(event.epsilon) if event.delta <= delta else math.inf
+  return None
 
 
 def delta(event: dp_accounting.DpEvent, epsilon: float,
@@ -284,7 +304,8 @@ def delta(event: dp_accounting.DpEvent, epsilon: float,
   Under RDP, a truncated Poisson event adds its slack (1 + e^epsilon) tv.
 
   Example:
-    >>> delta(dpsgd_event(1.1, 256 / 60000, 14062), 3.0, 'pld') < 1e-5
+    >>> delta(gaussian_event(1.1, sampling_rate=256 / 60000, steps=14062),
+    ...       3.0, 'pld') < 1e-5
     True
   """
   _validate.non_negative(epsilon=epsilon)
@@ -297,127 +318,86 @@ def delta(event: dp_accounting.DpEvent, epsilon: float,
 
 def calibrate(make_event: Callable[[float], dp_accounting.DpEvent],
               target_epsilon: float, delta: float, accountant: str = 'rdp',
-              *, steps: int = 1, max_noise_multiplier: float = 1e4,
-              rtol: float = 1e-4) -> float:
-  """Smallest noise multiplier (within ``rtol``) meeting the target epsilon.
+              *, steps: int = 1, start: float = 1.0,
+              ceiling: float | None = None, rtol: float = 1e-4) -> float:
+  """The least noise whose event meets the target epsilon: the one calibrator.
+
+  Searches x for the smallest with ``epsilon(make_event(x), delta,
+  accountant, steps=steps) <= target_epsilon`` (``dpjax._solve``). Every
+  noise is calibrated this way: a noise multiplier
+  (``make_event=sampler.dp_event`` or ``lambda z: gaussian_event(z,
+  sampling_rate=q)``), a stddev (``lambda s: gaussian_event(s / Delta)``),
+  the stddev of a distributed protocol or the trials of a Binomial
+  (``make_event`` returns the mechanism's ``EpsilonDeltaDpEvent``).
+
+  A float ``start`` searches reals: doubling and halving from it, then
+  geometric bisection to relative width ``rtol``. An integer ``start``
+  searches integers (e.g. trials), exactly: doubling from it, then
+  bisection; every integer below ``start`` is assumed to miss the target
+  (e.g. below a theorem's condition, where ``make_event`` is not defined).
 
   Args:
-    make_event: ``sigma -> DpEvent`` of one step, e.g. a sampler's
-      ``dp_event``; its epsilon must fall as sigma grows.
+    make_event: ``x -> DpEvent`` of one step; its epsilon must fall as x
+      grows (``NonPrivateDpEvent`` where no guarantee holds).
     target_epsilon: > 0.
     delta: in (0, 1).
     accountant: ``"rdp"`` or ``"pld"``.
     steps: the step event is composed this many times.
-    max_noise_multiplier: search ceiling.
-    rtol: relative width of the final bracket.
+    start: first point tried (> 0); its type chooses the search.
+    ceiling: search ceiling (default 1e4 for reals, 2^31 - 1 for integers).
+    rtol: relative width of the final bracket (reals only).
 
   Returns:
-    sigma with ``epsilon(steps x make_event(sigma), delta) <= target_epsilon``
-    (the upper end of the bracket, so the target is never exceeded).
+    x with ``epsilon(steps x make_event(x), delta) <= target_epsilon`` (the
+    upper end of the bracket, so the target is never exceeded): a float, or
+    the smallest such integer.
 
   Raises:
-    ValueError: if the target is unreachable below ``max_noise_multiplier``.
+    ValueError: if the target is unreachable below ``ceiling``.
 
   Example:
-    >>> s = calibrate(lambda s: gaussian_step_event(s, 0.01), 2.0, 1e-5,
-    ...               steps=1000)
-    >>> epsilon(dpsgd_event(s, 0.01, 1000), 1e-5) <= 2.0
+    >>> s = calibrate(lambda s: gaussian_event(s, sampling_rate=0.01), 2.0,
+    ...               1e-5, steps=1000)
+    >>> epsilon(gaussian_event(s, sampling_rate=0.01, steps=1000), 1e-5) <= 2
     True
+    >>> calibrate(lambda m: EpsilonDeltaDpEvent(100 / m, 1e-5), 0.3, 1e-5,
+    ...           start=1)
+    334
   """
-  _validate.positive(target_epsilon=target_epsilon, rtol=rtol,
-                     max_noise_multiplier=max_noise_multiplier)
+  _validate.positive(target_epsilon=target_epsilon, rtol=rtol, start=start)
   _validate.open_unit(delta=delta)
   _validate.positive_int(steps=steps)
+  integer = isinstance(start, (int, np.integer)) and not isinstance(
+      start, bool)
+  if ceiling is None:
+    ceiling = 2**31 - 1 if integer else 1e4
+  _validate.positive(ceiling=ceiling)
 
-  def eps_of(sigma):
-    return epsilon(make_event(sigma), delta, accountant, steps=steps)
+  def eps_of(x):
+    return epsilon(make_event(x), delta, accountant, steps=steps)
+
+  def ok(x):
+    return eps_of(x) <= target_epsilon
+
+  if integer:
+    _validate.integer_at_least(int(start), ceiling=ceiling)
+
+    def unreachable_int(hi):
+      raise ValueError(
+          f'target_epsilon={target_epsilon} is unreachable at delta={delta} '
+          f'with x <= ceiling={ceiling}: epsilon={eps_of(hi):.6g} there.')
+
+    return _solve.smallest_int(ok, start=int(start), ceiling=int(ceiling),
+                               unreachable=unreachable_int)
 
   def unreachable(hi):
     raise ValueError(
         f'target_epsilon={target_epsilon} is unreachable at delta={delta}: '
         f'noise_multiplier={hi:g} still gives epsilon={eps_of(hi):.4g}.')
 
-  return _solve.smallest_float(
-      lambda sigma: eps_of(sigma) <= target_epsilon, start=1.0, rtol=rtol,
-      ceiling=max_noise_multiplier, floor=1e-6, unreachable=unreachable)
-
-
-def calibrate_noise_multiplier(target_epsilon: float, delta: float,
-                               sampling_rate: float, steps: int,
-                               accountant: str = 'rdp', **kwargs) -> float:
-  """Noise multiplier for DP-SGD to spend at most ``target_epsilon``.
-
-  Calibrates the untruncated Poisson event (``dpsgd_event``). To calibrate
-  exactly what a capped ``PoissonSampler`` runs, use
-  ``calibrate(sampler.dp_event, target_epsilon, delta, steps=steps)``.
-
-  Args:
-    target_epsilon: > 0.
-    delta: in (0, 1).
-    sampling_rate: Poisson rate q in (0, 1].
-    steps: number of steps (> 0).
-    accountant: ``"rdp"`` or ``"pld"``.
-    **kwargs: ``max_noise_multiplier``, ``rtol`` (see ``calibrate``).
-
-  Returns:
-    sigma such that ``epsilon(dpsgd_event(sigma, q, steps), delta) <=
-    target_epsilon``.
-
-  Example:
-    >>> s = calibrate_noise_multiplier(3.0, 1e-5, 256 / 60000, 14062)
-    >>> 0.9 < s < 1.1
-    True
-  """
-  _validate.half_open_unit(sampling_rate=sampling_rate)
-  return calibrate(
-      lambda s: _events.gaussian_step_event(s, sampling_rate),
-      target_epsilon, delta, accountant, steps=steps, **kwargs)
-
-
-def calibrate_trials(epsilon_of: Callable[[int], float],
-                     target_epsilon: float, *, min_trials: int = 1,
-                     max_trials: int = 2**31 - 1) -> int:
-  """Smallest integer noise size (e.g. Binomial trials) meeting a target.
-
-  Doubles from ``min_trials`` until ``epsilon_of`` is at most the target,
-  then bisects. ``epsilon_of`` must be non-increasing (more trials, more
-  noise) and return ``inf`` where no guarantee applies (e.g. below
-  Theorem 1's condition for the Binomial mechanism), which must happen only
-  below the answer.
-
-  Args:
-    epsilon_of: ``trials -> epsilon`` of one release (or of a whole run).
-    target_epsilon: > 0.
-    min_trials: the search starts here (> 0); every smaller value is
-      assumed not to meet the target.
-    max_trials: search ceiling (>= min_trials), e.g. what an int32 sum of
-      the messages allows.
-
-  Returns:
-    the smallest trials in [min_trials, max_trials] with
-    ``epsilon_of(trials) <= target_epsilon``.
-
-  Raises:
-    ValueError: on bad input, or if the target is unreachable below
-      ``max_trials``.
-
-  Example:
-    >>> calibrate_trials(lambda m: 100 / m, 0.3)
-    334
-  """
-  _validate.positive(target_epsilon=target_epsilon)
-  _validate.positive_int(min_trials=min_trials)
-  _validate.integer_at_least(min_trials, max_trials=max_trials)
-
-  def unreachable(hi):
-    raise ValueError(
-        f'target_epsilon={target_epsilon} is unreachable with trials <= '
-        f'max_trials={max_trials}: epsilon={epsilon_of(hi):.6g} there.')
-
-  # epsilon_of(min_trials - 1) > target is assumed.
-  return _solve.smallest_int(lambda n: epsilon_of(n) <= target_epsilon,
-                             start=min_trials, ceiling=max_trials,
-                             unreachable=unreachable)
+  return _solve.smallest_float(ok, start=float(start), rtol=rtol,
+                               ceiling=float(ceiling), floor=1e-6,
+                               unreachable=unreachable)
 
 
 def rdp_curve(event: dp_accounting.DpEvent, orders: Sequence[float],

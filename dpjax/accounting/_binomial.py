@@ -3,18 +3,17 @@
 The Binomial mechanism releases M(D) = f(D) + s (Z - N p), Z ~ Bin(N, p)^d,
 for a query whose values on neighbouring datasets differ by a vector of the
 lattice s Z^d. Its guarantee (Theorem 1 of cpSGD) has no dp_accounting event,
-so ``binomial_event`` wraps it in ``EpsilonDeltaDpEvent``, which dpjax's PLD
-accountant composes optimally for generic (epsilon, delta) mechanisms.
-``binomial_min_trials`` is the smallest N the theorem covers and
-``calibrate_binomial_trials`` the smallest N meeting a target epsilon; the
-exact privacy of the scalar mechanism is in ``_binomial_exact``.
+so its event is ``EpsilonDeltaDpEvent(binomial_epsilon(...), delta)``, which
+dpjax's PLD accountant composes optimally for generic (epsilon, delta)
+mechanisms. ``binomial_min_trials`` is the smallest N the theorem covers; the
+smallest N meeting a target epsilon is ``calibrate`` on that event, started
+at ``binomial_min_trials`` (an integer start searches integers). The exact
+privacy of the scalar mechanism is in ``_binomial_exact``.
 """
 
 import math
 
 from dpjax import _validate
-from dpjax.accounting import _accountants
-from dpjax.accounting import _events
 
 
 def binomial_epsilon(trials: int, p: float, scale: float, delta: float,
@@ -100,39 +99,6 @@ def _theorem1_need(scale: float, delta: float, dimension: int,
   """max(23 ln(10 d / delta), 2 Delta_inf / s): Theorem 1 needs N p q >= it."""
   return max(23 * math.log(10 * dimension / delta),
              2 * float(linf_sensitivity) / scale)
-
-
-def binomial_event(trials: int, p: float, scale: float, delta: float,
-                   dimension: int, l1_sensitivity: float, l2_sensitivity: float,
-                   linf_sensitivity: float) -> _events.EpsilonDeltaDpEvent:
-  """One round of the Binomial mechanism as an (epsilon, delta) event.
-
-  Args: as ``binomial_epsilon``.
-
-  Returns:
-    ``EpsilonDeltaDpEvent(binomial_epsilon(...), delta)``. Compose rounds with
-    ``dp_accounting.SelfComposedDpEvent`` and ``epsilon(..., accountant=
-    "pld")``: the PLD of a generic (epsilon, delta)-DP mechanism composes to
-    the optimal composition bound (Kairouz, Oh, Viswanath 2015, Thm. 3.3),
-    computed numerically by dp_accounting. The RDP accountant rejects it
-    (delta > 0).
-
-  Privacy:
-    As ``binomial_epsilon`` (replace-one neighbours in cpSGD); pass
-    ``neighboring_relation=REPLACE_ONE`` to ``epsilon`` to state it.
-
-  References:
-    Agarwal et al. 2018, Theorem 1; Kairouz, Oh, Viswanath, "The composition
-    theorem for differential privacy", ICML 2015.
-
-  Example:
-    >>> ev = binomial_event(2000, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0)
-    >>> round(ev.epsilon, 6), ev.delta
-    (0.637513, 1e-06)
-  """
-  eps = binomial_epsilon(trials, p, scale, delta, dimension,
-                         l1_sensitivity, l2_sensitivity, linf_sensitivity)
-  return _events.EpsilonDeltaDpEvent(eps, float(delta))
 
 
 def advanced_composition(epsilon: float, delta: float, rounds: int,
@@ -268,51 +234,3 @@ def binomial_min_trials(p: float, scale: float, delta: float, dimension: int,
   while trials * p * q < need:
     trials += 1
   return trials
-
-
-def calibrate_binomial_trials(target_epsilon: float, p: float, scale: float,
-                              delta: float, dimension: int,
-                              l1_sensitivity: float, l2_sensitivity: float,
-                              linf_sensitivity: float, *,
-                              max_trials: int = 2**31 - 1) -> int:
-  """Smallest N with Theorem 1's condition and ``binomial_epsilon`` <= target.
-
-  ``calibrate_trials`` on ``binomial_epsilon``, starting from
-  ``binomial_min_trials``. If the result equals ``binomial_min_trials``, the
-  condition set N, not the target: the target would allow less noise than
-  the theorem covers.
-
-  Args:
-    target_epsilon: > 0.
-    p, scale, delta, dimension, l1_sensitivity, l2_sensitivity,
-      linf_sensitivity: as ``binomial_epsilon``.
-    max_trials: search ceiling.
-
-  Returns:
-    N, the total number of trials (in cpSGD, n clients with m trials each
-    give N = n m).
-
-  Raises:
-    ValueError: on bad input, or if the target is unreachable below
-      ``max_trials``.
-
-  Privacy:
-    ``binomial_event(N, ...)`` is (epsilon, delta)-DP with epsilon <=
-    ``target_epsilon``.
-
-  References:
-    Agarwal et al. 2018, Theorem 1 and Fig. 1 (the Binomial curves).
-
-  Example:
-    >>> n = calibrate_binomial_trials(1.0, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0)
-    >>> n, binomial_epsilon(n, 0.5, 1.0, 1e-6, 1, 1.0, 1.0, 1.0) <= 1.0
-    (1483, True)
-  """
-  _validate.non_negative(l1_sensitivity=l1_sensitivity,
-                         l2_sensitivity=l2_sensitivity)
-  start = binomial_min_trials(p, scale, delta, dimension, linf_sensitivity)
-  return _accountants.calibrate_trials(
-      lambda n: binomial_epsilon(n, p, scale, delta, dimension,
-                                 l1_sensitivity, l2_sensitivity,
-                                 linf_sensitivity),
-      target_epsilon, min_trials=start, max_trials=max_trials)

@@ -21,7 +21,6 @@ import math
 import numpy as np
 from scipy import stats
 
-from dpjax import _solve
 from dpjax import _validate
 
 TAIL_SDS = 14.0  # pmf window: +-14 sd around N p (the tails are added whole)
@@ -122,42 +121,38 @@ def binomial_exact_epsilon(trials: int, p: float, shift: int,
   return eps, worst
 
 
-def calibrate_binomial_exact_trials(target_epsilon: float, p: float,
-                                    shift: int, delta: float) -> int:
-  """Smallest N whose exact (d = 1) delta at the target epsilon is <= delta.
+def binomial_exact_delta(trials: int, p: float, shift: int,
+                         epsilon: float) -> float:
+  """Exact delta (d = 1) at ``epsilon``: the privacy profile over all shifts.
 
-  Doubling from 16 and bisection on the largest shift; the result is then
-  checked on every shift 1..j and increased until it passes.
+  max over 1 <= j <= ``shift`` and both directions of the hockey-stick
+  divergence of Bin(N, p) against its shift by j steps, as in the module
+  docstring (never below the true value). The scalar Binomial mechanism is
+  (epsilon, delta)-DP exactly when this is at most delta, so its least trials
+  for a target (epsilon, delta) are ``calibrate(lambda n:
+  EpsilonDeltaDpEvent(epsilon, binomial_exact_delta(n, p, shift, epsilon)),
+  epsilon, delta, start=16)``.
 
   Args:
-    target_epsilon: > 0.
+    trials: N (> 0).
     p: success probability in (0, 1).
     shift: j = Delta / s (> 0), as ``binomial_exact_epsilon``.
-    delta: in (0, 1).
+    epsilon: >= 0.
 
   Returns:
-    N, with ``binomial_exact_epsilon(N, p, shift, delta)`` at most the
-    target (up to its 1e-6 bisection).
-
-  Privacy:
-    As ``binomial_exact_epsilon``.
+    delta in [0, 1].
 
   References:
-    Agarwal et al., cpSGD, NeurIPS 2018, Fig. 1 (the Binomial curves, here
-    calibrated exactly instead of by Theorem 1).
+    Balle & Wang, ICML 2018, Thm. 5 (the privacy profile as a hockey-stick
+    divergence); Agarwal et al., cpSGD, NeurIPS 2018, Fig. 1.
 
   Example:
-    >>> calibrate_binomial_exact_trials(0.5, 0.5, 4, 1e-5)
-    3170
+    >>> eps, _ = binomial_exact_epsilon(4000, 0.5, 4, 1e-5)
+    >>> binomial_exact_delta(4000, 0.5, 4, eps) <= 1e-5
+    True
   """
-  _validate.positive(target_epsilon=target_epsilon)
-  _check(16, p, shift, delta)
-
-  def ok(n, shifts=(shift,)):
-    pmf = _BinomialPmf(n, p, shift)
-    return all(pmf.hockey_stick(j, target_epsilon) <= delta for j in shifts)
-
-  hi = _solve.smallest_int(ok, start=16, below=0)
-  while not ok(hi, range(1, shift + 1)):
-    hi += 1
-  return hi
+  _validate.positive_int(trials=trials, shift=shift)
+  _validate.open_unit(p=p)
+  _validate.non_negative(epsilon=epsilon)
+  pmf = _BinomialPmf(trials, p, shift)
+  return max(pmf.hockey_stick(j, float(epsilon)) for j in range(1, shift + 1))

@@ -6,6 +6,7 @@ import attr
 import dp_accounting
 
 from dpjax import _validate
+from dpjax._composition import repeated
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
@@ -27,84 +28,105 @@ class EpsilonDeltaDpEvent(dp_accounting.DpEvent):
   delta: float = 0.0
 
 
-def pure_dp_event(epsilon: float) -> EpsilonDeltaDpEvent:
-  """One epsilon-DP mechanism (e.g. a Laplace release with known L1 bound)."""
+def pure_dp_event(epsilon: float, *, steps: int = 1) -> dp_accounting.DpEvent:
+  """``steps`` epsilon-DP releases: the planning event of pure DP.
+
+  Any mechanism known only to be epsilon-DP (a noisy count, a histogram, a
+  tree's leaves) is planned and accounted through this event; mechanisms
+  whose accounting is tighter than their epsilon keep their own event
+  (``laplace_event``).
+
+  Args:
+    epsilon: epsilon >= 0 of one release.
+    steps: releases (> 0); one is ``EpsilonDeltaDpEvent(epsilon, 0)``, more
+      its ``SelfComposedDpEvent``.
+
+  Example:
+    >>> pure_dp_event(0.5)
+    EpsilonDeltaDpEvent(epsilon=0.5, delta=0.0)
+    >>> basic_composition(pure_dp_event(0.5, steps=4))
+    (2.0, 0.0)
+  """
   _validate.non_negative(epsilon=epsilon)
-  return EpsilonDeltaDpEvent(float(epsilon), 0.0)
+  return repeated(EpsilonDeltaDpEvent(float(epsilon), 0.0), steps)
 
 
-def laplace_event(epsilon: float) -> dp_accounting.DpEvent:
-  """One epsilon-DP Laplace release: ``LaplaceDpEvent(1 / epsilon)``.
+def laplace_event(epsilon: float, *, steps: int = 1) -> dp_accounting.DpEvent:
+  """``steps`` epsilon-DP Laplace releases: ``LaplaceDpEvent(1 / epsilon)``.
 
   For Laplace noise of scale b on a query of L1 sensitivity S (over the
-  neighbouring relation in use), epsilon = S / b. dp_accounting composes it
-  with the Laplace PLD (``accountant="pld"``) or its RDP (Mironov 2017);
-  ``basic_composition`` counts it as epsilon.
+  neighbouring relation in use), epsilon = S / b. Unlike ``pure_dp_event``,
+  dp_accounting composes it with the Laplace PLD (``accountant="pld"``) or
+  its RDP (Mironov 2017), which are tighter than a generic epsilon-DP
+  mechanism's; ``basic_composition`` counts it as epsilon.
+
+  Args:
+    epsilon: epsilon > 0 of one release (S / b).
+    steps: releases (> 0); more than one is the ``SelfComposedDpEvent``.
 
   Example:
     >>> laplace_event(0.5)
     LaplaceDpEvent(noise_multiplier=2.0)
+    >>> basic_composition(laplace_event(0.5, steps=3))
+    (1.5, 0.0)
   """
   _validate.positive(epsilon=epsilon)
-  return dp_accounting.LaplaceDpEvent(1.0 / float(epsilon))
+  return repeated(dp_accounting.LaplaceDpEvent(1.0 / float(epsilon)), steps)
 
 
-def gaussian_step_event(noise_multiplier: float,
-                        sampling_rate: float = 1.0) -> dp_accounting.DpEvent:
-  """One step of the (Poisson-subsampled) Gaussian mechanism.
+def gaussian_event(noise_multiplier: float, *, sampling_rate: float = 1.0,
+                   steps: int = 1) -> dp_accounting.DpEvent:
+  """The planning event of the Gaussian mechanism (DP-SGD's, every Gaussian).
+
+  Every Gaussian release is this event whatever its argument convention:
+  noise of stddev sigma on a query of L2 sensitivity Delta is
+  ``gaussian_event(sigma / Delta)``; DP-SGD at noise multiplier z, Poisson
+  rate q and T steps is ``gaussian_event(z, sampling_rate=q, steps=T)``.
+  A noise multiplier of 0 is the non-private Gaussian (epsilon = inf).
 
   Args:
-    noise_multiplier: noise stddev divided by the L2 sensitivity.
+    noise_multiplier: noise stddev over the L2 sensitivity (>= 0).
     sampling_rate: Poisson sampling rate q in (0, 1]; 1 means no sampling.
-  """
-  _validate.non_negative(noise_multiplier=noise_multiplier)
-  _validate.half_open_unit(sampling_rate=sampling_rate)
-  gaussian = dp_accounting.GaussianDpEvent(float(noise_multiplier))
-  if sampling_rate == 1:
-    return gaussian
-  return dp_accounting.PoissonSampledDpEvent(float(sampling_rate), gaussian)
-
-
-def dpsgd_event(noise_multiplier: float, sampling_rate: float,
-                steps: int) -> dp_accounting.DpEvent:
-  """DP-SGD: ``steps`` compositions of the Poisson-subsampled Gaussian.
-
-  Args:
-    noise_multiplier: sigma (noise stddev over the clipped-sum sensitivity).
-    sampling_rate: Poisson sampling rate q in (0, 1].
-    steps: number of steps (>= 0).
+    steps: compositions (> 0).
 
   Returns:
-    ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)),
-    steps)`` (add/remove-one neighbours).
+    ``GaussianDpEvent(z)``, inside ``PoissonSampledDpEvent(q, .)`` when
+    q < 1, self-composed ``steps`` times when steps > 1 (add/remove-one
+    neighbours under sampling).
 
   References:
     Abadi et al. 2016; Mironov, Talwar, Zhang 2019 (RDP of the sampled
-    Gaussian).
+    Gaussian); Balle & Wang 2018 (the exact profile the PLD evaluates).
 
   Example:
-    >>> dpsgd_event(1.1, 0.01, 100).count
+    >>> gaussian_event(2.0)
+    GaussianDpEvent(noise_multiplier=2.0)
+    >>> gaussian_event(1.1, sampling_rate=0.01, steps=100).count
     100
   """
-  _validate.non_negative_int(steps=steps)
-  return dp_accounting.SelfComposedDpEvent(
-      gaussian_step_event(noise_multiplier, sampling_rate), steps)
+  _validate.non_negative(noise_multiplier=noise_multiplier)
+  _validate.half_open_unit(sampling_rate=sampling_rate)
+  event = dp_accounting.GaussianDpEvent(float(noise_multiplier))
+  if sampling_rate != 1:
+    event = dp_accounting.PoissonSampledDpEvent(float(sampling_rate), event)
+  return repeated(event, steps)
 
 
-def discrete_gaussian_event(sigma: float,
-                            l2_sensitivity: float = 1.0) -> dp_accounting.DpEvent:
-  """One release of the discrete Gaussian mechanism, as zCDP.
+def discrete_gaussian_event(sigma: float, l2_sensitivity: float = 1.0, *,
+                            steps: int = 1) -> dp_accounting.DpEvent:
+  """``steps`` releases of the discrete Gaussian mechanism, as zCDP.
 
   Adding N_Z(0, sigma^2) i.i.d. to each coordinate of an integer-valued query
   whose values on neighbouring datasets differ by an integer vector of L2
   norm at most ``l2_sensitivity`` is rho-zCDP with
   rho = l2_sensitivity^2 / (2 sigma^2), i.e. RDP(a) = a rho for all a > 1.
   On the grid eta Z give both sigma and the sensitivity in the same units
-  (the ratio is what counts).
+  (the ratio is what counts): the event of ``add_discrete_gaussian_noise``.
 
   Args:
     sigma: noise scale (> 0), in the query's lattice units.
     l2_sensitivity: Delta (>= 0), an L2 norm of a lattice vector.
+    steps: releases (> 0); more than one is the ``SelfComposedDpEvent``.
 
   Returns:
     ``dp_accounting.ZCDpEvent(rho)``. The RDP accountant composes it exactly;
@@ -126,8 +148,8 @@ def discrete_gaussian_event(sigma: float,
   """
   _validate.positive(sigma=sigma)
   _validate.non_negative(l2_sensitivity=l2_sensitivity)
-  return dp_accounting.ZCDpEvent(
-      float(l2_sensitivity)**2 / (2 * float(sigma)**2))
+  return repeated(dp_accounting.ZCDpEvent(
+      float(l2_sensitivity)**2 / (2 * float(sigma)**2)), steps)
 
 
 def poisson_truncation_probability(num_examples: int, sampling_rate: float,

@@ -6,9 +6,9 @@ of L2 sensitivity Delta_2), from loosest to tightest:
 * classical: ``gaussian_protocol_epsilon`` and its inverse
   ``classical_gaussian_stddev``, Delta_2 sqrt(2 ln(1.25/delta)) / epsilon
   (Dwork & Roth 2014, Thm. A.1; proved for epsilon <= 1 only);
-* accountant: ``gaussian_protocol_event`` (a ``GaussianDpEvent``) composed by
-  ``epsilon`` and calibrated by ``calibrate_gaussian_stddev`` under the RDP or
-  PLD accountant;
+* accountant: ``gaussian_event(stddev / Delta_2)`` composed by ``epsilon``
+  and calibrated by ``calibrate(lambda s: gaussian_event(s / Delta_2), ...)``
+  under the RDP or PLD accountant;
 * exact: ``gaussian_epsilon`` and its inverse ``gaussian_stddev``, the
   closed-form privacy profile of the Gaussian mechanism (Balle & Wang 2018)
   as dp_accounting evaluates it, for one release or T composed ones (T
@@ -18,13 +18,11 @@ of L2 sensitivity Delta_2), from loosest to tightest:
 
 import math
 
-import dp_accounting
 from dp_accounting.pld import accountant as pld_accountant
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_mechanism
 
 from dpjax import _validate
-from dpjax.accounting import _accountants
 
 
 def gaussian_protocol_epsilon(stddev: float, l2_sensitivity: float,
@@ -34,7 +32,8 @@ def gaussian_protocol_epsilon(stddev: float, l2_sensitivity: float,
   The baseline of cpSGD Theorem 2 (Gaussian noise of stddev sigma on the
   sum). The classical bound is proved only for epsilon <= 1, so a larger
   value raises instead of being returned. For the tight epsilon (any size)
-  compose ``gaussian_protocol_event`` with ``epsilon(...)``; it is always
+  compose ``gaussian_event(stddev / l2_sensitivity)`` with ``epsilon(...)``
+  (default neighbouring relation: the sensitivity is the distance); it is always
   smaller than this bound.
 
   Args:
@@ -71,43 +70,9 @@ def gaussian_protocol_epsilon(stddev: float, l2_sensitivity: float,
         f'The classical Gaussian bound gives epsilon={eps:.6g} > 1 for '
         f'stddev={stddev}, l2_sensitivity={l2_sensitivity}, '
         f'delta={delta}, where it is not proved; use epsilon('
-        f'gaussian_protocol_event(...), delta) for the tight value.')
+        f'gaussian_event(stddev / l2_sensitivity), delta) for the tight '
+        'value.')
   return eps
-
-
-def gaussian_protocol_event(stddev: float,
-                            l2_sensitivity: float) -> dp_accounting.DpEvent:
-  """The Gaussian baseline as a tight, composable dp_accounting event.
-
-  Args:
-    stddev: sigma (> 0), stddev of the noise on the released sum.
-    l2_sensitivity: Delta_2 (> 0), in the same units: the largest L2
-      distance between the sums on neighbouring datasets (replace-one for
-      cpSGD, e.g. from ``cpsgd_sensitivities``).
-
-  Returns:
-    ``dp_accounting.GaussianDpEvent(stddev / l2_sensitivity)``. Its
-    PLD epsilon is tight and below ``gaussian_protocol_epsilon``. Account it
-    with the default ``neighboring_relation`` (ADD_OR_REMOVE_ONE), which for
-    an unsampled Gaussian means "neighbouring sums at L2 distance <=
-    l2_sensitivity", whatever relation produced that distance: dp_accounting's
-    PLD accountant under REPLACE_ONE doubles the distance (valid but 2x
-    loose), while its RDP accountant ignores the relation here.
-
-  Privacy:
-    The Gaussian mechanism with noise multiplier sigma / Delta_2.
-
-  References:
-    Balle & Wang, "Improving the Gaussian mechanism for differential
-    privacy", ICML 2018 (the exact privacy profile the PLD evaluates).
-
-  Example:
-    >>> gaussian_protocol_event(10.0, 2.0)
-    GaussianDpEvent(noise_multiplier=5.0)
-  """
-  _validate.positive(stddev=stddev, l2_sensitivity=l2_sensitivity)
-  return dp_accounting.GaussianDpEvent(
-      float(stddev) / float(l2_sensitivity))
 
 
 def classical_gaussian_stddev(epsilon: float, delta: float,
@@ -116,7 +81,7 @@ def classical_gaussian_stddev(epsilon: float, delta: float,
 
   The inverse of ``gaussian_protocol_epsilon``. The bound is proved only for
   epsilon <= 1, so a larger epsilon raises. ``gaussian_stddev`` (exact) and
-  ``calibrate_gaussian_stddev`` (an accountant) give less noise for the same
+  ``calibrate`` on ``gaussian_event`` (an accountant) give less noise for the same
   (epsilon, delta).
 
   Args:
@@ -134,7 +99,7 @@ def classical_gaussian_stddev(epsilon: float, delta: float,
   Privacy:
     The Gaussian mechanism with this sigma is (epsilon, delta)-DP for
     neighbours at L2 distance <= Delta_2; its event is
-    ``gaussian_protocol_event(sigma, l2_sensitivity)``.
+    ``gaussian_event(sigma / l2_sensitivity)``.
 
   References:
     Dwork & Roth, "The Algorithmic Foundations of Differential Privacy",
@@ -151,8 +116,8 @@ def classical_gaussian_stddev(epsilon: float, delta: float,
   if float(epsilon) > 1:
     raise ValueError(
         f'Expected epsilon={epsilon} <= 1: the classical Gaussian bound is '
-        'not proved above 1; use gaussian_stddev or '
-        'calibrate_gaussian_stddev.')
+        'not proved above 1; use gaussian_stddev or calibrate on '
+        'gaussian_event.')
   return (float(l2_sensitivity) * math.sqrt(2 * math.log(1.25 / float(delta)))
           / float(epsilon))
 
@@ -179,7 +144,7 @@ def gaussian_stddev(epsilon: float, delta: float, l2_sensitivity: float,
   Privacy:
     Neighbours at L2 distance <= Delta_2 in every release (for a protocol on
     a sum: the sums'); one release's event is
-    ``gaussian_protocol_event(sigma, l2_sensitivity)``.
+    ``gaussian_event(sigma / l2_sensitivity)``.
 
   References:
     Balle & Wang, "Improving the Gaussian mechanism for differential
@@ -210,7 +175,8 @@ def gaussian_epsilon(stddev: float, l2_sensitivity: float, delta: float,
   (``GaussianPrivacyLoss.get_delta_for_epsilon``), inverted by 60 steps of
   bisection. The upper end of the bracket is returned, so the epsilon is
   never too small. The inverse of ``gaussian_stddev``; the PLD accountant on
-  ``gaussian_protocol_event`` agrees up to its discretization.
+  ``gaussian_event(stddev / l2_sensitivity)`` agrees up to its
+  discretization.
 
   Args:
     stddev: sigma (> 0) of each release's noise.
@@ -250,46 +216,3 @@ def gaussian_epsilon(stddev: float, l2_sensitivity: float, delta: float,
     else:
       hi = mid
   return hi
-
-
-def calibrate_gaussian_stddev(target_epsilon: float, delta: float,
-                              l2_sensitivity: float, accountant: str = 'rdp',
-                              **kwargs) -> float:
-  """Smallest stddev (within ``rtol``) whose event meets the target epsilon.
-
-  ``calibrate`` on ``gaussian_protocol_event(z Delta_2, Delta_2)`` over the
-  noise multiplier z, under the given accountant and the default
-  neighbouring relation (as ``gaussian_protocol_event`` prescribes); the
-  result is z Delta_2. Use it to calibrate the noise as an accountant
-  composing the event sees it; ``gaussian_stddev`` is the exact value.
-
-  Args:
-    target_epsilon: > 0.
-    delta: in (0, 1).
-    l2_sensitivity: Delta_2 (> 0), the L2 distance of neighbouring values
-      of the query.
-    accountant: ``"rdp"`` or ``"pld"``.
-    **kwargs: ``steps`` (the event is composed this many times),
-      ``max_noise_multiplier``, ``rtol`` (see ``calibrate``).
-
-  Returns:
-    sigma with ``epsilon(steps x gaussian_protocol_event(sigma, Delta_2),
-    delta, accountant) <= target_epsilon``.
-
-  Raises:
-    ValueError: on bad input, or if the target is unreachable.
-
-  Privacy:
-    The event is ``gaussian_protocol_event(sigma, l2_sensitivity)``.
-
-  Example:
-    >>> s = calibrate_gaussian_stddev(1.0, 1e-5, 2.0, 'pld')
-    >>> epsilon(gaussian_protocol_event(s, 2.0), 1e-5, 'pld') <= 1.0
-    True
-  """
-  _validate.positive(l2_sensitivity=l2_sensitivity)
-  l2 = float(l2_sensitivity)
-  multiplier = _accountants.calibrate(
-      lambda z: gaussian_protocol_event(z * l2, l2), target_epsilon, delta,
-      accountant, **kwargs)
-  return multiplier * l2

@@ -85,7 +85,7 @@ def is_amplified(event: dp_accounting.DpEvent) -> bool:
   """Whether ``event`` claims amplification by subsampling anywhere in it.
 
   Example:
-    >>> is_amplified(gaussian_step_event(1.0, 0.01))
+    >>> is_amplified(gaussian_event(1.0, sampling_rate=0.01))
     True
   """
   walk = _accountants._walk  # pylint: disable=protected-access
@@ -105,7 +105,7 @@ def draws_noise(event: dp_accounting.DpEvent) -> bool:
 
   Example:
     >>> draws_noise(dp_accounting.NoOpDpEvent()), draws_noise(
-    ...     gaussian_step_event(1.0))
+    ...     gaussian_event(1.0))
     (False, True)
   """
   walk = _accountants._walk  # pylint: disable=protected-access
@@ -164,7 +164,7 @@ class PrivacyLedger:
   Example:
     >>> ledger = PrivacyLedger()
     >>> for t in range(100):
-    ...   ledger.record(gaussian_step_event(1.0), noise=(jax.random.key(0), t))
+    ...   ledger.record(gaussian_event(1.0), noise=(jax.random.key(0), t))
     >>> ledger.num_events
     100
     >>> ledger == PrivacyLedger.from_json(ledger.to_json())

@@ -69,8 +69,9 @@ def dpsgd_gradient_canaries(num_canaries: int, *, steps: int,
 
   Privacy:
     With ``clip=True`` the run is DP-SGD: adding or removing one canary is
-    covered by ``dpjax.accounting.dpsgd_event(noise_multiplier,
-    sampling_rate, steps)``, the claim a one-run audit tests.
+    covered by ``dpjax.accounting.gaussian_event(noise_multiplier,
+    sampling_rate=sampling_rate, steps=steps)``, the claim a one-run audit
+    tests.
 
   Example:
     >>> f = dpsgd_gradient_canaries(4, steps=50, noise_multiplier=0.01)
@@ -147,8 +148,9 @@ def dpsgd_input_canaries(x: jax.Array, y: jax.Array, canary_x: jax.Array,
     draws the noise and the sampling.
 
   Privacy:
-    As ``dpsgd_gradient_canaries``: ``dpjax.accounting.dpsgd_event(
-    noise_multiplier, sampling_rate, steps)`` with ``clip=True``.
+    As ``dpsgd_gradient_canaries``: ``dpjax.accounting.gaussian_event(
+    noise_multiplier, sampling_rate=sampling_rate, steps=steps)`` with
+    ``clip=True``.
 
   Example:
     >>> x = jax.random.normal(jax.random.key(0), (32, 4))

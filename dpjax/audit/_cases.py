@@ -97,7 +97,7 @@ def _transform_output(tx, x, **extra):
 
 
 def gaussian_case() -> AuditCase:
-  stddev = accounting.calibrate_gaussian_stddev(1.0, DELTA, 1.0)
+  stddev = accounting.calibrate(accounting.gaussian_event, 1.0, DELTA)  # Delta 1
   eps = accounting.gaussian_epsilon(stddev, 1.0, DELTA)
   mech = lambda s: lambda key, x: _transform_output(
       transforms.add_gaussian_noise(s, key=key), x)
@@ -112,7 +112,7 @@ def gaussian_case() -> AuditCase:
 
 def laplace_case() -> AuditCase:
   scale = 1.0
-  eps = _pure(transforms.add_laplace_noise_event(scale, 1.0))
+  eps = _pure(accounting.laplace_event(1.0 / scale))  # L1 sensitivity 1
   mech = lambda s: lambda key, x: _transform_output(
       transforms.add_laplace_noise(s, key=key), x)
   case = AuditCase(
@@ -127,7 +127,7 @@ def laplace_case() -> AuditCase:
 def discrete_gaussian_case() -> AuditCase:
   sigma = 1.5
   eps = accounting.epsilon(
-      transforms.add_discrete_gaussian_noise_event(sigma, 1.0), DELTA)
+      accounting.discrete_gaussian_event(sigma, 1.0), DELTA)
   mech = lambda s: lambda key, x: _transform_output(
       transforms.add_discrete_gaussian_noise(s, key=key), x).astype(
           jnp.float32)
@@ -142,7 +142,8 @@ def discrete_gaussian_case() -> AuditCase:
 
 
 def exponential_case() -> AuditCase:
-  event = nonparametric.exponential_mechanism_event(1.0, 50)
+  event = accounting.EpsilonDeltaDpEvent(
+      1.0, nonparametric.exponential_mechanism_delta(1.0, 50))
   eps, delta = accounting.basic_composition(event)
   mech = lambda e: lambda key, u: nonparametric.exponential_mechanism(
       key, u, epsilon=e, sensitivity=1.0).astype(jnp.float32)
@@ -422,7 +423,7 @@ def laplace_privatizer_case() -> AuditCase:
     return lambda key, v: _transform_output(
         transforms.laplace_privatizer(e, xi, key=key), v)
 
-  stated = _pure(transforms.laplace_privatizer_event(eps))
+  stated = _pure(accounting.laplace_event(eps))
   case = AuditCase(
       'laplace_privatizer', mech(eps), jnp.full((1,), xi, jnp.float32),
       jnp.full((1,), -xi, jnp.float32), lambda y: -y[0], stated, 0.0,

@@ -73,5 +73,6 @@ def bandmf_event(noise_multiplier: float,
     raise ValueError(f'Expected steps={steps} <= the strategy\'s '
                      f'n={strategy.n}.')
   return dp_accounting.SelfComposedDpEvent(
-      accounting.gaussian_step_event(noise_multiplier, sampling_rate),
+      accounting.gaussian_event(noise_multiplier,
+                                sampling_rate=sampling_rate),
       math.ceil(steps / b))

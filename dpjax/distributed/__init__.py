@@ -75,7 +75,6 @@ from dpjax.distributed.protocols import distributed_dp_protocol
 from dpjax.distributed.protocols import distributed_mean
 from dpjax.distributed.protocols import distributed_mean_sharded
 from dpjax.distributed.protocols import gaussian_distributed_mean
-from dpjax.distributed.protocols import gaussian_distributed_mean_event
 from dpjax.distributed.protocols import gaussian_distributed_mean_protocol
 from dpjax.distributed.protocols import gaussian_protocol_bits
 from dpjax.distributed.protocols import pairwise_mask

@@ -100,9 +100,9 @@ def cpsgd_event(config: CpsgdConfig, dimension: int, num_clients: int,
   num_clients = _check_int('num_clients', num_clients, 1)
   l1, l2, linf = accounting.cpsgd_sensitivities(
       dprime, config.levels, config.linf_clip, config.l2_norm_clip)
-  return repeated(accounting.binomial_event(
+  return repeated(accounting.EpsilonDeltaDpEvent(accounting.binomial_epsilon(
       num_clients * config.trials, config.binomial_p, config.spacing,
-      delta, dprime, l1, l2, linf), steps)
+      delta, dprime, l1, l2, linf), float(delta)), steps)
 
 
 # --- Protocol ----------------------------------------------------------------

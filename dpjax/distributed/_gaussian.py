@@ -3,21 +3,19 @@
 The baseline of cpSGD (Agarwal et al. 2018, Sec. 4.1, Fig. 1): client i clips
 its vector X_i to L2 norm D, adds N(0, sigma^2 I) and sends d float32 values
 (32 bits per coordinate); the server averages the messages. It runs on the
-client harness (vmapped over the leading client axis); its event companion
-``gaussian_distributed_mean_event`` and its bit count ``gaussian_protocol_bits``
-are built from the same hyperparameters.
+client harness (vmapped over the leading client axis). Its event is the
+Gaussian mechanism's, ``accounting.gaussian_event(sqrt(n) sigma / (2 D))``
+(the sum carries N(0, n sigma^2), replace-one sensitivity 2 D), which
+``gaussian_distributed_mean_protocol`` states; its bit count
+``gaussian_protocol_bits`` is built from the same hyperparameters.
 """
 
-import math
 
-import dp_accounting
 import jax
 import jax.numpy as jnp
 
 from dpjax import _keys
 from dpjax import _validate
-from dpjax._composition import repeated
-from dpjax import accounting
 from dpjax import noise
 from dpjax.distributed import _harness
 
@@ -51,7 +49,9 @@ def gaussian_distributed_mean(key: jax.Array, xs: jax.typing.ArrayLike,
     neighbours: the Gaussian mechanism with noise multiplier
     sqrt(n) sigma / Delta, assuming the server sees only the sum (a single
     client's message alone has noise multiplier sigma / Delta). The
-    companion event is ``gaussian_distributed_mean_event(D, sigma, n)``.
+    event, replace-one, is ``accounting.gaussian_event(sqrt(n) sigma /
+    (2 D))``, accounted with the default neighbouring relation (the
+    replace-one distance is already in 2 D).
 
   References:
     Agarwal et al., cpSGD, NeurIPS 2018, Sec. 4.1 and Fig. 1 (baseline).
@@ -100,51 +100,3 @@ def gaussian_protocol_bits(dimension: int) -> int:
   """
   _validate.positive_int(dimension=dimension)
   return _FLOAT32_BITS * int(dimension)
-
-
-def gaussian_distributed_mean_event(l2_norm_clip: float, stddev: float,
-                                    num_clients: int, *, steps: int = 1
-                                    ) -> dp_accounting.DpEvent:
-  """The DpEvent of ``steps`` rounds of ``gaussian_distributed_mean``.
-
-  The server sees the sum of n messages: noise N(0, n sigma^2) per
-  coordinate, replace-one L2 sensitivity 2 D. This is
-  ``accounting.gaussian_protocol_event(sqrt(n) sigma, 2 D)``, i.e. a
-  ``GaussianDpEvent`` with noise multiplier sqrt(n) sigma / (2 D), whose
-  PLD epsilon is tight (Balle & Wang 2018). Account it with the default
-  neighbouring relation (the replace-one distance is already in 2 D; see
-  ``gaussian_protocol_event``), and compose rounds in a ``PrivacyLedger``.
-
-  Args:
-    l2_norm_clip: D > 0, as passed to ``gaussian_distributed_mean``.
-    stddev: sigma > 0, each client's noise stddev.
-    num_clients: n >= 1 clients per round, all participating.
-    steps: rounds (default 1).
-
-  Returns:
-    ``dp_accounting.GaussianDpEvent(sqrt(n) sigma / (2 D))``, self-composed
-    ``steps`` times when steps > 1.
-
-  Raises:
-    ValueError: naming a bad value (sigma = 0 has no finite epsilon).
-
-  Privacy:
-    Replace-one client, for an observer of the SUM of the messages only
-    (secure aggregation); a single client's message alone has noise
-    multiplier sigma / (2 D).
-
-  References:
-    Agarwal et al., cpSGD, NeurIPS 2018, Sec. 4.1 and Thm. 2; Balle & Wang,
-    "Improving the Gaussian mechanism for differential privacy", ICML 2018.
-
-  Example:
-    >>> ev = gaussian_distributed_mean_event(1.0, 1.0, 100)  # 10 / 2
-    >>> ev
-    GaussianDpEvent(noise_multiplier=5.0)
-    >>> round(epsilon(ev, 1e-5, 'pld'), 3)
-    0.726
-  """
-  _validate.positive(l2_norm_clip=l2_norm_clip, stddev=stddev)
-  _validate.positive_int(num_clients=num_clients)
-  return repeated(accounting.gaussian_protocol_event(
-      math.sqrt(num_clients) * float(stddev), 2 * float(l2_norm_clip)), steps)

@@ -12,6 +12,7 @@ event and bits functions take.
 """
 
 import functools
+import math
 from typing import Callable, NamedTuple
 
 import dp_accounting
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 
 from dpjax import _keys
 from dpjax import _validate
+from dpjax import accounting
 from dpjax.distributed import _cpsgd
 from dpjax.distributed import _cpsgd_config
 from dpjax.distributed import _ddp
@@ -222,8 +224,9 @@ def gaussian_distributed_mean_protocol(l2_norm_clip: float, stddev: float,
   Returns:
     A ``Protocol`` whose mean is ``gaussian_distributed_mean(key, xs, D,
     param)``, messages the clipped vectors plus N(0, sigma^2 I) (float32),
-    decoder the sum / n; event ``gaussian_distributed_mean_event(D, sigma,
-    n)`` (None at sigma = 0: no finite epsilon), bits
+    decoder the sum / n; event ``accounting.gaussian_event(sqrt(n) sigma /
+    (2 D))`` (the sum's noise over its replace-one sensitivity; None at
+    sigma = 0: no finite epsilon), bits
     ``gaussian_protocol_bits(d)``.
 
   References:
@@ -238,8 +241,9 @@ def gaussian_distributed_mean_protocol(l2_norm_clip: float, stddev: float,
   _validate.positive(l2_norm_clip=l2_norm_clip)
   _validate.non_negative(stddev=stddev)
   dimension, num_clients = _dimension(dimension), _num_clients(num_clients)
-  event = (_gaussian.gaussian_distributed_mean_event(
-      l2_norm_clip, stddev, num_clients) if stddev > 0 else None)
+  event = (accounting.gaussian_event(
+      math.sqrt(num_clients) * float(stddev) / (2 * float(l2_norm_clip)))
+           if stddev > 0 else None)
   mean, encode, decode = _gaussian_parts(float(l2_norm_clip), num_clients)
   return Protocol(mean, param=float(stddev), event=event,
                   bits_per_client=_gaussian.gaussian_protocol_bits(dimension),

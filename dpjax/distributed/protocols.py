@@ -18,9 +18,9 @@ clip, rotate, scale, round conditionally, add an exact discrete Gaussian or
 a Skellam share, reduce modulo 2^b; the modular sum (optionally
 pairwise-masked, ``pairwise_mask``) is decoded by the server. The Gaussian
 protocol (real-valued noise, 32 bits per coordinate) is the baseline. Each
-has an event companion (``cpsgd_event``, ``distributed_dp_event``,
-``gaussian_distributed_mean_event``, ``*_event(..., *, steps=1)``) and a
-bit count per client and round (``cpsgd_bits``, ``distributed_dp_bits``,
+has its event (``cpsgd_event``, ``distributed_dp_event``, ``*_event(...,
+*, steps=1)``; the Gaussian protocol's is the Gaussian mechanism's,
+``accounting.gaussian_event``) and a bit count per client and round (``cpsgd_bits``, ``distributed_dp_bits``,
 ``gaussian_protocol_bits``).
 
 ``Protocol`` is what a training loop needs from any of them: the client's
@@ -63,7 +63,6 @@ from dpjax.distributed._ddp_config import DistributedDpConfig
 from dpjax.distributed._ddp_config import distributed_dp_bits
 from dpjax.distributed._ddp_config import distributed_dp_event
 from dpjax.distributed._gaussian import gaussian_distributed_mean
-from dpjax.distributed._gaussian import gaussian_distributed_mean_event
 from dpjax.distributed._gaussian import gaussian_protocol_bits
 from dpjax.distributed._harness import client_keys
 from dpjax.distributed._harness import client_sum
@@ -99,7 +98,6 @@ __all__ = [
     'distributed_mean_sharded',
     'DistributedDpConfig',
     'gaussian_distributed_mean',
-    'gaussian_distributed_mean_event',
     'gaussian_distributed_mean_protocol',
     'gaussian_protocol_bits',
     'MAX_SKELLAM_MU',

@@ -72,7 +72,7 @@ def binomial(key: jax.Array, shape=(), *, trials: int, p: float,
   Privacy:
     The Binomial mechanism of cpSGD (Agarwal et al. 2018, Thm. 1): adding
     s (Z - n p), Z ~ Bin(n, p), to a lattice-valued query;
-    ``dpjax.accounting.binomial_event``.
+    ``dpjax.accounting.EpsilonDeltaDpEvent(binomial_epsilon(...), delta)``.
 
   References:
     Agarwal, Suresh, Yu, Kumar, McMahan, "cpSGD", NeurIPS 2018.

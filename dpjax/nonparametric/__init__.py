@@ -29,7 +29,6 @@ from dpjax.nonparametric._ensembles import spe
 from dpjax.nonparametric._ensembles import sspe
 from dpjax.nonparametric._exponential import exponential_mechanism
 from dpjax.nonparametric._exponential import exponential_mechanism_delta
-from dpjax.nonparametric._exponential import exponential_mechanism_event
 from dpjax.nonparametric._histogram import HistogramRelease
 from dpjax.nonparametric._histogram import NoisyRegRelease
 from dpjax.nonparametric._histogram import DpHistogramRelease
@@ -56,7 +55,6 @@ __all__ = [
     'DpKnnRelease',
     'exponential_mechanism',
     'exponential_mechanism_delta',
-    'exponential_mechanism_event',
     'histogram',
     'HistogramRelease',
     'jl_projection',

@@ -9,8 +9,6 @@ from jax.typing import ArrayLike
 
 from dpjax import _keys
 from dpjax import _validate
-from dpjax import accounting
-from dpjax._composition import repeated
 
 _STREAM = _keys.register('exponential_mechanism', __name__)
 
@@ -47,7 +45,9 @@ def exponential_mechanism(key: jax.Array, utilities: ArrayLike, *,
 
   Privacy: (epsilon, delta)-DP when every utility changes by at most
   ``sensitivity`` between neighbours, with the delta of
-  ``exponential_mechanism_event(epsilon, m)``, its event. Exact Gumbel-max is
+  ``exponential_mechanism_delta(epsilon, m)``: its event is
+  ``accounting.EpsilonDeltaDpEvent(epsilon, exponential_mechanism_delta(
+  epsilon, m))``. Exact Gumbel-max is
   epsilon-DP; float noise has bounded support, so some candidate that the
   exact mechanism could draw is never drawn on one dataset and is on a
   neighbour, which no pure epsilon allows.
@@ -109,21 +109,6 @@ def exponential_mechanism_delta(epsilon: float, num_candidates: int) -> float:
     return 1.0
   return min(1.0, (1.0 + math.exp(float(epsilon))) * num_candidates
              * NOISE_TAIL)
-
-
-def exponential_mechanism_event(epsilon: float, num_candidates: int, *,
-                                steps: int = 1):
-  """The (epsilon, delta)-DP event of one ``exponential_mechanism`` draw
-  over ``num_candidates`` candidates (``exponential_mechanism_delta``),
-  self-composed ``steps`` times when steps > 1.
-
-  Example:
-    >>> exponential_mechanism_event(0.5, 2).delta > 0
-    True
-  """
-  return repeated(accounting.EpsilonDeltaDpEvent(
-      float(epsilon), exponential_mechanism_delta(epsilon, num_candidates)),
-                  steps)
 
 
 def _check_finite(u: jax.Array) -> None:

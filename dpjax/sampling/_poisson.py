@@ -163,8 +163,8 @@ class PoissonSampler:
     """
     _validate.non_negative(noise_multiplier=noise_multiplier)
     if self.max_batch_size > self.num_examples:  # never truncates
-      return accounting.gaussian_step_event(noise_multiplier,
-                                            self.sampling_rate)
+      return accounting.gaussian_event(noise_multiplier,
+                                       sampling_rate=self.sampling_rate)
     return dp_accounting.TruncatedSubsampledGaussianDpEvent(
         dataset_size=self.num_examples,
         sampling_probability=float(self.sampling_rate),

@@ -14,16 +14,12 @@ Example:
 """
 
 from dpjax.transforms._adding_noise import add_discrete_gaussian_noise
-from dpjax.transforms._adding_noise import add_discrete_gaussian_noise_event
 from dpjax.transforms._adding_noise import add_gaussian_noise
-from dpjax.transforms._adding_noise import add_gaussian_noise_event
 from dpjax.transforms._adding_noise import add_laplace_noise
-from dpjax.transforms._adding_noise import add_laplace_noise_event
 from dpjax.transforms._adding_noise import laplace_grid_scale
 from dpjax.transforms._adding_noise import laplace_grid_spacing
 from dpjax.transforms._adding_noise import laplace_privatizer
 from dpjax.transforms._adding_noise import laplace_privatizer_bits
-from dpjax.transforms._adding_noise import laplace_privatizer_event
 from dpjax.transforms._adaptive_clipping import adaptive_clip_noise_multiplier
 from dpjax.transforms._adaptive_clipping import adaptive_clip_per_example
 from dpjax.transforms._adaptive_clipping import adaptive_dpsgd
@@ -47,7 +43,6 @@ from dpjax.transforms._compressed_gd_events import calibrate_dp_compgd
 from dpjax.transforms._compressed_gd_events import calibrate_dp_compsgd
 from dpjax.transforms._compressed_gd_events import dp_compgd_event
 from dpjax.transforms._compressed_gd_events import dp_compsgd_event
-from dpjax.transforms._compressed_gd_events import dp_gradient_estimate_event
 from dpjax.transforms._compressing import compressive_measurements
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
@@ -76,7 +71,6 @@ from dpjax.transforms._rotating import unrotate_hadamard
 from dpjax.transforms._sparse_coding import dpsgd_bits
 from dpjax.transforms._sparse_coding import rs_dpsgd_bits
 from dpjax.transforms._sparsifying import ranked_sparsified_privatizer
-from dpjax.transforms._sparsifying import ranked_sparsified_privatizer_event
 from dpjax.transforms._sparsifying import RankedSparsifiedPrivatizerState
 from dpjax.transforms._sparsifying import sparsify_random
 from dpjax.transforms._sparsifying import sparsify_top_k
@@ -95,14 +89,11 @@ __all__ = [
     'adaptive_effective_noise_multiplier',
     'AdaptiveClipState',
     'add_discrete_gaussian_noise',
-    'add_discrete_gaussian_noise_event',
     'add_dpsgd_noise',
     'add_exact_gaussian_noise',
     'add_exact_gaussian_noise_event',
     'add_gaussian_noise',
-    'add_gaussian_noise_event',
     'add_laplace_noise',
-    'add_laplace_noise_event',
     'average_iterate',
     'bandmf',
     'calibrate_dp_compgd',
@@ -126,7 +117,6 @@ __all__ = [
     'dp_compsgd',
     'dp_compsgd_event',
     'dp_gradient_estimate',
-    'dp_gradient_estimate_event',
     'dp_projected_gd',
     'dp_projected_sgd',
     'dpsgd',
@@ -143,7 +133,6 @@ __all__ = [
     'laplace_grid_spacing',
     'laplace_privatizer',
     'laplace_privatizer_bits',
-    'laplace_privatizer_event',
     'normalize',
     'NormalizeState',
     'project_gaussian',
@@ -151,7 +140,6 @@ __all__ = [
     'projection_dim_schedule',
     'quantize_stochastic',
     'ranked_sparsified_privatizer',
-    'ranked_sparsified_privatizer_event',
     'RankedSparsifiedPrivatizerState',
     'rotate_hadamard',
     'rs_dpsgd',

@@ -21,14 +21,12 @@ import fractions
 import math
 from typing import Any, Callable
 
-import dp_accounting
 import jax
 from jax import flatten_util
 import jax.numpy as jnp
 import optax
 
 from dpjax import _keys
-from dpjax._composition import repeated
 from dpjax import _numerics
 from dpjax import _validate
 from dpjax import accounting
@@ -72,7 +70,8 @@ def add_gaussian_noise(stddev: float, *,
 
   Privacy:
     On a query with L2 sensitivity S, one step is the Gaussian mechanism with
-    noise multiplier stddev / S (``dp_accounting.GaussianDpEvent``).
+    noise multiplier stddev / S: T steps are
+    ``dpjax.accounting.gaussian_event(stddev / S, steps=T)``.
 
   Example:
     >>> tx = add_gaussian_noise(1.0, key=jax.random.key(0))
@@ -178,7 +177,8 @@ def add_laplace_noise(scale: float, *, key: jax.Array, eta: float | None = None,
 
   Privacy:
     On a query with L1 sensitivity S, one step is (S / scale)-DP
-    (``add_laplace_noise_event``), on or off the grid. ``exact``: the pmf of
+    (``dpjax.accounting.laplace_event(S / scale, steps=T)``), on or off the
+    grid. ``exact``: the pmf of
     R(u) + Z at each integer is, in u, the linear interpolation of Z's pmf,
     whose log moves by at most e^(1 / b*) - 1 <= eta / scale per unit of u =
     x / eta, so two inputs give a likelihood ratio of at most
@@ -278,8 +278,9 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
     Two clipped updates differ by at most 2 xi n in L1, for ANY two inputs
     (on the grid: codes in [-2^k, 2^k], so at most 2^(k+1) n grid units
     against a scale of 2^(k+1) n / epsilon units, rounded up by the exact
-    sampler), so a step is epsilon-DP: ``laplace_privatizer_event(epsilon)``,
-    the same event as the certified compressive mechanism.
+    sampler), so a step is epsilon-DP: ``dpjax.accounting.laplace_event(
+    epsilon, steps=T)``, the same event as the certified compressive
+    mechanism.
 
   References:
     Farokhi, Sec. 1 (the O(n_theta) baseline); Dwork & Roth 2014, Thm 3.6;
@@ -350,7 +351,8 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
     On a query with values in eta Z and L2 sensitivity Delta (same units),
     one step is rho-zCDP with rho = Delta^2 / (2 sigma^2) (Canonne, Kamath,
     Steinke 2020, Thm. 14; Ding et al. Q-DPSGD-2, Thm. 4):
-    ``dpjax.accounting.discrete_gaussian_event(sigma, Delta)``. The sampler
+    ``dpjax.accounting.discrete_gaussian_event(sigma, Delta, steps=T)``.
+    The sampler
     uses a sigma' >= sigma (``discrete_gaussian_sigma_squared``), so the
     stated rho is conservative.
 
@@ -367,66 +369,6 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
   return _add_noise(noise_lib.discrete_gaussian_grid, key, _DISCRETE_GAUSSIAN,
                     sigma=sigma,
                     eta=eta)
-
-
-def add_gaussian_noise_event(stddev: float, l2_sensitivity: float = 1.0, *,
-                             steps: int = 1) -> dp_accounting.DpEvent:
-  """DpEvent of ``steps`` ``add_gaussian_noise(stddev)`` steps on a query of
-  ``l2_sensitivity``: ``GaussianDpEvent(stddev / l2_sensitivity)`` (composed
-  ``steps`` times when steps > 1).
-
-  Example:
-    >>> add_gaussian_noise_event(2.0, 0.5).noise_multiplier
-    4.0
-  """
-  _validate.positive(l2_sensitivity=l2_sensitivity)
-  _validate.non_negative(stddev=stddev)
-  return repeated(
-      dp_accounting.GaussianDpEvent(float(stddev) / float(l2_sensitivity)),
-      steps)
-
-
-def add_laplace_noise_event(scale: float, l1_sensitivity: float = 1.0, *,
-                            steps: int = 1) -> dp_accounting.DpEvent:
-  """DpEvent of ``steps`` ``add_laplace_noise(scale)`` steps on a query of
-  ``l1_sensitivity``: each (l1_sensitivity / scale)-DP.
-
-  Example:
-    >>> dpjax.accounting.basic_composition(add_laplace_noise_event(4.0, 2.0))
-    (0.5, 0.0)
-  """
-  _validate.positive(scale=scale, l1_sensitivity=l1_sensitivity)
-  return repeated(
-      accounting.laplace_event(float(l1_sensitivity) / float(scale)), steps)
-
-
-def add_discrete_gaussian_noise_event(sigma: float, l2_sensitivity: float,
-                                      *, steps: int = 1
-                                      ) -> dp_accounting.DpEvent:
-  """DpEvent of ``steps`` ``add_discrete_gaussian_noise(sigma)`` steps on a
-  query on the grid with L2 sensitivity ``l2_sensitivity`` (same units as
-  sigma): each rho-zCDP with rho = l2_sensitivity^2 / (2 sigma^2).
-
-  Example:
-    >>> add_discrete_gaussian_noise_event(2.0, 1.0).rho
-    0.125
-  """
-  return repeated(accounting.discrete_gaussian_event(sigma, l2_sensitivity),
-                  steps)
-
-
-def laplace_privatizer_event(epsilon: float,
-                             steps: int = 1) -> dp_accounting.DpEvent:
-  """DpEvent of ``steps`` steps of ``laplace_privatizer(epsilon, ...)``.
-
-  Example:
-    >>> dpjax.accounting.basic_composition(laplace_privatizer_event(0.5, 3))
-    (1.5, 0.0)
-  """
-  _validate.positive(epsilon=epsilon)
-  _validate.positive_int(steps=steps)
-  return dp_accounting.SelfComposedDpEvent(
-      accounting.laplace_event(float(epsilon)), steps)
 
 
 def laplace_privatizer_bits(dimension: int, value_bits: int = 32) -> int:

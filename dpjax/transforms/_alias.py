@@ -159,7 +159,8 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     step 0) or a sampler key reused for several steps is refused by the
     ledger. Resume from the saved state, never from parameters alone. Under
     Poisson sampling at rate q for T steps the run is
-    ``dpjax.accounting.dpsgd_event(noise_multiplier, q, T)``; its message is
+    ``dpjax.accounting.gaussian_event(noise_multiplier, sampling_rate=q,
+    steps=T)``; its message is
     ``dpsgd_bits(d)`` bits per step (d parameters).
 
   References:

@@ -233,8 +233,9 @@ def dp_gradient_estimate(per_example: Any, phi, l2_norm_clip: Any,
   Privacy:
     Changing one row changes the clipped sum by at most 2L (replace, k = 2)
     or L (add/remove, k = 1), for every Phi: one step is the Gaussian
-    mechanism with noise multiplier sigma (``dp_gradient_estimate_event``;
-    a run: ``dp_compgd_event``, ``dp_compsgd_event``). Zero is inside the clipping ball, so dropping a
+    mechanism with noise multiplier sigma
+    (``dpjax.accounting.gaussian_event(sigma)``; a run: ``dp_compgd_event``,
+    ``dp_compsgd_event``). Zero is inside the clipping ball, so dropping a
     non-finite row keeps the bound.
 
   Example:

@@ -14,7 +14,6 @@ import dp_accounting
 
 from dpjax import _validate
 from dpjax import accounting
-from dpjax._composition import repeated
 
 
 def dp_compgd_event(noise_multiplier: float, steps: int = 1
@@ -32,24 +31,7 @@ def dp_compgd_event(noise_multiplier: float, steps: int = 1
   """
   _validate.positive_int(steps=steps)
   return dp_accounting.SelfComposedDpEvent(
-      accounting.gaussian_step_event(noise_multiplier), steps)
-
-
-def dp_gradient_estimate_event(noise_multiplier: float, *, steps: int = 1
-                               ) -> dp_accounting.DpEvent:
-  """``steps`` releases of ``dp_gradient_estimate`` at noise multiplier sigma.
-
-  One release adds N(0, (k L sigma)^2 I) to a clipped sum of sensitivity k L
-  (k = ``sensitivity_factor``: 2 under replace-one, 1 under add/remove-one,
-  the relation to account it under): the Gaussian mechanism with noise
-  multiplier sigma, whatever Phi (Huang thesis, Alg. 8).
-
-  Example:
-    >>> dp_gradient_estimate_event(2.0)
-    GaussianDpEvent(noise_multiplier=2.0)
-  """
-  _validate.non_negative(noise_multiplier=noise_multiplier)
-  return repeated(accounting.gaussian_step_event(noise_multiplier), steps)
+      accounting.gaussian_event(noise_multiplier), steps)
 
 
 def dp_compsgd_event(noise_multiplier: float, sampling_rate: float,
@@ -61,7 +43,10 @@ def dp_compsgd_event(noise_multiplier: float, sampling_rate: float,
     >>> isinstance(e, dp_accounting.SelfComposedDpEvent)
     True
   """
-  return accounting.dpsgd_event(noise_multiplier, sampling_rate, steps)
+  _validate.non_negative_int(steps=steps)
+  return dp_accounting.SelfComposedDpEvent(
+      accounting.gaussian_event(noise_multiplier, sampling_rate=sampling_rate),
+      steps)
 
 
 def calibrate_dp_compgd(target_epsilon: float, delta: float, steps: int,
@@ -75,7 +60,7 @@ def calibrate_dp_compgd(target_epsilon: float, delta: float, steps: int,
   """
   _validate.positive(target_epsilon=target_epsilon)
   _validate.open_unit(delta=delta)
-  return accounting.calibrate(accounting.gaussian_step_event, target_epsilon,
+  return accounting.calibrate(accounting.gaussian_event, target_epsilon,
                               delta, accountant, steps=steps)
 
 
@@ -85,5 +70,7 @@ def calibrate_dp_compsgd(target_epsilon: float, delta: float,
   """sigma for T Poisson steps at rate q to spend at most (epsilon, delta)."""
   _validate.positive(target_epsilon=target_epsilon)
   _validate.open_unit(delta=delta)
-  return accounting.calibrate_noise_multiplier(
-      target_epsilon, delta, sampling_rate, steps, accountant)
+  _validate.half_open_unit(sampling_rate=sampling_rate)
+  return accounting.calibrate(
+      lambda s: accounting.gaussian_event(s, sampling_rate=sampling_rate),
+      target_epsilon, delta, accountant, steps=steps)

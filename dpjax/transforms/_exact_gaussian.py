@@ -54,9 +54,9 @@ import optax
 from dpjax import _keys
 from dpjax import _numerics
 from dpjax import _validate
+from dpjax._composition import repeated
 from dpjax import accounting
 from dpjax import noise as noise_lib
-from dpjax.transforms import _adding_noise
 from dpjax.transforms._state import keyed_transformation
 from dpjax.transforms._state import KeyStepState
 
@@ -256,7 +256,7 @@ def add_exact_gaussian_noise_event(stddev: float, l2_sensitivity: float,
   _validate.positive_int(dimension=dimension)
   gamma, sigma_z = grid_sigma(stddev, gamma)
   delta2 = grid_sensitivity(l2_sensitivity, gamma, dimension)
-  return _adding_noise.repeated(accounting.ddg_event(
+  return repeated(accounting.ddg_event(
       exact_sigma(sigma_z), 1, delta2,
       accounting.rounded_l1_norm_bound(delta2, dimension), dimension), steps)
 

@@ -32,11 +32,9 @@ import optax
 
 from dpjax import _keys
 from dpjax import _validate
-from dpjax import accounting
 from dpjax import clipping
 from dpjax import compression
 from dpjax import noise as noise_lib
-from dpjax.transforms import _adding_noise
 
 _MASK = _keys.register('sparsity_mask', __name__)
 _RANKED_NOISE = _keys.register('ranked_sparsified_noise', __name__)
@@ -221,7 +219,9 @@ def ranked_sparsified_privatizer(
     The released sum is the Gaussian mechanism on a clipped sum of L2
     sensitivity ``clipped_norm_bound(C)``, as in DP-SGD. The mask is a
     function of earlier released noisy sums and of noise independent of the
-    data (post-processing), so the DpEvent of a step is plain DP-SGD's.
+    data (post-processing), so the DpEvent of a step is plain DP-SGD's:
+    ``dpjax.accounting.gaussian_event(noise_multiplier,
+    sampling_rate=q, steps=T)``.
 
   References:
     Zhu & Blaschko, Alg. 4 and Appendix I.
@@ -266,23 +266,6 @@ def ranked_sparsified_privatizer(
         optax.safe_increment(count), state.key, m, scores)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
-
-
-def ranked_sparsified_privatizer_event(noise_multiplier: float,
-                                       sampling_rate: float = 1.0, *,
-                                       steps: int = 1):
-  """DpEvent of ``steps`` ``ranked_sparsified_privatizer`` steps: DP-SGD's.
-
-  Each step is the (Poisson-subsampled, at ``sampling_rate``) Gaussian
-  mechanism of noise multiplier sigma; the mask is post-processing (Zhu &
-  Blaschko, Appendix I).
-
-  Example:
-    >>> ranked_sparsified_privatizer_event(1.1).noise_multiplier
-    1.1
-  """
-  return _adding_noise.repeated(
-      accounting.gaussian_step_event(noise_multiplier, sampling_rate), steps)
 
 
 def _apply(tree: Any, mask: Any) -> Any:

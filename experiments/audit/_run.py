@@ -57,9 +57,10 @@ def one_run(cfg: Config, seeds) -> list[dict[str, Any]]:
   steps, delta, rows = cfg.one_run_steps, cfg.one_run_delta, []
   x, y, cx, cy = input_canary_data()
   for eps in cfg.one_run_epsilons:
-    sigma = accounting.calibrate_noise_multiplier(eps, delta, 1.0, steps)
-    stated = float(accounting.epsilon(accounting.dpsgd_event(sigma, 1.0,
-                                                             steps), delta))
+    sigma = accounting.calibrate(accounting.gaussian_event, eps, delta,
+                                 steps=steps)
+    stated = float(accounting.epsilon(accounting.gaussian_event(
+        sigma, steps=steps), delta))
     for kind in ('gradient', 'input'):
       if kind == 'gradient':
         m, r = cfg.one_run_canaries, cfg.one_run_guesses

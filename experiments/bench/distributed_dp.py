@@ -26,6 +26,7 @@ size: ``python -m experiments bench distributed_dp --num-clients 1000
 import argparse
 import math
 
+import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -57,14 +58,14 @@ def _cpsgd(args, n, d):
     return distributed.CpsgdConfig(l2_norm_clip=1.0, levels=args.levels,
                                    trials=m, linf_clip=xmax, rotate=True)
 
-  def eps(m):
+  def event(m):
     try:
-      return distributed.cpsgd_event(make(m), d, n, args.delta).epsilon
+      return distributed.cpsgd_event(make(m), d, n, args.delta)
     except ValueError:
-      return math.inf
+      return dp_accounting.NonPrivateDpEvent()
   limit = (2**31 - 1) // n - args.levels
-  return make(accounting.calibrate_trials(eps, args.epsilon,
-                                          max_trials=limit))
+  return make(accounting.calibrate(event, args.epsilon, args.delta, start=1,
+                                   ceiling=limit))
 
 
 def parse_args(argv=None):
@@ -103,8 +104,8 @@ def main(argv=None):
     fns[f'{mech.upper() if mech == "ddg" else "Skellam"} (b={args.bits})'] = (
         _Keys(lambda k, cfg=cfg: distributed.secure_sum_round(
             cfg, k, xs).estimate))
-  stddev = accounting.calibrate_gaussian_stddev(args.epsilon, args.delta,
-                                                2.0, 'pld') / math.sqrt(n)
+  stddev = 2.0 * accounting.calibrate(accounting.gaussian_event, args.epsilon,
+                                      args.delta, 'pld') / math.sqrt(n)
   fns['Gaussian (32-bit floats)'] = _Keys(
       lambda k: distributed.gaussian_distributed_mean(k, xs, 1.0, stddev))
   first = {name: timing.timed_call(fn, jax.block_until_ready)[0]

@@ -143,7 +143,7 @@ def _privacy(eps: float, releases: int, delta: float,
   to minutes (and fails at eps = 1000) while gaining under 1% over basic
   composition (eps = 100: 99121 vs 99900 over 999 releases).
   """
-  total = dpjax.transforms.laplace_privatizer_event(eps, releases)
+  total = accounting.laplace_event(eps, steps=releases)
   basic, _ = accounting.basic_composition(total)
   pld = None
   if eps <= pld_max_epsilon:

@@ -27,8 +27,8 @@ MSE, SEM over seeds), the exact expected MSE (``cpsgd_expected_mse``), the
 derived bound (``cpsgd_mse_bound``, which assumes no clamping) and the
 per-round epsilon. The Gaussian baseline (``gaussian_distributed_mean``,
 32-bit floats) is calibrated to each target epsilon tightly
-(``accounting.calibrate_gaussian_stddev``, PLD accountant, sum sensitivity
-2 D). The claims (seed verdicts, one family) and the exact checks are
+(``accounting.calibrate`` on ``accounting.gaussian_event``, PLD accountant,
+sum sensitivity 2 D). The claims (seed verdicts, one family) and the exact checks are
 described in ``_claims``; presets in ``_config.Config``.
 """
 

@@ -1,10 +1,10 @@
 """cpsgd_dme's protocols and their privacy: Theorem 1 per round, m per target.
 
 Epsilons come from ``distributed.cpsgd_event``; the smallest m meeting a
-target epsilon from ``accounting.calibrate_trials``.
+target epsilon from ``accounting.calibrate`` (an integer search).
 """
 
-import math
+import dp_accounting
 
 from dpjax import accounting
 from dpjax import distributed
@@ -34,14 +34,16 @@ def round_epsilon(cfg, protocol) -> float | None:
 
 
 def trials_for_epsilon(cfg, variant, levels, target) -> int:
-  """Smallest m with per-round epsilon <= target (``calibrate_trials``)."""
+  """Smallest m with per-round epsilon <= target (``calibrate``, integers)."""
   limit = (2**31 - 1) // cfg.num_clients - levels  # int32 sum
 
-  def eps(m):
+  def event(m):
     e = round_epsilon(cfg, make_protocol(cfg, variant, levels, m))
-    return math.inf if e is None else e
+    return (dp_accounting.NonPrivateDpEvent() if e is None else
+            accounting.EpsilonDeltaDpEvent(e, cfg.delta))
 
   try:
-    return accounting.calibrate_trials(eps, target, max_trials=limit)
+    return accounting.calibrate(event, target, cfg.delta, start=1,
+                                ceiling=limit)
   except ValueError as e:
     raise ValueError(f'{NAME}: k={levels} ({variant}), int32 sum: {e}') from e

@@ -177,12 +177,12 @@ def _gaussian_rows(cfg, xs, means) -> list[dict[str, Any]]:
   rows = []
   l2 = 2 * cfg.clip_norm  # replace-one sensitivity of the sum
   for j, target in enumerate(cfg.epsilons):
-    tight = accounting.calibrate_gaussian_stddev(target, cfg.delta, l2,
-                                                 cfg.accountant)
+    tight = l2 * accounting.calibrate(accounting.gaussian_event, target,
+                                      cfg.delta, cfg.accountant)
     classical = (accounting.classical_gaussian_stddev(target, cfg.delta, l2)
                  if target <= 1 else None)  # proved for eps <= 1 only
-    eps_check = accounting.epsilon(accounting.gaussian_protocol_event(
-        tight, l2), cfg.delta, cfg.accountant)
+    eps_check = accounting.epsilon(accounting.gaussian_event(tight / l2),
+                                   cfg.delta, cfg.accountant)
     per_client = tight / math.sqrt(n)
     errs = _errors(_estimates(
         lambda k, x, s=per_client: distributed.gaussian_distributed_mean(
@@ -255,8 +255,8 @@ def corollary3(cfg: Config, ctx: runner.Context) -> dict[str, Any] | None:
                      per_seed=dict(expected=[float(e) for e in expected])))
     ctx.say(f'Corollary 3: k={levels} m={m}')
   l2 = 2 * cfg.clip_norm
-  tight = accounting.calibrate_gaussian_stddev(eps, cfg.delta, l2,
-                                               cfg.accountant)
+  tight = l2 * accounting.calibrate(accounting.gaussian_event, eps,
+                                    cfg.delta, cfg.accountant)
   classical = accounting.classical_gaussian_stddev(eps, cfg.delta, l2)
   return dict(num_clients=n, dimension=d, epsilon=eps,
               n_eps2_over_d=n * eps**2 / d, rows=rows,

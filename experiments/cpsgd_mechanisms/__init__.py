@@ -9,13 +9,14 @@ sensitivities are 1, as in Theorem 1's test vector. For every target
 * Binomial mechanism, scale s = 1/j: the smallest integer N such that
   Theorem 1 holds (N p (1-p) >= max(23 ln(10 d / delta), 2 Delta_inf / s))
   and ``binomial_epsilon(N, p, s, delta, d, ...) <= epsilon``
-  (``accounting.calibrate_binomial_trials``); its error is s^2 N p (1-p) per
+  (``accounting.calibrate`` on its ``EpsilonDeltaDpEvent``, an integer
+  search from ``binomial_min_trials``); its error is s^2 N p (1-p) per
   coordinate (d times that in all).
 * Gaussian mechanism: sigma^2 per coordinate, sigma calibrated (a) by the
   classical bound sigma = Delta_2 sqrt(2 ln(1.25/delta)) / epsilon
   (``accounting.classical_gaussian_stddev``, proved for epsilon <= 1 only, so
   shown there only) and (b) tightly, with
-  ``accounting.calibrate_gaussian_stddev`` (``gaussian_protocol_event`` under
+  ``accounting.calibrate`` on ``accounting.gaussian_event`` (under
   the PLD accountant, default neighbouring relation: sums at L2 distance
   <= Delta_2).
 
@@ -27,7 +28,7 @@ Binomial curve approaches the Gaussian one. Two checks beyond the figure:
   j = Delta / s lattice steps (``accounting.binomial_exact_epsilon``: both
   directions, all smaller shifts checked too), and the smallest N whose
   exact epsilon meets the target
-  (``accounting.calibrate_binomial_exact_trials``): how conservative
+  (``accounting.calibrate`` on the exact epsilon's event): how conservative
   Theorem 1 is.
 * Sampling: at a few points, Bin(N, p) is sampled with
   ``dpjax.noise.binomial`` (every seed from its own key, the seeds vmapped)

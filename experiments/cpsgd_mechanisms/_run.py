@@ -63,8 +63,8 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   for eps in cfg.epsilons:
     classical = (accounting.classical_gaussian_stddev(eps, delta, 1.0)
                  if eps <= 1 else None)
-    tight = accounting.calibrate_gaussian_stddev(eps, delta, 1.0,
-                                                 cfg.accountant)
+    tight = accounting.calibrate(accounting.gaussian_event, eps, delta,
+                                 cfg.accountant)  # Delta_2 = 1: sigma = z
     gauss[eps] = dict(epsilon=eps, sigma_classical=classical,
                       sigma_tight=tight,
                       error_classical=None if classical is None else
@@ -76,10 +76,12 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
       s = 1.0 / j
       sens = sensitivities(d)
       for eps in cfg.epsilons:
-        n_trials = accounting.calibrate_binomial_trials(eps, p, s, delta, d,
-                                                        *sens)
-        floor = n_trials == accounting.binomial_min_trials(p, s, delta, d,
-                                                           sens[2])
+        least = accounting.binomial_min_trials(p, s, delta, d, sens[2])
+        n_trials = accounting.calibrate(
+            lambda n, s=s, d=d, sens=sens: accounting.EpsilonDeltaDpEvent(
+                accounting.binomial_epsilon(n, p, s, delta, d, *sens), delta),
+            eps, delta, start=least)
+        floor = n_trials == least
         v = n_trials * p * (1 - p)
         g = gauss[eps]
         err = s**2 * v
@@ -99,7 +101,10 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
     j, eps = row['scale_denominator'], row['epsilon']
     eps_exact, largest_worst = accounting.binomial_exact_epsilon(
         row['num_trials'], p, j, delta)
-    n_exact = accounting.calibrate_binomial_exact_trials(eps, p, j, delta)
+    n_exact = accounting.calibrate(
+        lambda n, j=j, eps=eps: accounting.EpsilonDeltaDpEvent(
+            eps, accounting.binomial_exact_delta(n, p, j, eps)),
+        eps, delta, start=16)
     err_exact = row['scale']**2 * n_exact * p * (1 - p)
     exact.append(dict(
         scale_denominator=j, scale=row['scale'], epsilon=eps,

@@ -54,7 +54,7 @@ def privacy_rows(cfg, dimension, n):
       out.append(row)
       continue
     sigma_sum = accounting.gaussian_stddev(event.epsilon, delta_r, 2 * clip)
-    gauss_event = accounting.gaussian_protocol_event(sigma_sum, 2 * clip)
+    gauss_event = accounting.gaussian_event(sigma_sum / (2 * clip))
     row.update(
         epsilon_round=float(event.epsilon), event=event, no_guarantee=None,
         gauss_sum_stddev=sigma_sum,
@@ -110,7 +110,7 @@ def settings(cfg, privacy, dimension, n):
       out.append((f'Gaussian @ {label(row)}', 'gaussian', row,
                   federated.Protocol(
                       gaussian, param=stddev,
-                      event=dist.gaussian_distributed_mean_event(
-                          clip, stddev, n),
+                      event=accounting.gaussian_event(
+                          math.sqrt(n) * stddev / (2 * clip)),
                       bits_per_client=dist.gaussian_protocol_bits(dimension))))
   return out

@@ -143,15 +143,15 @@ def _cpsgd_row(cfg, point, xs, means, bits, eps):
 
 def _gaussian_row(cfg, point, xs, means, eps):
   n, c = cfg.num_clients, cfg.clip_norm
-  stddev = accounting.calibrate_gaussian_stddev(eps, cfg.delta, 2 * c,
-                                                'pld')
+  stddev = 2 * c * accounting.calibrate(accounting.gaussian_event, eps,
+                                        cfg.delta, 'pld')
   per_client = stddev / math.sqrt(n)
   m, seconds = _measure(cfg, point, xs, means, lambda k, x: (
       distributed.gaussian_distributed_mean(k, x, c, per_client), None))
   m.pop('extras')
   return dict(m, mechanism='gaussian', bits=32, target_epsilon=eps,
-              epsilon=accounting.epsilon(accounting.gaussian_protocol_event(
-                  stddev, 2 * c), cfg.delta, 'pld'),
+              epsilon=accounting.epsilon(accounting.gaussian_event(
+                  stddev / (2 * c)), cfg.delta, 'pld'),
               stddev=stddev, noise_multiplier=stddev / (2 * c),
               expected=cfg.dimension * stddev**2 / n**2,
               bits_per_client=distributed.gaussian_protocol_bits(

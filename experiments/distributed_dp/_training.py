@@ -34,6 +34,7 @@ import math
 import time
 from typing import Any
 
+import dp_accounting
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -95,17 +96,17 @@ def cpsgd_candidates(cfg, d: int, n: int) -> list[dict[str, Any]]:
       return dist.CpsgdConfig(l2_norm_clip=clip, levels=k, trials=m,
                               p=cfg.p, linf_clip=linf, rotate=True)
 
-    def eps(m, make=make):
+    def event(m, make=make):
       try:
-        return dist.cpsgd_event(make(m), d, n, dr).epsilon
+        return dist.cpsgd_event(make(m), d, n, dr)
       except ValueError as e:
         if 'Theorem 1 needs' not in str(e):
           raise
-        return math.inf
+        return dp_accounting.NonPrivateDpEvent()
 
     try:
-      m = accounting.calibrate_trials(
-          eps, eps_r, max_trials=(2**31 - 1) // n - k)
+      m = accounting.calibrate(event, eps_r, dr, start=1,
+                               ceiling=(2**31 - 1) // n - k)
     except ValueError:
       continue
     protocol = make(m)
@@ -229,7 +230,8 @@ def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
       setting='Gaussian (32 bits)', method='gaussian', bits=32,
       client_stddev=client_stddev, stddev=sigma_sum,
       noise_multiplier=sigma_sum / (2 * clip),
-      event=dist.gaussian_distributed_mean_event(clip, client_stddev, n),
+      event=accounting.gaussian_event(
+          math.sqrt(n) * client_stddev / (2 * clip)),
       epsilon_exact=accounting.gaussian_epsilon(sigma_sum, 2 * clip, delta,
                                                 rounds),
       bits_per_client=dist.gaussian_protocol_bits(d)))
