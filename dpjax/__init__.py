@@ -63,38 +63,19 @@ from dpjax.clipping import clipped_grad_sum
 from dpjax.clipping import per_example_grads
 from dpjax.sampling import PoissonSampler
 from dpjax.transforms import adaptive_dpsgd
-from dpjax.transforms import add_discrete_gaussian_noise
-from dpjax.transforms import add_exact_gaussian_noise
 from dpjax.transforms import add_gaussian_noise
 from dpjax.transforms import add_laplace_noise
 from dpjax.transforms import bandmf
 from dpjax.transforms import clip_per_example
-from dpjax.transforms import compressive_privatizer
-from dpjax.transforms import compgd
-from dpjax.transforms import dp_compgd
-from dpjax.transforms import dp_compsgd
-from dpjax.transforms import dp_projected_gd
-from dpjax.transforms import dp_projected_sgd
-from dpjax.transforms import projected_gd
 from dpjax.transforms import dpsgd
-from dpjax.transforms import laplace_privatizer
 from dpjax.transforms import normalize
-from dpjax.transforms import quantize_stochastic
-from dpjax.transforms import ranked_sparsified_privatizer
-from dpjax.transforms import rotate_hadamard
-from dpjax.transforms import compressive_dpsgd
 from dpjax.transforms import rs_dpsgd
-from dpjax.transforms import sparsify_random
-from dpjax.transforms import sparsify_top_k
-from dpjax.transforms import unrotate_hadamard
 
 __version__ = '0.2.0'
 
 __all__ = [
     'accounting',
     'adaptive_dpsgd',
-    'add_discrete_gaussian_noise',
-    'add_exact_gaussian_noise',
     'add_gaussian_noise',
     'add_laplace_noise',
     'audit',
@@ -102,34 +83,19 @@ __all__ = [
     'clip_per_example',
     'clipped_grad_sum',
     'clipping',
-    'compgd',
     'compression',
-    'compressive_dpsgd',
-    'compressive_privatizer',
     'correlated_noise',
     'distributed',
-    'dp_compgd',
-    'dp_compsgd',
-    'dp_projected_gd',
-    'dp_projected_sgd',
     'dpsgd',
     'finetune',
-    'laplace_privatizer',
     'noise',
     'nonparametric',
     'normalize',
     'per_example_grads',
     'PoissonSampler',
     'PrivacyLedger',
-    'projected_gd',
-    'quantize_stochastic',
-    'ranked_sparsified_privatizer',
     'recovery',
-    'rotate_hadamard',
     'rs_dpsgd',
     'sampling',
-    'sparsify_random',
-    'sparsify_top_k',
     'transforms',
-    'unrotate_hadamard',
 ]

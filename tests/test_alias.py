@@ -95,10 +95,10 @@ def test_rs_dpsgd_vmaps_over_sparsity_schedules():
 def test_key_step_state_is_shared_by_the_randomized_transforms():
   for tx in (dpjax.add_gaussian_noise(1.0, key=KEY),
              dpjax.add_laplace_noise(1.0, key=KEY),
-             dpjax.quantize_stochastic(
+             dpjax.transforms.quantize_stochastic(
                  compression.low_precision_quantizer(0.25, 8), key=KEY),
-             dpjax.rotate_hadamard(key=KEY),
-             dpjax.laplace_privatizer(1.0, 1.0, key=KEY)):
+             dpjax.transforms.rotate_hadamard(key=KEY),
+             dpjax.transforms.laplace_privatizer(1.0, 1.0, key=KEY)):
     state = tx.init(jnp.zeros(4))
     assert isinstance(state, transforms.KeyStepState)
     _, state = tx.update(jnp.zeros(4), state)
@@ -149,7 +149,7 @@ def test_laplace_privatizer_noise_scale_matches_its_event():
   """laplace_privatizer(eps, xi) adds Laplace(2 xi n / eps): L1 sensitivity
   2 xi n over scale gives the eps its event states."""
   eps, xi, n = 2.0, 0.5, 20000
-  tx = dpjax.laplace_privatizer(eps, xi, key=KEY)
+  tx = dpjax.transforms.laplace_privatizer(eps, xi, key=KEY)
   out, _ = tx.update(jnp.zeros(n), tx.init(None))
   scale = 2 * xi * n / eps
   assert stats.kstest(np.asarray(out) / scale, 'laplace').pvalue > 1e-3
@@ -168,7 +168,7 @@ def test_discrete_gaussian_companion_is_rho_zcdp():
 def test_compressive_event_holds_what_the_privatizer_ran(calibration):
   kappa, p, eps, n, steps = 2, 8, 0.5, 16, 5
   key = jax.random.key(3)
-  tx = dpjax.compressive_privatizer(kappa, p, eps, 1.0, key=key,
+  tx = dpjax.transforms.compressive_privatizer(kappa, p, eps, 1.0, key=key,
                                     noise_calibration=calibration)
   state, ran = tx.init(None), []
   for _ in range(steps):

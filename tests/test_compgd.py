@@ -109,8 +109,10 @@ def test_thesis_release_breaks_the_2L_over_n_bound():
 
 
 def test_noise_stddev_matches_the_calibration():
-  sigma = T.calibrate_dp_compgd(2.0, 0.01, 5)
-  eps = dpjax.accounting.epsilon(T.dp_compgd_event(sigma, 5), 0.01)
+  sigma = dpjax.accounting.calibrate(dpjax.accounting.gaussian_event, 2.0,
+                                     0.01, steps=5)
+  eps = dpjax.accounting.epsilon(
+      dpjax.accounting.gaussian_event(sigma, steps=5), 0.01)
   assert 2.0 * (1 - 1e-3) <= eps <= 2.0
   keys = jax.random.split(jax.random.key(1), 400)
   phi = T.gaussian_projection(jax.random.key(2), 10, 40)
@@ -130,7 +132,8 @@ def test_noise_stddev_matches_the_calibration():
 
 def test_minibatch_event_and_masked_rows():
   q, steps, sigma = 0.05, 100, 1.5
-  event = T.dp_compsgd_event(sigma, q, steps)
+  event = dpjax.accounting.gaussian_event(sigma, sampling_rate=q,
+                                         steps=steps)
   assert isinstance(event.event, dp_accounting.PoissonSampledDpEvent)
   assert event.event.event.noise_multiplier == sigma and event.count == steps
   sampler = dpjax.sampling.PoissonSampler(200, q)
@@ -234,12 +237,6 @@ def test_compgd_decreases_a_logistic_loss():
      "ball='l3'"),
     (lambda: T.dp_compsgd(0.1, 2, 1.0, 1.0, 1.0, 0.0, key=jax.random.key(0)),
      'expected_batch_size=0.0'),
-    (lambda: T.calibrate_dp_compgd(0.0, 0.01, 5), 'target_epsilon=0.0'),
-    (lambda: T.calibrate_dp_compgd(-1.0, 0.01, 5), 'target_epsilon=-1.0'),
-    (lambda: T.calibrate_dp_compgd(2.0, 1.5, 5), 'delta=1.5'),
-    (lambda: T.calibrate_dp_compgd(2.0, 0.0, 5), 'delta=0.0'),
-    (lambda: T.calibrate_dp_compsgd(2.0, 1.0, 0.1, 5), 'delta=1.0'),
-    (lambda: T.calibrate_dp_compsgd(0.0, 0.01, 0.1, 5), 'target_epsilon=0.0'),
 ])
 def test_bad_input_names_the_value(make, match):
   with pytest.raises(ValueError, match=match):
@@ -308,7 +305,8 @@ def _run_full_batch(sigma, steps=2, key=jax.random.key(0)):
 
 
 def test_the_one_reader_reads_the_sigma_that_ran():
-  """dp_compgd_event(1.0, T) was accepted for a run at sigma 0.2."""
+  """A planned gaussian_event(1.0, steps=T) was accepted for a run at sigma
+  0.2; the reader records the sigma that ran."""
   s = _run_full_batch(0.2)[-1]
   sigma = float(np.float32(0.2))  # the state keeps sigma in float32
   assert dpjax.accounting.step_event(s, None) == (
@@ -327,12 +325,12 @@ def test_the_one_reader_reads_the_sigma_that_ran():
 def test_record_step_of_a_dp_compgd_run_is_the_event_of_the_run():
   """The ledger of T full-batch steps, each read from the state that ran,
   is what dp_compgd_step_event(state) gave for the run:
-  dp_compgd_event(sigma that ran, T)."""
+  gaussian_event(sigma that ran, steps=T)."""
   states = _run_full_batch(0.2, steps=3)
   ledger = dpjax.accounting.PrivacyLedger()
   for s in states:
     ledger.record_step(s, None, None)
-  ran = T.dp_compgd_event(float(np.float32(0.2)), 3)
+  ran = dpjax.accounting.gaussian_event(float(np.float32(0.2)), steps=3)
   assert ledger.runs == [(ran.event, ran.count)]
   assert ledger.epsilon(1e-5) == dpjax.accounting.epsilon(ran, 1e-5)
 

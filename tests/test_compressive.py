@@ -28,7 +28,7 @@ def _box_input(key, n, xi):
 
 
 def test_sparsify_top_k_keeps_largest_over_the_whole_tree():
-  tx = dpjax.sparsify_top_k(3)
+  tx = dpjax.transforms.sparsify_top_k(3)
   g = {'a': jnp.array([[1., -9.], [2., 0.]]), 'b': jnp.array([5., -3., 4.])}
   out, _ = tx.update(g, tx.init(g))
   chex.assert_trees_all_equal(
@@ -37,7 +37,7 @@ def test_sparsify_top_k_keeps_largest_over_the_whole_tree():
 
 
 def test_sparsify_top_k_exact_count_under_jit():
-  tx = dpjax.sparsify_top_k(7)
+  tx = dpjax.transforms.sparsify_top_k(7)
   g = jax.random.normal(jax.random.key(0), (10, 10))
   out, _ = jax.jit(tx.update)(g, tx.init(g))
   assert int((out != 0).sum()) == 7
@@ -49,11 +49,11 @@ def test_sparsify_top_k_exact_count_under_jit():
 @pytest.mark.parametrize('k', [0, -1, 2.5])
 def test_sparsify_top_k_bad_k(k):
   with pytest.raises(ValueError, match='k='):
-    dpjax.sparsify_top_k(k)
+    dpjax.transforms.sparsify_top_k(k)
 
 
 def test_sparsify_top_k_larger_than_update():
-  tx = dpjax.sparsify_top_k(5)
+  tx = dpjax.transforms.sparsify_top_k(5)
   with pytest.raises(ValueError, match='k=5'):
     tx.update(jnp.ones(4), tx.init(None))
 
@@ -199,8 +199,9 @@ def test_exact_compressive_needs_a_concrete_epsilon():
       jax.random.key(0), jnp.ones(16), epsilon=e, exact=False, **args).value)
   assert out(1.0).shape == (16,)
   with pytest.raises(ValueError, match='exact=False'):
-    dpjax.compressive_privatizer(epsilon=2.0**50, key=jax.random.key(0),
-                                 **args)
+    dpjax.transforms.compressive_privatizer(epsilon=2.0**50,
+                                            key=jax.random.key(0),
+                                            **args)
 
 
 @pytest.mark.parametrize('exact', [False, True])
@@ -266,7 +267,7 @@ def test_bad_arguments(kwargs, match):
     dpjax.transforms.compressive_mechanism(jax.random.key(0), jnp.ones(30), **args)
   if 'kappa' not in kwargs or kwargs['kappa'] < 1:
     with pytest.raises(ValueError, match=match):
-      dpjax.compressive_privatizer(**args, key=jax.random.key(0))
+      dpjax.transforms.compressive_privatizer(**args, key=jax.random.key(0))
 
 
 # -- compressive_privatizer ---------------------------------------------------
@@ -276,7 +277,7 @@ def _privatizer(**kwargs):
   args = dict(kappa=3, num_measurements=12, epsilon=1.0, linf_clip=0.5,
               key=jax.random.key(7))
   args.update(kwargs)
-  return dpjax.compressive_privatizer(**args)
+  return dpjax.transforms.compressive_privatizer(**args)
 
 
 def test_privatizer_is_pure_and_steps_differ():
@@ -336,7 +337,7 @@ def test_alg3_step_compiles_once():
 
 def test_laplace_baseline_scale_and_clipping():
   n, xi, eps = 500, 0.5, 4.0
-  tx = dpjax.laplace_privatizer(eps, xi, key=jax.random.key(0))
+  tx = dpjax.transforms.laplace_privatizer(eps, xi, key=jax.random.key(0))
   g = jnp.full(n, 10.0)  # clipped to xi
   samples = []
   state = tx.init(g)
@@ -365,7 +366,7 @@ def test_laplace_baseline_bad_arguments(kwargs, match):
   args = dict(epsilon=1.0, linf_clip=1.0)
   args.update(kwargs)
   with pytest.raises(ValueError, match=match):
-    dpjax.laplace_privatizer(**args, key=jax.random.key(0))
+    dpjax.transforms.laplace_privatizer(**args, key=jax.random.key(0))
 
 
 def test_laplace_event_composes():

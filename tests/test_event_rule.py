@@ -121,12 +121,6 @@ def test_bits_functions_count_an_integer_number_of_bits():
       dpjax.distributed.gaussian_protocol_bits).parameters
 
 
-def test_dp_compgds_step_is_the_gaussian_planning_event():
-  assert dp_accounting.SelfComposedDpEvent(
-      dpjax.accounting.gaussian_event(2.0), 4) == (
-          transforms.dp_compgd_event(2.0, 4))
-
-
 def test_the_planning_events_are_the_only_accounting_event_factories():
   names = {n for n in dpjax.accounting.__all__ if n.endswith('_event')}
   assert PLANNING_EVENTS <= names

@@ -120,7 +120,7 @@ def vector_case(draw):
                   xi=st.floats(0.01, 10))
 def test_laplace_privatizer_is_finite_and_within_l1_sensitivity(case, eps, xi):
   v, w = case
-  tx = dpjax.laplace_privatizer(eps, xi, key=jax.random.key(1))
+  tx = dpjax.transforms.laplace_privatizer(eps, xi, key=jax.random.key(1))
   a = tx.update(v, tx.init(None))[0]
   b = tx.update(w, tx.init(None))[0]
   assert bool(jnp.all(jnp.isfinite(a))) and bool(jnp.all(jnp.isfinite(b)))
@@ -147,7 +147,7 @@ def test_exact_gaussian_is_on_the_grid_and_within_its_sensitivity(case,
   # Powers of two: one lattice sigma (2^18), so one sampler per length.
   v, w = case
   gamma = dpjax.transforms.exact_gaussian_grid(stddev)
-  tx = dpjax.add_exact_gaussian_noise(stddev, key=jax.random.key(3))
+  tx = dpjax.transforms.add_exact_gaussian_noise(stddev, key=jax.random.key(3))
   a = np.asarray(tx.update(v, tx.init(None))[0], np.float64)
   b = np.asarray(tx.update(w, tx.init(None))[0], np.float64)
   for out in (a, b):
@@ -169,8 +169,12 @@ def test_exact_gaussian_is_on_the_grid_and_within_its_sensitivity(case,
     ['certified', 'paper']))
 def test_compressive_privatizer_is_finite(case, calibration):
   v, _ = case
-  tx = dpjax.compressive_privatizer(2, 6, 1.0, 1.0, key=jax.random.key(3),
-                                    noise_calibration=calibration)
+  tx = dpjax.transforms.compressive_privatizer(2,
+                                               6,
+                                               1.0,
+                                               1.0,
+                                               key=jax.random.key(3),
+                                               noise_calibration=calibration)
   out, state = tx.update(v, tx.init(None))
   assert bool(jnp.all(jnp.isfinite(out))) and np.isfinite(float(state.epsilon))
 

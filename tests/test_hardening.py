@@ -34,9 +34,9 @@ def _run(tx, updates, params=None):
 @pytest.mark.parametrize('factory', [
     lambda: dpjax.add_gaussian_noise(1.0, key=KEY),
     lambda: dpjax.add_laplace_noise(1.0, key=KEY),
-    lambda: dpjax.laplace_privatizer(1.0, 1.5, key=KEY),
-    lambda: dpjax.compressive_privatizer(2, 5, 1.0, 1.5, key=KEY),
-    lambda: dpjax.compressive_privatizer(2, 5, 1.0, 1.5, key=KEY,
+    lambda: dpjax.transforms.laplace_privatizer(1.0, 1.5, key=KEY),
+    lambda: dpjax.transforms.compressive_privatizer(2, 5, 1.0, 1.5, key=KEY),
+    lambda: dpjax.transforms.compressive_privatizer(2, 5, 1.0, 1.5, key=KEY,
                                          noise_calibration='paper'),
 ], ids=['gaussian', 'laplace', 'laplace_privatizer', 'compressive',
         'compressive_paper'])
@@ -339,7 +339,7 @@ def test_step_event_refuses_unclipped_unstepped_and_batched_states():
 
 def test_exact_laplace_privatizer_releases_grid_values_from_an_integer_sum():
   eps, xi, n = 1.0, 0.5, 20000
-  tx = dpjax.laplace_privatizer(eps, xi, key=KEY)
+  tx = dpjax.transforms.laplace_privatizer(eps, xi, key=KEY)
   v = jax.random.uniform(jax.random.key(9), (n,), minval=-1.0, maxval=1.0)
   out = np.asarray(tx.update(v, tx.init(None))[0], np.float64)
   eta = xi / 2**4  # k = min(10, floor(19 - log2(n / eps))) = 4
@@ -354,11 +354,13 @@ def test_exact_laplace_privatizer_releases_grid_values_from_an_integer_sum():
 
 def test_exact_laplace_needs_concrete_hyperparameters():
   with pytest.raises(ValueError, match='exact=False'):
-    jax.jit(lambda e: dpjax.laplace_privatizer(e, 1.0, key=KEY).init(None))(
-        1.0)
-  tx = jax.jit(lambda e: dpjax.laplace_privatizer(
-      e, 1.0, key=KEY, exact=False).update(jnp.ones(3), dpjax.laplace_privatizer(
-          1.0, 1.0, key=KEY, exact=False).init(None))[0])
+    jax.jit(lambda e: dpjax.transforms.laplace_privatizer(e, 1.0, key=KEY).init(
+        None))(1.0)
+  tx = jax.jit(lambda e: dpjax.transforms.laplace_privatizer(
+      e, 1.0, key=KEY, exact=False).update(
+          jnp.ones(3),
+          dpjax.transforms.laplace_privatizer(1.0, 1.0, key=KEY, exact=False).
+          init(None))[0])
   assert tx(2.0).shape == (3,)
 
 

@@ -54,10 +54,6 @@ def _raise(message):
 CALIBRATIONS = {
     'calibrate': lambda: dpjax.accounting.calibrate(
         dpjax.accounting.gaussian_event, 4.0, 1e-5, steps=10),
-    'calibrate_dp_compgd': lambda: dpjax.transforms.calibrate_dp_compgd(
-        4.0, 1e-2, 3),
-    'calibrate_dp_compsgd': lambda: dpjax.transforms.calibrate_dp_compsgd(
-        4.0, 1e-5, 0.1, 3),
     'calibrate_distributed_dp': lambda: dpjax.distributed.
     calibrate_distributed_dp('ddg', epsilon=4.0, delta=1e-5, num_clients=4,
                              dimension=8, bits=16, l2_norm_clip=1.0),

@@ -36,7 +36,9 @@ def test_mask_sizes_are_exact_in_every_epoch_and_refresh():
   epochs, steps, refresh = 4, 6, 3
   sched = _sparsify.SparsityMaskSchedule.cooling(0.8, epochs, steps, PARAMS,
                                                  refresh)
-  tx = dpjax.sparsify_random(sched, key=jax.random.key(1), per_example=False)
+  tx = dpjax.transforms.sparsify_random(sched,
+                                        key=jax.random.key(1),
+                                        per_example=False)
   state, update = tx.init(PARAMS), jax.jit(tx.update)
   expected = _sparsify.sparsity_schedule(0.8, epochs, D)
   ones = jax.tree.map(jnp.ones_like, PARAMS)
@@ -54,7 +56,7 @@ def test_mask_sizes_are_exact_in_every_epoch_and_refresh():
 
 
 def test_one_mask_is_shared_by_every_example():
-  tx = dpjax.sparsify_random(
+  tx = dpjax.transforms.sparsify_random(
       _sparsify.SparsityMaskSchedule.cooling(0.5, 1, 10, PARAMS),
       key=jax.random.key(2))
   out, _ = tx.update(per_example_ones(), tx.init(PARAMS))
@@ -220,7 +222,7 @@ def test_bad_arguments_raise(kwargs, match):
 
 def test_sparsify_random_needs_a_schedule():
   with pytest.raises(ValueError, match='SparsityMaskSchedule'):
-    dpjax.sparsify_random(0.5, key=jax.random.key(0))
+    dpjax.transforms.sparsify_random(0.5, key=jax.random.key(0))
 
 
 def test_message_bits_count_values_and_positions():

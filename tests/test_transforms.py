@@ -473,7 +473,7 @@ def test_factories_validate_their_scales():
 
 def test_discrete_gaussian_noise_is_pure_stays_on_the_grid_and_has_its_scale():
   eta, sigma = 0.25, 1.5
-  tx = dpjax.add_discrete_gaussian_noise(sigma, key=KEY, eta=eta)
+  tx = dpjax.transforms.add_discrete_gaussian_noise(sigma, key=KEY, eta=eta)
   zeros = {'a': jnp.zeros((100, 100)), 'b': jnp.zeros((10_000,))}
   state = tx.init(zeros)
   n1, s1 = tx.update(zeros, state)
@@ -502,20 +502,20 @@ def test_discrete_gaussian_noise_is_pure_stays_on_the_grid_and_has_its_scale():
 
 def test_discrete_gaussian_noise_on_integer_codes_and_zero_sigma():
   codes = {'c': jnp.arange(6, dtype=jnp.int32)}
-  tx = dpjax.add_discrete_gaussian_noise(3.0, key=KEY)
+  tx = dpjax.transforms.add_discrete_gaussian_noise(3.0, key=KEY)
   out, _ = tx.update(codes, tx.init(codes))
   assert out['c'].dtype == jnp.int32
-  quiet = dpjax.add_discrete_gaussian_noise(0.0, key=KEY, eta=0.5)
+  quiet = dpjax.transforms.add_discrete_gaussian_noise(0.0, key=KEY, eta=0.5)
   g = {'w': jnp.linspace(-1, 1, 5)}
   chex.assert_trees_all_equal(quiet.update(g, quiet.init(g))[0], g)
   with pytest.raises(ValueError, match='eta=1'):
-    bad = dpjax.add_discrete_gaussian_noise(1.0, key=KEY, eta=0.5)
+    bad = dpjax.transforms.add_discrete_gaussian_noise(1.0, key=KEY, eta=0.5)
     bad.update(codes, bad.init(codes))
 
 
 def test_quantize_stochastic_is_unbiased_pure_and_reports_bits():
   q = dpjax.compression.low_precision_quantizer(eta=0.125, bits=6)
-  tx = dpjax.quantize_stochastic(q, key=KEY)
+  tx = dpjax.transforms.quantize_stochastic(q, key=KEY)
   g = {'w': jnp.linspace(-2.0, 2.0, 33), 'b': jnp.array([0.3, 100.0])}
   state = tx.init(g)
   out, s1 = tx.update(g, state)
@@ -540,7 +540,8 @@ def test_quantize_stochastic_is_unbiased_pure_and_reports_bits():
 
 def test_rotate_then_unrotate_is_the_identity_every_step_with_the_same_key():
   k = jax.random.key(21)
-  tx = optax.chain(dpjax.rotate_hadamard(key=k), dpjax.unrotate_hadamard(key=k))
+  tx = optax.chain(dpjax.transforms.rotate_hadamard(key=k),
+                   dpjax.transforms.unrotate_hadamard(key=k))
   g = {'w': jax.random.normal(KEY, (7, 3)), 'b': jnp.ones(4)}
   state = tx.init(g)
   update = jax.jit(tx.update)
@@ -548,15 +549,15 @@ def test_rotate_then_unrotate_is_the_identity_every_step_with_the_same_key():
     out, state = update(g, state, g)
     chex.assert_trees_all_close(out, g, atol=1e-5)
   # The signs change from step to step, and a different key cannot invert.
-  rot = dpjax.rotate_hadamard(key=k)
+  rot = dpjax.transforms.rotate_hadamard(key=k)
   y0, s = rot.update(g, rot.init(g))
   y1, _ = rot.update(g, s)
   assert y0.shape == (32,) and not np.allclose(y0, y1)
-  other = dpjax.unrotate_hadamard(key=jax.random.key(22), like=g)
+  other = dpjax.transforms.unrotate_hadamard(key=jax.random.key(22), like=g)
   back, _ = other.update(y0, other.init(g))
   assert not np.allclose(back['w'], g['w'], atol=1e-2)
   with pytest.raises(ValueError, match='target pytree'):
-    lone = dpjax.unrotate_hadamard(key=k)
+    lone = dpjax.transforms.unrotate_hadamard(key=k)
     lone.update(y0, lone.init(None))
 
 
@@ -564,11 +565,11 @@ def test_cpsgd_style_chain_rotates_quantizes_adds_noise_and_unrotates():
   k = jax.random.key(5)
   q = dpjax.compression.k_level_quantizer(x_max=1.0, levels=17)
   g = {'w': 0.3 * jax.random.normal(KEY, (10, 10)), 'b': jnp.zeros(6)}
-  tx = optax.chain(dpjax.rotate_hadamard(key=k),
-                   dpjax.quantize_stochastic(q, key=k),
-                   dpjax.add_discrete_gaussian_noise(0.0, key=k,
+  tx = optax.chain(dpjax.transforms.rotate_hadamard(key=k),
+                   dpjax.transforms.quantize_stochastic(q, key=k),
+                   dpjax.transforms.add_discrete_gaussian_noise(0.0, key=k,
                                                      eta=q.spacing),
-                   dpjax.unrotate_hadamard(key=k))
+                   dpjax.transforms.unrotate_hadamard(key=k))
   state = tx.init(g)
   step = jax.jit(tx.update)
   outs = []
@@ -582,8 +583,8 @@ def test_cpsgd_style_chain_rotates_quantizes_adds_noise_and_unrotates():
 
 def test_new_transforms_compile_once_across_steps():
   g = jnp.zeros(16)
-  tx = optax.chain(dpjax.add_discrete_gaussian_noise(1.0, key=KEY),
-                   dpjax.quantize_stochastic(
+  tx = optax.chain(dpjax.transforms.add_discrete_gaussian_noise(1.0, key=KEY),
+                   dpjax.transforms.quantize_stochastic(
                        dpjax.compression.low_precision_quantizer(0.5, 8), key=KEY))
   traces = []
 
@@ -600,14 +601,16 @@ def test_new_transforms_compile_once_across_steps():
 
 def test_new_factories_require_keys_and_validate():
   with pytest.raises(TypeError):
-    dpjax.add_discrete_gaussian_noise(1.0)  # pylint: disable=missing-kwoa
+    dpjax.transforms.add_discrete_gaussian_noise(1.0)  # pylint: disable=missing-kwoa
   with pytest.raises(TypeError):
-    dpjax.rotate_hadamard()  # pylint: disable=missing-kwoa
+    dpjax.transforms.rotate_hadamard()  # pylint: disable=missing-kwoa
   with pytest.raises(ValueError, match='sigma=-1'):
-    dpjax.add_discrete_gaussian_noise(-1, key=KEY)
+    dpjax.transforms.add_discrete_gaussian_noise(-1, key=KEY)
   with pytest.raises(ValueError, match='eta=0'):
-    dpjax.add_discrete_gaussian_noise(1.0, key=KEY, eta=0)
+    dpjax.transforms.add_discrete_gaussian_noise(1.0, key=KEY, eta=0)
   with pytest.raises(ValueError, match='quantizer'):
-    dpjax.quantize_stochastic(0.5, key=KEY)
+    dpjax.transforms.quantize_stochastic(0.5, key=KEY)
   with pytest.raises(ValueError, match='key'):
-    dpjax.quantize_stochastic(dpjax.compression.k_level_quantizer(1.0, 4), key=None)
+    dpjax.transforms.quantize_stochastic(dpjax.compression.k_level_quantizer(
+        1.0, 4),
+                                         key=None)

@@ -401,7 +401,7 @@ def dp_compgd_case() -> AuditCase:
       return h, direction / jnp.linalg.norm(direction)
     return mechanism
 
-  eps = _epsilon(transforms.dp_compgd_event(sigma, 1), DELTA, 'pld')
+  eps = _epsilon(accounting.gaussian_event(sigma), DELTA, 'pld')
   case = AuditCase(
       'dp_compgd', mech(sigma), grads.at[0].set(canary),
       grads.at[0].set(-canary), lambda o: jnp.dot(o[0], o[1]), eps, DELTA,

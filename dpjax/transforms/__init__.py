@@ -39,10 +39,6 @@ from dpjax.transforms._clipping import ClipPerExampleState
 from dpjax.transforms._compressed_gd import average_iterate
 from dpjax.transforms._compressed_gd import CompressedGdState
 from dpjax.transforms._compressed_gd import dp_gradient_estimate
-from dpjax.transforms._compressed_gd_events import calibrate_dp_compgd
-from dpjax.transforms._compressed_gd_events import calibrate_dp_compsgd
-from dpjax.transforms._compressed_gd_events import dp_compgd_event
-from dpjax.transforms._compressed_gd_events import dp_compsgd_event
 from dpjax.transforms._compressing import compressive_measurements
 from dpjax.transforms._compressing import compressive_mechanism
 from dpjax.transforms._compressing import compressive_privatizer
@@ -50,7 +46,6 @@ from dpjax.transforms._compressing import compressive_privatizer_bits
 from dpjax.transforms._compressing import compressive_privatizer_epsilons
 from dpjax.transforms._compressing import compressive_privatizer_event
 from dpjax.transforms._compressing import compressive_sensitivity_margin
-from dpjax.transforms._compressing import CompressivePrivatizerState
 from dpjax.transforms._compressing import CompressiveRelease
 from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise
 from dpjax.transforms._exact_gaussian import add_exact_gaussian_noise_event
@@ -60,7 +55,6 @@ from dpjax.transforms._dpsgd_noise import DpsgdNoiseState
 from dpjax.transforms._normalizing import normalize
 from dpjax.transforms._normalizing import NormalizeState
 from dpjax.transforms._projecting import gaussian_projection
-from dpjax.transforms._projecting import GaussianProjection
 from dpjax.transforms._projecting import l1_ball_gaussian_width
 from dpjax.transforms._projecting import l2_ball_gaussian_width
 from dpjax.transforms._projecting import project_gaussian
@@ -71,14 +65,11 @@ from dpjax.transforms._rotating import unrotate_hadamard
 from dpjax.transforms._sparse_coding import dpsgd_bits
 from dpjax.transforms._sparse_coding import rs_dpsgd_bits
 from dpjax.transforms._sparsifying import ranked_sparsified_privatizer
-from dpjax.transforms._sparsifying import RankedSparsifiedPrivatizerState
 from dpjax.transforms._sparsifying import sparsify_random
 from dpjax.transforms._sparsifying import sparsify_top_k
 from dpjax.transforms._sparsifying import sparsity_mask
 from dpjax.transforms._sparsifying import sparsity_schedule
 from dpjax.transforms._sparsifying import SparsityMaskSchedule
-from dpjax.transforms._sparsifying import SparsifyRandomState
-from dpjax.transforms._state import AdaptiveClipState
 from dpjax.transforms._state import KeyStepState
 from dpjax.transforms._state import keyed_transformation
 
@@ -87,7 +78,6 @@ __all__ = [
     'adaptive_clip_per_example',
     'adaptive_dpsgd',
     'adaptive_effective_noise_multiplier',
-    'AdaptiveClipState',
     'add_discrete_gaussian_noise',
     'add_dpsgd_noise',
     'add_exact_gaussian_noise',
@@ -96,8 +86,6 @@ __all__ = [
     'add_laplace_noise',
     'average_iterate',
     'bandmf',
-    'calibrate_dp_compgd',
-    'calibrate_dp_compsgd',
     'clip_per_example',
     'ClipPerExampleState',
     'compgd',
@@ -110,12 +98,9 @@ __all__ = [
     'compressive_privatizer_epsilons',
     'compressive_privatizer_event',
     'compressive_sensitivity_margin',
-    'CompressivePrivatizerState',
     'CompressiveRelease',
     'dp_compgd',
-    'dp_compgd_event',
     'dp_compsgd',
-    'dp_compsgd_event',
     'dp_gradient_estimate',
     'dp_projected_gd',
     'dp_projected_sgd',
@@ -124,7 +109,6 @@ __all__ = [
     'DpsgdNoiseState',
     'exact_gaussian_grid',
     'gaussian_projection',
-    'GaussianProjection',
     'keyed_transformation',
     'KeyStepState',
     'l1_ball_gaussian_width',
@@ -140,13 +124,11 @@ __all__ = [
     'projection_dim_schedule',
     'quantize_stochastic',
     'ranked_sparsified_privatizer',
-    'RankedSparsifiedPrivatizerState',
     'rotate_hadamard',
     'rs_dpsgd',
     'rs_dpsgd_bits',
     'sparsify_random',
     'sparsify_top_k',
-    'SparsifyRandomState',
     'sparsity_mask',
     'sparsity_schedule',
     'SparsityMaskSchedule',

@@ -94,9 +94,10 @@ def dp_compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
     the module docstring; the thesis's s_t-rescaled release has sensitivity
     2L, not 2L / n, and is not used). Each step is the Gaussian mechanism
     with noise multiplier sigma under replace-one, not amplified: T steps
-    are ``dp_compgd_event(sigma, T)``; ``calibrate_dp_compgd`` picks sigma
-    for a target (epsilon, delta). A step's event is read from the state
-    that ran: ``dpjax.accounting.step_event(state, None)`` (no sampler: the
+    are ``dpjax.accounting.gaussian_event(sigma, steps=T)``;
+    ``accounting.calibrate(accounting.gaussian_event, epsilon, delta,
+    steps=T)`` picks sigma for a target (epsilon, delta). A step's event
+    is read from the state that ran: ``dpjax.accounting.step_event(state, None)`` (no sampler: the
     full batch), ``PrivacyLedger.record_step(state, None, None)``.
 
   References:
@@ -147,7 +148,8 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
   Privacy:
     Add/remove-one sensitivity of the clipped sum is L for every Phi_t, so a
     step is the Poisson-subsampled Gaussian mechanism;
-    ``dp_compsgd_event(sigma, q, T)`` plans T steps, and
+    ``dpjax.accounting.gaussian_event(sigma, sampling_rate=q, steps=T)``
+    plans T steps, and
     ``dpjax.accounting.step_event(state, sampler)`` (or
     ``PrivacyLedger.record_step(state, sampler, batch)``) reads a step's,
     ``sampler.dp_event(sigma)``, from the state that ran.
@@ -197,7 +199,7 @@ def dp_projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any,
 
   Privacy:
     Replace-one sensitivity 2L of the clipped sum: the same event as
-    ``dp_compgd`` (``dp_compgd_event``; ``step_event(state, None)``), with
+    ``dp_compgd`` (``gaussian_event``; ``step_event(state, None)``), with
     the noise in d dimensions.
     Gradients and ``mask`` as ``dp_compgd``.
 
@@ -228,7 +230,8 @@ def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
   required, as in ``dp_compsgd``.
 
   Privacy:
-    The DP-SGD event: ``dp_compsgd_event(sigma, q, T)``; a step's,
+    The DP-SGD event: ``gaussian_event(sigma, sampling_rate=q, steps=T)``;
+    a step's,
     ``dpjax.accounting.step_event(state, sampler)``.
 
   References:

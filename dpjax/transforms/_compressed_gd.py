@@ -32,8 +32,9 @@ example changes one summand, each of norm <= L, so ||sum - sum'|| <= 2L
 (k = 2, full batch, replace-one); adding or removing one changes the sum by
 <= L (k = 1, Poisson sampling, add/remove-one). This holds for EVERY Phi_t,
 so each step is the Gaussian mechanism with noise multiplier sigma, composed
-over T steps (``dp_compgd_event``) or Poisson-subsampled
-(``dp_compsgd_event``); the state answers the event of the step that ran
+over T steps (``accounting.gaussian_event(sigma, steps=T)``) or
+Poisson-subsampled (``gaussian_event(sigma, sampling_rate=q, steps=T)``);
+the state answers the event of the step that ran
 (``CompressedGdState.step_event``, read by ``dpjax.accounting.step_event``
 and ``PrivacyLedger.record_step``). No rescaling s_t is needed:
 E ||Phi u||^2 = ||u||^2. A non-finite row is dropped (counted in the state), as
@@ -116,7 +117,8 @@ class CompressedGdState(NamedTuple):
         step divides and clips itself).
 
     Example:
-      >>> tx = dpjax.dp_compgd(0.5, 2, 1.0, 1.0, 0.7, 3, key=jax.random.key(0))
+      >>> tx = dpjax.transforms.dp_compgd(0.5, 2, 1.0, 1.0, 0.7, 3,
+      ...                                 key=jax.random.key(0))
       >>> w = jnp.zeros(4)
       >>> _, s = tx.update(jnp.ones((3, 4)), tx.init(w), w)
       >>> dpjax.accounting.step_event(s, None)  # the full batch: no sampler
@@ -160,7 +162,7 @@ def average_iterate(state: CompressedGdState) -> Any:
   """w_bar_T = sum_t eta_t w_t / sum_t eta_t (thesis, ch. 6 output).
 
   Example:
-    >>> tx = dpjax.compgd(1.0, 2, 1.0, key=jax.random.key(0))
+    >>> tx = dpjax.transforms.compgd(1.0, 2, 1.0, key=jax.random.key(0))
     >>> w = jnp.zeros(4)
     >>> u, s = tx.update(jnp.ones(4), tx.init(w), w)
     >>> average_iterate(s).tolist()
@@ -234,8 +236,9 @@ def dp_gradient_estimate(per_example: Any, phi, l2_norm_clip: Any,
     Changing one row changes the clipped sum by at most 2L (replace, k = 2)
     or L (add/remove, k = 1), for every Phi: one step is the Gaussian
     mechanism with noise multiplier sigma
-    (``dpjax.accounting.gaussian_event(sigma)``; a run: ``dp_compgd_event``,
-    ``dp_compsgd_event``). Zero is inside the clipping ball, so dropping a
+    (``dpjax.accounting.gaussian_event(sigma)``; a run of T steps:
+    ``gaussian_event(sigma, steps=T)``, with ``sampling_rate=q`` if
+    Poisson). Zero is inside the clipping ball, so dropping a
     non-finite row keeps the bound.
 
   Example:

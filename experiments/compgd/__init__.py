@@ -8,8 +8,8 @@ steps) from w = 0 and output the step-size-weighted average iterate: GD
 (``projected_gd``), CompGD (``compgd``), DP-GD (``dp_projected_gd``) and
 DP-CompGD (``dp_compgd``), m = d / 10. The private methods spend (eps,
 delta) = (2, 0.01) per run; sigma is calibrated for each T with the RDP
-accountant (``calibrate_dp_compgd``; PLD epsilon reported too). Step size
-eta_t = lr_scale * ||w*||_1 / sqrt(t (G^2 + c s^2)) (thesis Thm 7.1's form),
+accountant (``accounting.calibrate`` of ``gaussian_event``; PLD epsilon
+reported too). Step size eta_t = lr_scale * ||w*||_1 / sqrt(t (G^2 + c s^2)) (thesis Thm 7.1's form),
 G = L / sqrt(d) the public gradient scale of isotropic unit-norm features,
 s the per-coordinate noise stddev and c the number of noisy coordinates (m
 or d); non-private methods have s = 0. lr_scale = 3 is the value of {1, 3,

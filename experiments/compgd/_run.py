@@ -125,9 +125,9 @@ def _privacy(cfg: Config) -> tuple[list, dict, dict]:
   """Privacy rows (one per T, and the K runs' composition), sigma per T."""
   privacy, sigmas, events = [], {}, []
   for epochs in cfg.epochs:
-    sigma = dpjax.transforms.calibrate_dp_compgd(
-        cfg.epsilon, cfg.delta, epochs, cfg.accountant)
-    event = dpjax.transforms.dp_compgd_event(sigma, epochs)
+    sigma = accounting.calibrate(accounting.gaussian_event, cfg.epsilon,
+                                 cfg.delta, cfg.accountant, steps=epochs)
+    event = accounting.gaussian_event(sigma, steps=epochs)
     sigmas[epochs] = sigma
     events.append(event)
     privacy.append(dict(

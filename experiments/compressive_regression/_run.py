@@ -78,11 +78,11 @@ def _trainer(method: str, kappa: int, num_measurements: int, steps: int,
           noise_calibration='certified' if method == 'compressive' else 'paper',
           exact=False)
     elif method == 'laplace':
-      tx = dpjax.laplace_privatizer(eps, xi, key=key, exact=False)
+      tx = dpjax.transforms.laplace_privatizer(eps, xi, key=key, exact=False)
     elif method == 'laplace_mean':  # L1 sensitivity 2 xi d / n of the mean
       tx = dpjax.add_laplace_noise(2 * xi * d / n / eps, key=key, exact=False)
     elif method == 'top_k':
-      tx = dpjax.sparsify_top_k(kappa)
+      tx = dpjax.transforms.sparsify_top_k(kappa)
     else:
       tx = optax.identity()
 
