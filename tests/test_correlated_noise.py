@@ -476,7 +476,7 @@ def test_unamplified_run_is_the_gaussian_of_the_sensitivity_read_from_state():
     assert ledger.epsilon(1e-5) == pytest.approx(
         dpjax.accounting.epsilon(want, 1e-5), rel=1e-5)
     if bound == 'exact':  # Thm. 4's k-fold composition is never smaller
-      amplified = dpjax.accounting.dpsgd_event(sigma, 1.0, steps // b)
+      amplified = dpjax.accounting.gaussian_event(sigma, steps=steps // b)
       assert ledger.epsilon(1e-5) <= dpjax.accounting.epsilon(
           amplified, 1e-5) * (1 + 1e-6)
   # A truncated partition at rate 1 is not the fixed schedule.
