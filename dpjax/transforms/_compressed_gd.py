@@ -93,11 +93,7 @@ class CompressedGdState(NamedTuple):
 
   def noise_handle(self) -> tuple[jax.Array, int]:
     """``(key, step)`` of the Phi and noise the last step drew (ledger)."""
-    count = int(_scalar(self.stream.count, 'count'))
-    if count < 1:
-      raise ValueError('The state is from before any step: pass the state '
-                       'the step returned.')
-    return self.stream.key, count - 1
+    return self.stream.last_step()
 
   def step_event(self, sampler: Any, parts: list[Any]
                  ) -> dp_accounting.DpEvent:

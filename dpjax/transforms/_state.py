@@ -17,6 +17,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dpjax import _keys
@@ -47,6 +48,22 @@ class KeyStepState(NamedTuple):
   def step_key(self) -> jax.Array:
     """The key of the current step, ``fold_in(key, count)``."""
     return jax.random.fold_in(self.key, self.count)
+
+  def last_step(self) -> tuple[jax.Array, int]:
+    """``(key, step)`` of the last step taken (a ledger's ``noise=``).
+
+    Raises:
+      ValueError: a state with a batch (seed) axis, or from before any step.
+    """
+    count = np.asarray(self.count)
+    if count.shape:
+      raise ValueError(f'Expected one run\'s state, got count of shape '
+                       f'{count.shape}: index the run (e.g. the seed axis) '
+                       'first.')
+    if int(count) < 1:
+      raise ValueError('The state is from before any step: pass the state '
+                       'the step returned.')
+    return self.key, int(count) - 1
 
   def advance(self) -> 'KeyStepState':
     """The state after this step."""
