@@ -10,6 +10,12 @@ otherwise correlates them: Poisson selection bits and DP-SGD noise of one
 per module at import; two modules cannot claim one name, and no two names
 share a constant.
 
+A privatizer also folds its public parameters into its key (``fold_public``:
+the noise multiplier, the bound of the sum it noises), so two privatizers
+that differ in them draw independent noise from one user key: otherwise the
+releases S_1 + sigma_1 C_1 z and S_2 + sigma_2 C_2 z of one draw z give a
+combination of the sums without noise.
+
 Example:
   >>> k = jax.random.key(0)
   >>> a = stream(k, 'poisson_sampler')
@@ -21,6 +27,7 @@ Example:
 import zlib
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 _REGISTRY: dict[str, tuple[int, str]] = {}
@@ -101,3 +108,23 @@ def stream(key: jax.Array, name: str) -> jax.Array:
   if name not in _REGISTRY:
     raise ValueError(f'Expected name= a registered key stream, got {name!r}.')
   return jax.random.fold_in(key, np.uint32(_REGISTRY[name][0]))
+
+
+def fold_public(key: jax.Array, *values: jax.typing.ArrayLike) -> jax.Array:
+  """``key`` with the float32 bits of each public scalar folded in, in order.
+
+  Jittable and vmappable (the values may be traced). Only public values
+  (hyperparameters, bounds) may be folded: the key would otherwise depend
+  on the data.
+
+  Example:
+    >>> k = jax.random.key(0)
+    >>> a, b = fold_public(k, 1.0), fold_public(k, 2.0)
+    >>> bool(jnp.any(jax.random.key_data(a) != jax.random.key_data(b)))
+    True
+  """
+  for value in values:
+    bits = jax.lax.bitcast_convert_type(
+        jnp.asarray(value, jnp.float32), jnp.uint32)
+    key = jax.random.fold_in(key, bits)
+  return key

@@ -29,6 +29,7 @@ import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import compile_budget  # pylint: disable=g-import-not-at-top,wrong-import-position
+import dpjax  # pylint: disable=g-import-not-at-top,wrong-import-position
 from dpjax import audit  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 jax.config.update('jax_numpy_dtype_promotion', 'strict')
@@ -78,6 +79,24 @@ def _forget_programs():
   jax.clear_caches()
   audit.audit_case.cache_clear()
   audit.audit_cases.cache_clear()
+
+
+@pytest.fixture
+def standard_draw():
+  """``draw(noise_state, like)``: the standard normal draw z of the last
+  step of an ``add_dpsgd_noise`` state, shaped like ``like``; the step's
+  noise is sigma x bound x z (under a strategy, the t-th Z before C^{-1}).
+
+  The derivation ``add_dpsgd_noise`` documents: the stream (sigma folded
+  in) at the step, with the sum's bound folded in.
+  """
+  def draw(state, like):
+    key, step = state.noise_handle()
+    key = dpjax._keys.fold_public(jax.random.fold_in(key, step),
+                                  state.l2_sensitivity)
+    return dpjax.noise.tree_noise(dpjax.noise.gaussian, key, like,
+                                  stddev=1.0)
+  return draw
 
 
 @pytest.fixture

@@ -227,10 +227,11 @@ def test_a_learning_rate_schedule_still_passes():
 def test_a_sweep_gives_each_member_its_own_noise():
   """The documented sweep: ``jax.vmap`` over (noise multiplier, key) pairs.
 
-  With one key shared by the members every member adds sigma_i C z with the
-  same z, so two members' releases r_1, r_2 give the clipped sum exactly,
-  (sigma_2 r_1 - sigma_1 r_2) / (sigma_2 - sigma_1); a key per member
-  (``jax.random.split(key, members)``) leaves it noisy.
+  Before: with one key shared by the members every member added
+  sigma_i C z with the same z, so two members' releases r_1, r_2 gave the
+  clipped sum exactly, (sigma_2 r_1 - sigma_1 r_2) / (sigma_2 - sigma_1).
+  The privatizer folds sigma into its stream: one key leaves it noisy too,
+  as a key per member (``jax.random.split(key, members)``) does.
   """
   grads = 3.0 * jax.random.normal(jax.random.key(1), (8, 16))
   sigmas = jnp.array([0.0, 1.0, 2.0])  # member 0 releases the clipped sum
@@ -246,12 +247,11 @@ def test_a_sweep_gives_each_member_its_own_noise():
     r = sweep(sigmas, keys)
     return r[0], (2.0 * r[1] - 1.0 * r[2]) / (2.0 - 1.0)
 
-  exact, from_shared = recovered(jnp.stack([KEY] * 3))
-  np.testing.assert_allclose(from_shared, exact, atol=1e-4)  # the leak
-  exact, from_split = recovered(jax.random.split(KEY, 3))
-  # Per coordinate 2 (z_1 - z_2) ~ N(0, 8): far from the clipped sum.
-  assert float(jnp.max(jnp.abs(from_split - exact))) > 1.0
-  assert float(jnp.std(from_split - exact)) > 1.5
+  for keys in (jnp.stack([KEY] * 3), jax.random.split(KEY, 3)):
+    exact, recovered_sum = recovered(keys)
+    # Per coordinate 2 (z_1 - z_2) ~ N(0, 8): far from the clipped sum.
+    assert float(jnp.max(jnp.abs(recovered_sum - exact))) > 1.0
+    assert float(jnp.std(recovered_sum - exact)) > 1.5
 
 
 def test_dpsgd_on_bf16_params_keeps_its_state_dtypes():
@@ -333,35 +333,36 @@ SCALINGS = {
 @pytest.mark.filterwarnings('ignore:optax.tree_utils.tree_scalar_mul')
 @pytest.mark.parametrize('jit', [False, True])
 @pytest.mark.parametrize('scaling', sorted(SCALINGS))
-def test_a_scaled_clipped_sum_gets_noise_of_the_scaled_bound(scaling, jit):
+def test_a_scaled_clipped_sum_gets_noise_of_the_scaled_bound(
+    scaling, jit, standard_draw):
   """Scaling the sum by 100 after clipping cannot launder its sensitivity:
-  the noise is sigma x 100 C, the same draw as on the sum times 100."""
+  the noise is sigma x 100 C times the stream's standard draw."""
   s = _clipped(0.5)
-  plain, plain_state = _noisy(s, jit)
+  _, plain_state = _noisy(s, jit)
   scaled, state = _noisy(s, jit, mapping=SCALINGS[scaling])
   assert float(plain_state.l2_sensitivity) == 0.5
   assert float(state.l2_sensitivity) == pytest.approx(50.0, rel=1e-6)
   assert bool(state.linear)
   noise = scaled - 100 * s.value
-  np.testing.assert_allclose(noise, 100 * (plain - s.value), rtol=1e-4,
-                             atol=1e-3)
+  np.testing.assert_allclose(noise, SIGMA * 50.0 * standard_draw(state, noise),
+                             rtol=1e-4, atol=1e-3)
   # Statistically: stddev sigma x 100 C per coordinate.
   assert float(jnp.std(noise)) == pytest.approx(SIGMA * 50.0, rel=0.3)
   sampler = dpjax.PoissonSampler(1000, 0.01)
   assert accounting.step_event(state, sampler) == sampler.dp_event(SIGMA)
 
 
-def test_adding_two_clipped_sums_adds_their_bounds():
+def test_adding_two_clipped_sums_adds_their_bounds(standard_draw):
   """``a + b`` adds the bounds (any two bounds); ``jax.tree.map`` with a
   Python addition does the same for sums of one bound."""
   a, b = _clipped(1.0), _clipped(2.0, key=jax.random.key(5))
   c = _clipped(1.0, key=jax.random.key(6))
   for jit in (False, True):
-    plain, _ = _noisy(a, jit)
     out, state = _noisy((a, b), jit, mapping=lambda ab: ab[0] + ab[1])
     assert float(state.l2_sensitivity) == pytest.approx(3.0, rel=1e-6)
-    np.testing.assert_allclose(out - (a.value + b.value),
-                               3.0 * (plain - a.value), rtol=1e-4, atol=1e-4)
+    noise = out - (a.value + b.value)
+    np.testing.assert_allclose(noise, SIGMA * 3.0 * standard_draw(state, noise),
+                               rtol=1e-4, atol=1e-4)
     _, state = _noisy((a, c), jit, mapping=lambda ac: jax.tree.map(
         lambda x, y: x + y, *ac))
     assert float(state.l2_sensitivity) == 2.0

@@ -165,6 +165,26 @@ def test_a_vmapped_sigma_sweep_compiles_once():
   assert not np.allclose(a, b)
 
 
+def test_a_sweep_from_one_key_draws_independent_noise():
+  """Before: every member of a sweep over sigma (or L) from one key drew one
+  noise z, so two releases gave the clipped sum without noise. sigma and L
+  are folded into the noise key. Zero gradients and a radius no step
+  reaches: the update is -eta noise / n, noise ~ N(0, (2 L sigma)^2)."""
+  dim, n = 4000, 2
+
+  def z(sigma, clip):
+    tx = T.dp_projected_gd(1.0, 1e6, clip, sigma, n, key=jax.random.key(1))
+    w = jnp.zeros(dim)
+    return -tx.update(jnp.zeros((n, dim)), tx.init(w), w)[0] * n / (
+        2 * clip * sigma)
+
+  zs = jax.jit(jax.vmap(z))(jnp.array([1.0, 2.0, 1.0]),
+                            jnp.array([1.0, 1.0, 3.0]))
+  assert 0.9 < float(np.std(zs[0])) < 1.1
+  assert abs(float(np.corrcoef(zs[0], zs[1])[0, 1])) < 0.1
+  assert abs(float(np.corrcoef(zs[0], zs[2])[0, 1])) < 0.1
+
+
 def test_zero_noise_no_clip_is_compgd_and_same_key_same_step():
   grads = jax.random.normal(jax.random.key(0), (N, D))
   w = jnp.full(D, 0.05)

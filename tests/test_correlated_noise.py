@@ -224,11 +224,14 @@ def test_noise_covariance_is_stddev_squared_c_inverse_c_inverse_transpose():
 
 def test_noise_is_c_inverse_of_the_streams_gaussians():
   key = jax.random.key(7)
-  outs, _ = _run(key, 2.0, jnp.zeros((6, 3)))
-  stream = _keys.stream(key, 'correlated_noise')
+  outs, state = _run(key, 2.0, jnp.zeros((6, 3)))
+  # The stream with sigma folded in; each step's key with the bound.
+  stream = _keys.fold_public(_keys.stream(key, 'correlated_noise'),
+                             state.noise_multiplier)
   z = np.stack([np.asarray(noise_lib.tree_noise(
-      noise_lib.gaussian, jax.random.fold_in(stream, t), jnp.zeros(3),
-      stddev=2.0)) for t in range(6)])
+      noise_lib.gaussian, _keys.fold_public(jax.random.fold_in(stream, t),
+                                            _BOUND),
+      jnp.zeros(3), stddev=2.0)) for t in range(6)])
   np.testing.assert_allclose(outs, _STRATEGY.inverse() @ z, rtol=1e-5,
                              atol=1e-5)
   # Another consumer's stream of the same key draws other noise.
@@ -246,8 +249,9 @@ def test_jittable_reproducible_and_no_recompilation():
   assert _run._cache_size() == size
   np.testing.assert_array_equal(a, b)
   assert not np.allclose(a, c)
-  # Eager equals jit (the noise is fenced; the recursion may differ in ulps).
-  tx = _correlated(_STRATEGY, 0.5, jax.random.key(1))
+  # Eager equals jit (the noise is fenced; the recursion may differ in ulps)
+  # given the same float32 sigma, whose bits key the stream.
+  tx = _correlated(_STRATEGY, jnp.float32(0.5), jax.random.key(1))
   state = tx.init(updates[0])
   for t in range(6):
     out, state = tx.update(_summed(updates[t]), state)
@@ -305,7 +309,7 @@ def test_neighbouring_runs_differ_by_at_most_the_sensitivity():
   assert np.linalg.norm(diff) >= 0.99 * bound  # the canary attains it
 
 
-def test_bandmf_takes_vmap_ghost_and_sharded_clipped_sums():
+def test_bandmf_takes_vmap_ghost_and_sharded_clipped_sums(standard_draw):
   def loss(params, example):
     x, y = example
     return (jnp.dot(params['w'], x) + params['b'] - y) ** 2
@@ -352,17 +356,18 @@ def test_bandmf_takes_vmap_ghost_and_sharded_clipped_sums():
                     per_example=False)
   with pytest.raises(ValueError, match='updates'):
     tx.update(params, tx.init(params), params)
-  # The noise follows the bound the sum carries: a sum clipped to 2 gets
-  # twice the noise of the same draw on a sum clipped to 1.
-  noises = {}
+  # The noise follows the bound the sum carries: sigma x the bound x the
+  # strategy's column norm times the stream's standard draw (C[0, 0] = 1).
   for clip in (1.0, 2.0):
     summed = dpjax.clipped_grad_sum(loss, clip)(params, (x, y), mask).grad_sum
     u, state = tx.update(summed, tx.init(params), params)
     assert float(state[0].l2_sensitivity) == clip
     # u = -lr (sum + noise) / batch, with lr 0.1 and batch 8.
-    noises[clip] = jax.tree.map(lambda a, b: -a * 80.0 - b, u, summed.value)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(
-      a, 2 * b, rtol=1e-4, atol=1e-4), noises[2.0], noises[1.0])
+    noise = jax.tree.map(lambda a, b: -a * 80.0 - b, u, summed.value)
+    scale = 1.3 * clip * float(state[0].correlation.column_norm)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(
+        a, scale * b, rtol=1e-4, atol=1e-4), noise,
+        standard_draw(state[0], noise))
 
 
 # --- Events -------------------------------------------------------------------

@@ -852,3 +852,30 @@ def test_adaptive_clip_under_a_strategy_records_its_count_or_is_refused(
       assert event == dp_accounting.NoOpDpEvent()
     else:
       assert event == sampler.dp_event(combined)
+
+
+@NEW_PATH_SETTINGS
+@hypothesis.given(sigmas=st.lists(st.floats(0.0625, 32, width=32), min_size=2,
+                                  max_size=2, unique=True),
+                  clips=st.lists(st.floats(0.0625, 32, width=32), min_size=2,
+                                 max_size=2),
+                  seed=st.integers(0, 2**31 - 1))
+def test_privatizers_of_one_key_that_differ_draw_independent_noise(
+    sigmas, clips, seed):
+  """Two Gaussian privatizers built from one key with different (sigma, C)
+  (a sweep; dpsgd beside adaptive_dpsgd): the standardized noises are
+  uncorrelated, so no combination of the two releases cancels the noise."""
+  dim = 4096
+  rows = jnp.ones((1, dim)) / jnp.sqrt(dim)
+
+  @jax.jit
+  def z(sigma, clip):
+    summed = dpjax.clipping.clip_and_sum(rows, clip,
+                                         jnp.ones(1, bool)).grad_sum
+    tx = dpjax.transforms.add_dpsgd_noise(sigma,
+                                          key=jax.random.key(seed))
+    out, _ = tx.update(summed, tx.init(None))
+    return (out - summed.value) / (sigma * clip)
+
+  za, zb = z(sigmas[0], clips[0]), z(sigmas[1], clips[1])
+  assert abs(float(np.corrcoef(za, zb)[0, 1])) < 0.1

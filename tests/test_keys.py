@@ -104,3 +104,55 @@ def test_one_key_for_sampler_and_noise_gives_independent_draws():
   # Nor does the noise's mean differ between sampled and unsampled rows.
   t = stats.ttest_ind(z[selected], z[~selected]).statistic
   assert abs(t) < 5
+
+
+@jax.jit
+def _noise_of(sigma, clip, key):
+  """The standardized noise z of one add_dpsgd_noise step at (sigma, C)."""
+  dim = 20_000
+  rows = jnp.ones((1, dim)) / jnp.sqrt(dim)  # one row of norm 1 <= C
+  summed = dpjax.clipping.clip_and_sum(rows, clip, jnp.ones(1, bool)).grad_sum
+  tx = dpjax.transforms.add_dpsgd_noise(sigma, key=key)
+  out, _ = tx.update(summed, tx.init(None))
+  return (out - summed.value) / (sigma * clip)
+
+
+@pytest.mark.parametrize('a, b', [((1.0, 1.0), (2.0, 1.0)),   # sweep sigma
+                                  ((1.0, 1.0), (1.0, 3.0))])  # sweep C
+def test_privatizers_differing_in_sigma_or_bound_draw_independent_noise(a, b):
+  """Before: one key gave every privatizer one draw z, so the releases
+  S + sigma_1 C_1 z and S + sigma_2 C_2 z gave S without noise (a sweep
+  from one key; ``dpsgd`` beside ``adaptive_dpsgd``: audit case
+  ``shared_noise_key``). Sigma and the sum's bound are folded into the key.
+  """
+  key = jax.random.key(3)
+  za, zb = _noise_of(*a, key), _noise_of(*b, key)
+  assert abs(float(np.corrcoef(za, zb)[0, 1])) < 0.05
+  # The same (sigma, C) and key draw the same noise: the run is a pure
+  # function of its key and public parameters.
+  np.testing.assert_array_equal(za, _noise_of(*a, key))
+  # Under vmap over (sigma, C) (a traced sweep) the draws are independent.
+  sweep = jax.vmap(_noise_of, in_axes=(0, 0, None))(
+      jnp.array([a[0], b[0]]), jnp.array([a[1], b[1]]), key)
+  assert abs(float(np.corrcoef(sweep[0], sweep[1])[0, 1])) < 0.05
+  np.testing.assert_allclose(sweep[0], za, atol=1e-5)
+
+
+def test_adaptive_counts_differing_in_their_noise_draw_independently():
+  """The count noise folds its stddev and the step's bound into its key: a
+  sweep over count_stddev from one key does not give the exact count."""
+  grads = jnp.ones((4, 3))  # every row of norm sqrt(3) > 1 is clipped
+
+  def count_noise(stddev, key):
+    tx = dpjax.transforms.adaptive_clip_per_example(
+        1.0, target_quantile=0.5, learning_rate=0.2, count_stddev=stddev,
+        expected_batch_size=4.0, key=key)
+    state = tx.update(grads, tx.init(None), jnp.zeros(3),
+                      mask=jnp.ones(4, bool))[1]
+    return ((state.unclipped_fraction - 0.5) * 4 + 2.0) / stddev
+
+  keys = jax.random.split(jax.random.key(5), 2000)
+  z = jax.jit(jax.vmap(jax.vmap(count_noise, (None, 0)), (0, None)))(
+      jnp.array([1.0, 2.0]), keys)
+  assert abs(float(np.corrcoef(z[0], z[1])[0, 1])) < 0.1
+  assert 0.9 < float(np.std(z[0])) < 1.1  # the standardized count noise

@@ -14,14 +14,14 @@ bound it did not have) and states the claim the old code recorded.
 * ``scaled_clipped_sum``: ``optax.scale(100.)`` between the clipping and the
   noise; the bound follows (100 C) and so does the noise. Twin: the scaled
   sum noised at sigma C, as when the bound was an argument of the noise.
-* ``shared_noise_key``: one ``dpsgd`` step and one ``adaptive_dpsgd`` step,
-  both releases observed, claimed as the composition of the two steps. Twin:
-  both chains built from one key: their noise draws coincide (the Gaussian
-  privatizer draws from one ``'dpsgd_noise'`` stream, whatever the chain),
-  so sigma_2 r_1 - sigma_1 r_2 is the clipped sum's own coordinate scaled,
-  without noise. The library does not yet separate them: the honest case
-  draws its two keys apart, as a user must (a later change folds the
-  mechanism into the stream).
+* ``shared_noise_key``: one ``dpsgd`` step and one ``adaptive_dpsgd`` step
+  built from ONE key, both releases observed, claimed as the composition of
+  the two steps: the privatizer folds its sigma (and the sum's bound) into
+  its stream, so the two draws are independent. Twin: the draws coincide,
+  as when every Gaussian privatizer drew from one ``'dpsgd_noise'`` stream
+  whatever its sigma: r_2 = S + (sigma_2 / sigma_1)(r_1 - S), so
+  sigma_2 r_1 - sigma_1 r_2 is the clipped sum's own coordinate scaled,
+  without noise.
 * ``adaptive_bandmf_count``: ``adaptive_clip_per_example`` chained with
   ``add_dpsgd_noise(sigma, strategy=BandMF)`` under a
   ``CyclicPoissonSampler``: ``step_event`` combines the count noise with
@@ -191,11 +191,16 @@ def _two_chains(key_dpsgd, key_adaptive, g, mask):
   return out, (s1, s2)
 
 
-def _shared_mech(one_key: bool):
+def _shared_mech(one_draw: bool):
   def mechanism(key, data):
-    if one_key:  # broken: the two chains' noise draws coincide
-      return _two_chains(key, key, *data)[0]
-    return _two_chains(*jax.random.split(key), *data)[0]
+    out = _two_chains(key, key, *data)[0]
+    if not one_draw:
+      return out
+    # Broken: the adaptive release reuses the dpsgd release's draw z (both
+    # chains clip to C_0 at step 0, so both sums are S).
+    g, mask = data
+    s0 = clipping.clip_and_sum(g, _CLIP, mask).grad_sum.value[0]
+    return out.at[1].set(s0 + _SIGMA_GRAD / _SIGMA * (out[0] - s0))
   return mechanism
 
 
@@ -216,21 +221,21 @@ def shared_noise_key_case() -> AuditCase:
   """One dpsgd and one adaptive_dpsgd step on one batch; twin: both built
   from one key (module doc)."""
   grads = _canary_grads(_N, _DIM)
-  k1, k2 = jax.random.split(jax.random.key(0))
-  _, (s1, s2) = jax.jit(_two_chains)(k1, k2, grads, jnp.ones(_N, bool))
+  key = jax.random.key(0)
+  _, (s1, s2) = jax.jit(_two_chains)(key, key, grads, jnp.ones(_N, bool))
   sampler = _poisson_full(_N)
   eps = float(accounting.epsilon(dp_accounting.ComposedDpEvent(
       [accounting.step_event(s, sampler) for s in (s1, s2)]), DELTA, 'pld'))
   case = AuditCase(
       'shared_noise_key', _shared_mech(False), (grads, jnp.arange(_N) > 0),
       (grads, jnp.ones(_N, bool)), _shared_score, eps, DELTA, ADD_REMOVE,
-      'a dpsgd and an adaptive_dpsgd step on independent keys, both '
+      'a dpsgd and an adaptive_dpsgd step built from one key, both '
       'released (and the next bound); a canary gradient of norm 100 C along '
       'e_0, masked out in D; the claim composes the two step events; score '
       '= the joint Gaussian LLR: tight')
   broken = _twin(
       case, 'shared_noise_key_one_key', _shared_mech(True),
-      'both chains built from one key: their Gaussian draws coincide, so '
+      'the two Gaussian draws coincide (one stream for every sigma), so '
       'sigma_grad r_1 - sigma r_2 is the sum without noise; score = that '
       'difference')
   return case._replace(broken=broken._replace(score=_shared_twin_score))

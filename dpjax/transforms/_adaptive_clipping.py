@@ -171,7 +171,7 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
          expected_batch_size, min_l2_norm_clip)
   if min_l2_norm_clip is None:
     min_l2_norm_clip = _MIN_CLIP_RATIO * initial_l2_norm_clip
-  stream0 = KeyStepState.create(key, stream=_STREAM)
+  stream0 = KeyStepState.create(key, stream=_STREAM, public=(count_stddev,))
 
   def init_fn(params):
     del params
@@ -193,7 +193,8 @@ def adaptive_clip_per_example(initial_l2_norm_clip: float, *,
     # dropped) one, 0 for padding: one record moves the sum by <= 1/2.
     centred = jnp.where(keep, jnp.where(norms <= clip, 0.5, -0.5), 0.0)
     noisy = jnp.sum(centred) + noise_lib.gaussian(
-        state.stream.step_key(), (), stddev=count_stddev)
+        _keys.fold_public(state.stream.step_key(), clip), (),
+        stddev=count_stddev)
     fraction = noisy / expected_batch_size + 0.5
     floor = jnp.maximum(jnp.asarray(min_l2_norm_clip, jnp.float32),
                         _FLOAT32_TINY)

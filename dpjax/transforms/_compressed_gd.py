@@ -312,7 +312,9 @@ def _factory(learning_rate, radius, ball, *, key, num_rows, private,
       phi = _projecting.gaussian_projection(
           phi_key, num_rows, dim, block_size=block_size, active_rows=rows)
     dropped = jnp.zeros([], jnp.int32)
-    if private:
+    if private:  # a sweep over sigma or C from one key: independent noise
+      noise_key = _keys.fold_public(noise_key, noise_multiplier,
+                                    l2_norm_clip)
       grad, dropped = _estimate(
           updates, phi, l2_norm_clip, noise_multiplier, noise_key,
           sensitivity_factor=sensitivity_factor, divisor=divisor, mask=mask,

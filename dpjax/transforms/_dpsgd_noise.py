@@ -312,9 +312,13 @@ def add_dpsgd_noise(noise_multiplier: Any, *, key: jax.Array,
 
   Args:
     noise_multiplier: sigma >= 0 (may be traced on the float path).
-    key: PRNG key (required). Step t draws from ``fold_in(stream, t)``; a
-      second ``init`` restarts at step 0, which a ledger refuses to record
-      twice.
+    key: PRNG key (required). Step t draws from ``fold_in(stream, t)``
+      with sigma folded into the stream and the sum's bound into the step's
+      key (``dpjax._keys.fold_public``), so privatizers that differ in
+      either draw independent noise from one key (a sweep over sigma or C,
+      ``dpsgd`` beside ``adaptive_dpsgd``); runs that share both, and the
+      key, draw one noise: give each run its own key. A second ``init``
+      restarts at step 0, which a ledger refuses to record twice.
     strategy: None (DP-SGD, fresh noise each step) or a lower-triangular C
       (``dpjax.correlated_noise.Strategy`` or a concrete matrix): step t
       adds the t-th row of C^{-1} Z with Z of stddev sigma x bound x C's
@@ -367,10 +371,10 @@ def add_dpsgd_noise(noise_multiplier: Any, *, key: jax.Array,
     band = np.asarray(strategy.band, np.float32)
     column_norm = float(strategy.column_norms().max())
     static = StaticStrategy(strategy)
-    stream0 = KeyStepState.create(key, stream=_CORRELATED_STREAM)
+    name = _CORRELATED_STREAM
   else:
-    stream0 = KeyStepState.create(
-        key, stream=_exact_gaussian.DPSGD_STREAM if exact else _FLOAT_STREAM)
+    name = _exact_gaussian.DPSGD_STREAM if exact else _FLOAT_STREAM
+  stream0 = KeyStepState.create(key, stream=name, public=(noise_multiplier,))
 
   def correlation(history):
     if strategy is None:
@@ -399,7 +403,7 @@ def add_dpsgd_noise(noise_multiplier: Any, *, key: jax.Array,
     del params
     updates, bound, unit, linear = _clipped_sum.unwrap(updates)
     updates = _numerics.zero_nonfinite(updates)
-    key_t = s.stream.step_key()
+    key_t = _keys.fold_public(s.stream.step_key(), bound)
     grid = history = None
     if exact:
       out, grid = _exact_gaussian.release_clipped(key_t, updates, bound,

@@ -39,11 +39,13 @@ class KeyStepState(NamedTuple):
   key: jax.Array
 
   @classmethod
-  def create(cls, key: jax.Array, *, stream: str) -> 'KeyStepState':
+  def create(cls, key: jax.Array, *, stream: str,
+             public: tuple[Any, ...] = ()) -> 'KeyStepState':
     """Step 0 of the stream ``stream`` of ``key`` (validated: a required,
-    typed or raw PRNG key; ``stream`` a registered name)."""
-    return cls(jnp.zeros([], jnp.int32),
-               _keys.stream(_validate.key(key), stream))
+    typed or raw PRNG key; ``stream`` a registered name), with the
+    transform's ``public`` parameters folded in (``_keys.fold_public``)."""
+    return cls(jnp.zeros([], jnp.int32), _keys.fold_public(
+        _keys.stream(_validate.key(key), stream), *public))
 
   def step_key(self) -> jax.Array:
     """The key of the current step, ``fold_in(key, count)``."""
