@@ -14,6 +14,7 @@ from dpjax import transforms as _sparsify
 PARAMS = {'w': jnp.zeros((6, 5)), 'b': jnp.zeros(5)}  # d = 35
 D = 35
 B = 4
+FULL = dpjax.PoissonSampler(B, 1.0)  # every step takes the whole batch
 
 
 def per_example_ones(scale=1.0):
@@ -112,7 +113,7 @@ def rs_step(final_rate=0.6, sigma=1.0, clip=True, key=0, l2_norm_clip=1.0,
             momentum=0.9):
   key = jax.random.key(key)
   sched = _sparsify.SparsityMaskSchedule.cooling(final_rate, 3, 5, PARAMS)
-  tx = dpjax.rs_dpsgd(0.1, l2_norm_clip, sigma, B, sched,
+  tx = dpjax.rs_dpsgd(0.1, l2_norm_clip, sigma, FULL, sched,
                       key=jax.random.fold_in(key, 1),
                       mask_key=jax.random.fold_in(key, 0),
                       momentum=momentum or None, clip=clip)
@@ -135,9 +136,10 @@ def test_masked_coordinates_get_neither_gradient_nor_noise():
 def test_zero_rate_is_plain_dpsgd_bit_for_bit():
   key = jax.random.key(5)
   sched = _sparsify.SparsityMaskSchedule.cooling(0.0, 3, 5, PARAMS)
-  rs = dpjax.rs_dpsgd(0.1, 1.0, 1.3, B, sched, key=jax.random.fold_in(key, 1),
+  rs = dpjax.rs_dpsgd(0.1, 1.0, 1.3, FULL, sched,
+                      key=jax.random.fold_in(key, 1),
                       mask_key=jax.random.fold_in(key, 0), momentum=0.9)
-  plain = dpjax.dpsgd(0.1, 1.0, 1.3, B, key=jax.random.fold_in(key, 1),
+  plain = dpjax.dpsgd(0.1, 1.0, 1.3, FULL, key=jax.random.fold_in(key, 1),
                       momentum=0.9)
   s_rs, s_plain = rs.init(PARAMS), plain.init(PARAMS)
   grads = jax.tree.map(

@@ -6,7 +6,8 @@ everything else maps an update pytree to an update pytree. Every randomized
 transform takes a required ``key`` and draws step t from ``fold_in(key, t)``.
 
 Example:
-  >>> tx = dpjax.transforms.dpsgd(0.1, 1.0, 1.1, 32, key=jax.random.key(0))
+  >>> sampler = dpjax.sampling.PoissonSampler(320, 0.1)
+  >>> tx = dpjax.transforms.dpsgd(0.1, 1.0, 1.1, sampler, key=jax.random.key(0))
   >>> out, _ = tx.update(jnp.ones((4, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3),
   ...                    mask=jnp.ones(4, bool))
   >>> out.shape
