@@ -217,7 +217,8 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     momentum: heavy-ball momentum (the paper uses 0.9) or None.
     per_example: as in ``dpsgd``. With False the updates are the clipped sum
       (``ClippedSum``) of the masked per-example gradients: pass
-      ``coordinate_mask=sparsity_mask(mask_key, t, params, schedule)`` to
+      ``coordinate_mask=dpjax.transforms.next_sparsity_mask(opt_state)``
+      (the mask the chain's state holds for its next update) to
       ``dpjax.clipped_grad_sum``; the chain masks the noisy sum alike.
     clip: False for the noisy-SGD ablation, as in ``dpsgd``.
 

@@ -256,9 +256,10 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
     def step(params, opt_state, t, hp):
       batch = sampler.sample(hp['batch_key'], t)
       examples = (x[batch.indices], y[batch.indices])
-      m = None if schedule is None else dpjax.transforms.sparsity_mask(
-          hp['mask_key'], t, params,
-          schedule._replace(num_zeros=hp['num_zeros']))
+      # The mask the chain applies to the noisy sum at this step, read from
+      # its state (computed once, by the chain).
+      m = None if schedule is None else dpjax.transforms.next_sparsity_mask(
+          opt_state)
       if config.clips:
         grad_sum = clipped_sum(hp['clip'])(
             params, examples, batch.mask, coordinate_mask=m).grad_sum
