@@ -36,8 +36,9 @@ Glossary (one name per role, everywhere):
   read from the optimizer state that ran.
 
 Example:
+  >>> sampler = dpjax.PoissonSampler(320, 0.1)  # batches of q N = 32
   >>> tx = dpjax.dpsgd(learning_rate=0.1, l2_norm_clip=1.0,
-  ...                  noise_multiplier=1.1, expected_batch_size=32,
+  ...                  noise_multiplier=1.1, sampler=sampler,
   ...                  key=jax.random.key(0))
   >>> per_example = jnp.ones((4, 3))   # four examples, three parameters
   >>> updates, _ = tx.update(per_example, tx.init(jnp.zeros(3)), jnp.zeros(3),

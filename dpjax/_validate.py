@@ -184,3 +184,23 @@ def radius(radius: Any) -> None:
   """Raises ValueError unless radius is positive and finite."""
   positive(radius=radius)
   finite(radius=radius)
+
+
+def sampler(value: Any) -> Any:
+  """The expected batch size of a sampler (a chain's divisor), checked.
+
+  A chain divides by the expected batch size of the sampler its batches come
+  from, read there (its one place) rather than given again as a number: a
+  number, or anything without ``expected_batch_size`` and ``unit``, is
+  refused.
+  """
+  if (isinstance(value, type) or not hasattr(value, 'unit')
+      or getattr(value, 'expected_batch_size', None) is None):
+    raise ValueError(
+        f'Expected sampler= the dpjax.sampling sampler the batches come from '
+        f'(e.g. PoissonSampler(n, q)), got {type(value).__name__}: the chain '
+        'divides by its expected_batch_size, so pass the sampler, not a '
+        'number.')
+  size = value.expected_batch_size
+  positive(expected_batch_size=size)
+  return size

@@ -134,7 +134,7 @@ def test_effective_noise_multiplier_is_one_gaussian_mechanism():
 
 def test_step_event_reads_the_combined_noise_from_the_state():
   sampler = dpjax.PoissonSampler(10_000, 0.0256)
-  tx = dpjax.adaptive_dpsgd(0.1, 1.0, 1.1, sampler.expected_batch_size,
+  tx = dpjax.adaptive_dpsgd(0.1, 1.0, 1.1, sampler,
                             key=jax.random.key(4))
   params = jnp.zeros(4)
   step = jax.jit(lambda g, s: tx.update(g, s, params, mask=jnp.ones(8, bool)))
@@ -229,10 +229,10 @@ def test_count_noise_that_would_spend_the_budget_is_refused():
   with pytest.raises(ValueError, match='count_stddev'):
     transforms.adaptive_clip_noise_multiplier(1.0, 0.5)
   with pytest.raises(ValueError, match='count_stddev'):
-    dpjax.adaptive_dpsgd(0.1, 1.0, 4.0, 20, key=jax.random.key(0))
+    dpjax.adaptive_dpsgd(0.1, 1.0, 4.0, dpjax.PoissonSampler(20, 1.0), key=jax.random.key(0))
   # The noisy-SGD ablation still needs the bound its noise is scaled to.
   with pytest.raises(ValueError, match='l2_norm_clip'):
-    dpjax.dpsgd(0.1, None, 1.0, 8, key=jax.random.key(0), clip=False)
+    dpjax.dpsgd(0.1, None, 1.0, dpjax.PoissonSampler(8, 1.0), key=jax.random.key(0), clip=False)
 
 
 @pytest.mark.parametrize('count_stddev', [2.0, 0.0])

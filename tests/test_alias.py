@@ -27,7 +27,7 @@ ALL8 = jnp.ones(8, bool)
 
 def _noise_of_one_step(sigma, clip=1.0, key=KEY, dim=D):
   """dpsgd's update for zero gradients and lr = batch = 1: -noise."""
-  tx = dpjax.dpsgd(1.0, clip, sigma, 1.0, key=key)
+  tx = dpjax.dpsgd(1.0, clip, sigma, dpjax.PoissonSampler(1, 1.0), key=key)
   params = jnp.zeros(dim)
   out, _ = tx.update(jnp.zeros((2, dim)), tx.init(params), params,
                      mask=jnp.ones(2, bool))
@@ -38,7 +38,7 @@ def test_inject_hyperparams_dpsgd_matches_the_plain_chain_under_jit():
   params = jnp.zeros(D)
   grads = jax.random.normal(jax.random.key(1), (8, D))
   args = dict(learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=1.1,
-              expected_batch_size=16.0, key=KEY, momentum=0.9)
+              sampler=dpjax.PoissonSampler(16, 1.0), key=KEY, momentum=0.9)
   injected = optax.inject_hyperparams(dpjax.dpsgd)(**args)
   plain = dpjax.dpsgd(**args)
   s_inj, s_plain = injected.init(params), plain.init(params)
@@ -81,7 +81,7 @@ def test_rs_dpsgd_vmaps_over_sparsity_schedules():
 
   def zeros_after_one_step(num_zeros):
     sched = base._replace(num_zeros=num_zeros)
-    tx = dpjax.rs_dpsgd(1.0, 1.0, 1.0, 1.0, sched, key=KEY,
+    tx = dpjax.rs_dpsgd(1.0, 1.0, 1.0, dpjax.PoissonSampler(1, 1.0), sched, key=KEY,
                         mask_key=jax.random.key(1))
     out, _ = tx.update(jnp.ones((2, 100)), tx.init(params), params,
                        mask=jnp.ones(2, bool))
@@ -206,7 +206,7 @@ def test_bits_companions():
 ])
 def test_aliases_reject_negative_or_infinite_hyperparameters(kwargs, match):
   base = dict(learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=1.0,
-              expected_batch_size=8)
+              sampler=dpjax.PoissonSampler(8, 1.0))
   key, mask_key = jax.random.split(jax.random.key(0))
   with pytest.raises(ValueError, match=match):
     dpjax.dpsgd(**dict(base, **kwargs), key=key)
@@ -220,7 +220,7 @@ def test_aliases_reject_negative_or_infinite_hyperparameters(kwargs, match):
 def test_a_learning_rate_schedule_still_passes():
   tx = dpjax.dpsgd(learning_rate=optax.constant_schedule(0.1),
                    l2_norm_clip=1.0, noise_multiplier=1.0,
-                   expected_batch_size=8, key=jax.random.key(0))
+                   sampler=dpjax.PoissonSampler(8, 1.0), key=jax.random.key(0))
   assert isinstance(tx, optax.GradientTransformation)
 
 
@@ -237,7 +237,7 @@ def test_a_sweep_gives_each_member_its_own_noise():
   sigmas = jnp.array([0.0, 1.0, 2.0])  # member 0 releases the clipped sum
 
   def one_step(sigma, key):
-    tx = dpjax.dpsgd(1.0, 1.0, sigma, 1.0, key=key)
+    tx = dpjax.dpsgd(1.0, 1.0, sigma, dpjax.PoissonSampler(1, 1.0), key=key)
     params = jnp.zeros(16)
     return tx.update(grads, tx.init(params), params, mask=ALL8)[0]
 
@@ -260,7 +260,7 @@ def test_dpsgd_on_bf16_params_keeps_its_state_dtypes():
   (strict dtype promotion, as the tests run, refuses mixing them)."""
   params = {'w': jnp.ones((3, 2), jnp.bfloat16)}
   grads = {'w': jnp.ones((4, 3, 2), jnp.bfloat16)}
-  tx = dpjax.dpsgd(0.1, 1.0, 1.0, 4.0, key=jax.random.key(0), momentum=0.9)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(4, 1.0), key=jax.random.key(0), momentum=0.9)
   state = tx.init(params)
   updates, new_state = tx.update(grads, state, params, mask=jnp.ones(4, bool))
   assert updates['w'].dtype == jnp.bfloat16
@@ -412,7 +412,7 @@ def _user_sum(l2_norm_clip=1.0):
 
 
 def _one_step(updates, sampler):
-  tx = dpjax.dpsgd(0.1, None, SIGMA, sampler.expected_batch_size,
+  tx = dpjax.dpsgd(0.1, None, SIGMA, sampler,
                    key=jax.random.key(0), per_example=False)
   params = jnp.zeros(2)
   return tx.update(updates, tx.init(params), params)[1]
@@ -438,12 +438,12 @@ def test_a_per_example_sum_is_refused_under_a_user_level_sampler():
 
 
 @pytest.mark.parametrize('make', [
-    lambda clip: dpjax.dpsgd(0.1, clip, 1.0, 8, key=KEY, per_example=False),
+    lambda clip: dpjax.dpsgd(0.1, clip, 1.0, dpjax.PoissonSampler(8, 1.0), key=KEY, per_example=False),
     lambda clip: dpjax.rs_dpsgd(
-        0.1, clip, 1.0, 8,
+        0.1, clip, 1.0, dpjax.PoissonSampler(8, 1.0),
         transforms.SparsityMaskSchedule.cooling(0.5, 1, 10, jnp.zeros(4)),
         key=KEY, mask_key=jax.random.key(1), per_example=False),
-    lambda clip: dpjax.bandmf(0.1, clip, 1.0, 8,
+    lambda clip: dpjax.bandmf(0.1, clip, 1.0, dpjax.PoissonSampler(8, 1.0),
                               dpjax.correlated_noise.identity(4), key=KEY,
                               per_example=False),
 ])
@@ -457,7 +457,7 @@ def test_a_second_bound_beside_the_clipped_sums_is_refused(make):
 
 def test_record_step_records_the_event_and_refuses_a_replayed_state():
   sampler = dpjax.PoissonSampler(100, 0.1)
-  tx = dpjax.dpsgd(0.1, 1.0, SIGMA, sampler.expected_batch_size, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, SIGMA, sampler, key=KEY)
   params = jnp.zeros(3)
   batch = sampler.sample(jax.random.key(1), 0)
   _, state = tx.update(jnp.ones((batch.mask.size, 3)), tx.init(params),

@@ -139,7 +139,7 @@ def test_minibatch_event_and_masked_rows():
   sampler = dpjax.sampling.PoissonSampler(200, q)
   batch = sampler.sample(jax.random.key(0), 0)
   grads = jax.random.normal(jax.random.key(1), (sampler.max_batch_size, D))
-  tx = T.dp_compsgd(0.1, M, 1.0, L, sigma, sampler.expected_batch_size,
+  tx = T.dp_compsgd(0.1, M, 1.0, L, sigma, sampler,
                     key=jax.random.key(2))
   w = jnp.zeros(D)
   update = jax.jit(lambda g: tx.update(g, tx.init(w), w, mask=batch.mask)[0])
@@ -255,8 +255,8 @@ def test_compgd_decreases_a_logistic_loss():
      'num_examples=0'),
     (lambda: T.compgd(0.1, 2, 1.0, key=jax.random.key(0), ball='l3'),
      "ball='l3'"),
-    (lambda: T.dp_compsgd(0.1, 2, 1.0, 1.0, 1.0, 0.0, key=jax.random.key(0)),
-     'expected_batch_size=0.0'),
+    (lambda: T.dp_compsgd(0.1, 2, 1.0, 1.0, 1.0, 4.0, key=jax.random.key(0)),
+     'pass the sampler'),
 ])
 def test_bad_input_names_the_value(make, match):
   with pytest.raises(ValueError, match=match):
@@ -269,7 +269,7 @@ def test_a_nonfinite_row_is_dropped_and_the_others_kept():
   grads = jax.random.normal(jax.random.key(0), (N, D))
   w = jnp.zeros(D)
   for tx in (T.dp_compgd(0.5, M, 1.0, L, 0.0, N, key=jax.random.key(1)),
-             T.dp_compsgd(0.5, M, 1.0, L, 0.0, 4.0, key=jax.random.key(1))):
+             T.dp_compsgd(0.5, M, 1.0, L, 0.0, dpjax.PoissonSampler(4, 1.0), key=jax.random.key(1))):
     step = jax.jit(lambda g, tx=tx: tx.update(g, tx.init(w), w,
                                               mask=jnp.ones(N, bool)))
     clean, _ = step(grads.at[2].set(0.0))
@@ -283,8 +283,8 @@ def test_a_nonfinite_row_is_dropped_and_the_others_kept():
 
 
 @pytest.mark.parametrize('make', [
-    lambda: T.dp_compsgd(0.1, M, 1.0, L, 1.0, 4.0, key=jax.random.key(0)),
-    lambda: T.dp_projected_sgd(0.1, 1.0, L, 1.0, 4.0, key=jax.random.key(0)),
+    lambda: T.dp_compsgd(0.1, M, 1.0, L, 1.0, dpjax.PoissonSampler(4, 1.0), key=jax.random.key(0)),
+    lambda: T.dp_projected_sgd(0.1, 1.0, L, 1.0, dpjax.PoissonSampler(4, 1.0), key=jax.random.key(0)),
 ])
 def test_poisson_steps_refuse_a_batch_without_its_mask(make):
   """A padded Poisson batch without mask= counted every padded row (copies
@@ -373,8 +373,8 @@ def test_record_step_refuses_a_replayed_compgd_state():
 
 
 @pytest.mark.parametrize('make', [
-    lambda: T.dp_compsgd(0.1, M, 1.0, L, 1.3, 5.0, key=jax.random.key(0)),
-    lambda: T.dp_projected_sgd(0.1, 1.0, L, 1.3, 5.0, key=jax.random.key(0)),
+    lambda: T.dp_compsgd(0.1, M, 1.0, L, 1.3, dpjax.PoissonSampler(5, 1.0), key=jax.random.key(0)),
+    lambda: T.dp_projected_sgd(0.1, 1.0, L, 1.3, dpjax.PoissonSampler(5, 1.0), key=jax.random.key(0)),
 ])
 def test_a_poisson_step_is_read_with_its_sampler(make):
   """sampler.dp_event(sigma): what dp_compsgd_step_event gave per step."""
@@ -414,7 +414,7 @@ def test_the_reader_refuses_non_private_runs_and_extra_privacy_parts():
 
 def test_a_dpsgd_state_refuses_sampler_none():
   """Before, sampler=None died in an AttributeError deep in the reader."""
-  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 10.0, key=jax.random.key(0))
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, dpjax.PoissonSampler(10, 1.0), key=jax.random.key(0))
   _, s = tx.update(jnp.ones((2, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3),
                    mask=jnp.ones(2, bool))
   with pytest.raises(ValueError, match='full-batch steps'):

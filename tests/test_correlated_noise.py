@@ -285,7 +285,7 @@ def test_neighbouring_runs_differ_by_at_most_the_sensitivity():
   grads = jnp.asarray(rng.normal(size=(5, dim)) * 3, jnp.float32)
   canary = jnp.asarray(rng.normal(size=dim) * 50, jnp.float32)
 
-  tx = dpjax.bandmf(1.0, clip, 1.0, 5.0, s, key=jax.random.key(3))
+  tx = dpjax.bandmf(1.0, clip, 1.0, dpjax.PoissonSampler(5, 1.0), s, key=jax.random.key(3))
   g = jnp.concatenate([grads, canary[None]])
 
   @jax.jit
@@ -330,7 +330,7 @@ def test_bandmf_takes_vmap_ghost_and_sharded_clipped_sums(standard_draw):
                                                          mesh=mesh),
   }
   for name, fn in sums.items():
-    tx = dpjax.bandmf(0.1, 1.0 if fn is None else None, 1.3, 8.0, s,
+    tx = dpjax.bandmf(0.1, 1.0 if fn is None else None, 1.3, dpjax.PoissonSampler(8, 1.0), s,
                       key=jax.random.key(5), per_example=fn is None)
 
     @jax.jit
@@ -352,7 +352,7 @@ def test_bandmf_takes_vmap_ghost_and_sharded_clipped_sums(standard_draw):
       jax.tree.map(lambda p, q: np.testing.assert_allclose(p, q, atol=1e-5),
                    a, b)
   # A bare sum is refused: the noise is calibrated to a clip bound.
-  tx = dpjax.bandmf(0.1, None, 1.3, 8.0, s, key=jax.random.key(5),
+  tx = dpjax.bandmf(0.1, None, 1.3, dpjax.PoissonSampler(8, 1.0), s, key=jax.random.key(5),
                     per_example=False)
   with pytest.raises(ValueError, match='updates'):
     tx.update(params, tx.init(params), params)
@@ -383,7 +383,7 @@ def test_amplified_event_is_dpsgd_for_the_cycles_and_the_ledger_agrees():
   # The step events read from the running state compose to the same.
   sampler = dpjax.sampling.CyclicPoissonSampler(400, q, b, max_batch_size=400)
   assert sampler.expected_batch_size == pytest.approx(25.0)
-  tx = dpjax.bandmf(0.1, 1.0, sigma, sampler.expected_batch_size, s,
+  tx = dpjax.bandmf(0.1, 1.0, sigma, sampler, s,
                     key=jax.random.key(0))
   params = jnp.zeros(2)
   state = tx.init(params)
@@ -414,7 +414,7 @@ def test_amplified_event_is_dpsgd_for_the_cycles_and_the_ledger_agrees():
 def test_step_event_refuses_steps_past_n_and_unclipped_chains():
   s = cn.tree_aggregation(2)  # not Toeplitz: it has no row past n = 2
   sampler = dpjax.sampling.CyclicPoissonSampler(40, 0.5, 2)
-  tx = dpjax.bandmf(0.1, 1.0, 1.0, sampler.expected_batch_size, s,
+  tx = dpjax.bandmf(0.1, 1.0, 1.0, sampler, s,
                     key=jax.random.key(0))
   step = jax.jit(lambda state: tx.update(
       jnp.ones((2, 3)), state, jnp.zeros(3), mask=jnp.ones(2, bool))[1])
@@ -467,7 +467,7 @@ def test_unamplified_run_is_the_gaussian_of_the_sensitivity_read_from_state():
   for s, bound in (
       (cn.banded_toeplitz(cn.optimize_banded_toeplitz(steps, b), steps),
        'exact'), (cn.tree_aggregation(steps), 'upper')):
-    tx = dpjax.bandmf(0.1, 1.0, sigma, sampler.expected_batch_size, s,
+    tx = dpjax.bandmf(0.1, 1.0, sigma, sampler, s,
                       key=jax.random.key(0))
     _, ledger = _run_and_record(tx, sampler, steps)
     sens = cn.sensitivity(s, min_separation=b, max_participations=None,
@@ -501,7 +501,7 @@ def test_a_strategy_is_accounted_only_on_the_cyclic_sampler_s_own_pattern():
     num_partitions = 4  # the epoch length, declared by hand
 
   s = cn.banded_toeplitz([1.0, 0.5], 16)
-  tx = dpjax.bandmf(0.1, 1.0, 1.0, 4.0, s, key=jax.random.key(0))
+  tx = dpjax.bandmf(0.1, 1.0, 1.0, dpjax.PoissonSampler(4, 1.0), s, key=jax.random.key(0))
   _, state = tx.update(jnp.ones((4, 2)), tx.init(jnp.zeros(2)), jnp.zeros(2),
                        mask=jnp.ones(4, bool))
   for sampler in (DeclaredShuffle(16, 4), dpjax.sampling.ShuffleSampler(16, 4)):
@@ -516,7 +516,7 @@ def test_a_step_count_restarted_each_epoch_is_refused():
   steps_per_epoch, epochs, b, q = 5, 2, 2, 0.5
   sampler = dpjax.sampling.CyclicPoissonSampler(40, q, b)
   s = cn.banded_toeplitz([1.0, 0.5], steps_per_epoch * epochs)
-  make = lambda: dpjax.bandmf(0.1, 1.0, 1.0, sampler.expected_batch_size, s,
+  make = lambda: dpjax.bandmf(0.1, 1.0, 1.0, sampler, s,
                               key=jax.random.key(0))
   tx, params = make(), jnp.zeros(2)
   step = jax.jit(lambda state, batch: tx.update(
@@ -591,7 +591,7 @@ def test_cyclic_sampler_keeps_each_example_in_its_partition():
     (lambda: dpjax.transforms.add_dpsgd_noise(
         1.0, key=jax.random.key(0), strategy=cn.identity(2), noise='exact'),
      'strategy'),
-    (lambda: dpjax.bandmf(0.1, 1.0, 1.0, 8.0, cn.identity(2),
+    (lambda: dpjax.bandmf(0.1, 1.0, 1.0, dpjax.PoissonSampler(8, 1.0), cn.identity(2),
                           key=jax.random.key(0), per_example=False),
      'l2_norm_clip'),
     (lambda: dpjax.sampling.CyclicPoissonSampler(10, 0.5, 0),

@@ -104,7 +104,7 @@ def _check(name, method, mesh):
   leaf = jax.tree.leaves(got.grad_sum)[0]
   assert leaf.sharding.is_fully_replicated
   # The noisy DP-SGD update: same key, same update.
-  tx = dpjax.dpsgd(0.1, None, 1.1, 8.0, key=jax.random.key(3),
+  tx = dpjax.dpsgd(0.1, None, 1.1, dpjax.PoissonSampler(8, 1.0), key=jax.random.key(3),
                    per_example=False)
   update = jax.jit(lambda s: tx.update(s, tx.init(params), params)[0])
   noisy = _max_diff(update(got.grad_sum), update(want7.grad_sum))

@@ -78,7 +78,7 @@ def test_same_key_neighbours_differ_by_their_rounding_only():
 
 def test_dpsgd_exact_path_releases_grid_values_and_its_event():
   clip, sigma, n = 1.0, 1.1, 1000
-  tx = dpjax.dpsgd(1.0, clip, sigma, 1.0, key=jax.random.key(0),
+  tx = dpjax.dpsgd(1.0, clip, sigma, dpjax.PoissonSampler(1, 1.0), key=jax.random.key(0),
                    noise='exact')
   params = jnp.zeros(3)
   grads = jnp.ones((4, 3))
@@ -127,14 +127,14 @@ def test_dpsgd_exact_path_releases_grid_values_and_its_event():
 
 
 def test_exact_step_event_refusals():
-  tx = dpjax.dpsgd(1.0, 1.0, 1.1, 1.0, key=jax.random.key(0), noise='exact')
+  tx = dpjax.dpsgd(1.0, 1.0, 1.1, dpjax.PoissonSampler(1, 1.0), key=jax.random.key(0), noise='exact')
   params = jnp.zeros(3)
   _, state = tx.update(jnp.ones((2, 3)), tx.init(params), params,
                        mask=jnp.ones(2, bool))
   # The event is read from the state that ran, its sigma included: another
   # sigma runs on another grid and gives another event.
   sampler = sampling.PoissonSampler(100, 0.01)  # normalize divides by 1
-  other = dpjax.dpsgd(1.0, 1.0, 2.0, 1.0, key=jax.random.key(0),
+  other = dpjax.dpsgd(1.0, 1.0, 2.0, dpjax.PoissonSampler(1, 1.0), key=jax.random.key(0),
                       noise='exact')
   _, other_state = other.update(jnp.ones((2, 3)), other.init(params), params,
                                 mask=jnp.ones(2, bool))
@@ -161,7 +161,7 @@ def test_exact_step_event_refusals():
 def test_bad_arguments_are_refused_naming_them():
   key = jax.random.key(0)
   with pytest.raises(ValueError, match='noise'):
-    dpjax.dpsgd(0.1, 1.0, 1.0, 8, key=key, noise='exakt')
+    dpjax.dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(8, 1.0), key=key, noise='exakt')
   with pytest.raises(ValueError, match='gamma'):
     transforms.add_exact_gaussian_noise(1.0, key=key, gamma=0.3)
   with pytest.raises(ValueError, match='stddev'):
@@ -203,5 +203,5 @@ def test_exact_noise_refuses_a_bare_sum_and_follows_the_carried_bound():
   with pytest.raises(ValueError, match='updates'):
     jax.jit(tx.update)(wider, tx.init(None))
   with pytest.raises(ValueError, match='clip=True'):
-    dpjax.dpsgd(1.0, 1.0, 1.1, 1.0, key=jax.random.key(0), noise='exact',
+    dpjax.dpsgd(1.0, 1.0, 1.1, dpjax.PoissonSampler(1, 1.0), key=jax.random.key(0), noise='exact',
                 clip=False)

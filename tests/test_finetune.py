@@ -127,7 +127,7 @@ def test_ghost_equals_vmap_on_lora_dense(positions, rtol):
 
 
 def _private_step(loss, sampler, sigma):
-  tx = dpjax.dpsgd(0.5, None, sigma, sampler.expected_batch_size,
+  tx = dpjax.dpsgd(0.5, None, sigma, sampler,
                    key=jax.random.key(7), per_example=False)
   grad_sum = dpjax.clipped_grad_sum(loss, C, 'ghost')
 

@@ -94,7 +94,7 @@ def test_clip_aggregator_is_finite_and_within_sensitivity(case):
 @hypothesis.given(case=per_example_case(), sigma=st.floats(0, 5))
 def test_dpsgd_step_is_finite_or_refused(case, sigma):
   params, grads, _, mask, clip, dtype = case
-  tx = dpjax.dpsgd(0.1, clip, sigma, 4.0, key=jax.random.key(0))
+  tx = dpjax.dpsgd(0.1, clip, sigma, dpjax.PoissonSampler(4, 1.0), key=jax.random.key(0))
   try:
     out, _ = tx.update(grads, tx.init(params), params, mask=mask)
   except ValueError as e:
@@ -331,12 +331,12 @@ def _compgd_step(name):
     make = {
         'dp_compgd': lambda c, s: t.dp_compgd(0.1, 3, 1.0, c, s, CB,
                                               key=jax.random.key(0)),
-        'dp_compsgd': lambda c, s: t.dp_compsgd(0.1, 3, 1.0, c, s, 2.0,
+        'dp_compsgd': lambda c, s: t.dp_compsgd(0.1, 3, 1.0, c, s, dpjax.PoissonSampler(2, 1.0),
                                                 key=jax.random.key(0)),
         'dp_projected_gd': lambda c, s: t.dp_projected_gd(
             0.1, 1.0, c, s, CB, key=jax.random.key(0)),
         'dp_projected_sgd': lambda c, s: t.dp_projected_sgd(
-            0.1, 1.0, c, s, 2.0, key=jax.random.key(0)),
+            0.1, 1.0, c, s, dpjax.PoissonSampler(2, 1.0), key=jax.random.key(0)),
     }[name]
 
     def step(rows, mask, clip, sigma):

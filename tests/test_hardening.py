@@ -97,7 +97,7 @@ def test_gaussian_protocol_client_with_nan_sends_what_a_zero_vector_sends():
 
 def test_forgotten_batch_axis_raises_naming_the_leaf():
   params = {'w': jnp.zeros((4, 3)), 'b': jnp.zeros(3)}
-  tx = dpjax.dpsgd(0.1, 1.0, 1.0, 8, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(8, 1.0), key=KEY)
   param_shaped = jax.tree.map(jnp.ones_like, params)  # no batch axis
   with pytest.raises(ValueError, match=r"\['b'\].*Missing batch axis"):
     tx.update(param_shaped, tx.init(params), params, mask=jnp.ones(4, bool))
@@ -130,7 +130,7 @@ def test_poisson_padding_without_mask_is_refused_by_the_chain():
   batch = sampler.sample(KEY, 0)
   params = jnp.zeros(2)
   grads = jnp.ones((sampler.max_batch_size, 2))
-  tx = dpjax.dpsgd(0.1, 1.0, 1.0, 8, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(8, 1.0), key=KEY)
   with pytest.raises(ValueError, match='mask='):
     tx.update(grads, tx.init(params), params)
   out, _ = tx.update(grads, tx.init(params), params, mask=batch.mask)
@@ -181,7 +181,7 @@ def test_integer_gradients_are_refused():
 
 @pytest.mark.parametrize('call, match', [
     (lambda: dpjax.clip_per_example(float('inf')), 'l2_norm_clip=inf'),
-    (lambda: dpjax.dpsgd(0.1, 1.0, float('inf'), 8, key=KEY),
+    (lambda: dpjax.dpsgd(0.1, 1.0, float('inf'), dpjax.PoissonSampler(8, 1.0), key=KEY),
      'noise_multiplier=inf'),
     (lambda: dpjax.add_gaussian_noise(float('nan'), key=KEY), 'stddev=nan'),
     (lambda: dpjax.add_laplace_noise(float('inf'), key=KEY), 'scale=inf'),
@@ -194,7 +194,7 @@ def test_infinite_hyperparameters_are_refused(call, match):
 def test_the_noisy_sgd_ablation_sums_without_clipping():
   params = jnp.zeros(2)
   sched = transforms.SparsityMaskSchedule.cooling(0.0, 1, 1, params)
-  tx = dpjax.rs_dpsgd(1.0, 1.0, 0.0, 1.0, sched, key=KEY,
+  tx = dpjax.rs_dpsgd(1.0, 1.0, 0.0, dpjax.PoissonSampler(1, 1.0), sched, key=KEY,
                       mask_key=jax.random.key(1),
                       clip=False)
   out, _ = tx.update(jnp.array([[3.0, 4.0], [1.0, 1.0]]), tx.init(params),
@@ -254,7 +254,7 @@ def test_ledger_records_the_sigma_that_ran():
   steps gave eps 0.35 for a run whose eps is 5.92, with no error. Now the
   ledger reads sigma from the state that ran: no other can be claimed."""
   sampler = dpjax.PoissonSampler(2000, 0.005)
-  tx = dpjax.dpsgd(0.1, 1.0, 0.5, sampler.expected_batch_size, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, 0.5, sampler, key=KEY)
   states = _run_dpsgd(tx, sampler, 100)
   assert dpjax.accounting.step_event(states[0], sampler) == sampler.dp_event(
       0.5)
@@ -276,7 +276,7 @@ def test_ledger_follows_a_traced_sigma_changed_mid_run():
   sampler = dpjax.PoissonSampler(1000, 0.01)
   tx = optax.inject_hyperparams(dpjax.dpsgd, static_args=('key',))(
       learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=2.0,
-      expected_batch_size=10.0, key=KEY)
+      sampler=sampler, key=KEY)
   params = jnp.zeros(2)
   state = tx.init(params)
   sigmas = []
@@ -303,27 +303,53 @@ def test_dpsgd_noise_releases_non_finite_sums_as_their_zero_substitute():
 
 def test_normalize_divisor_must_match_the_sampler():
   """Before: dividing by a batch size other than the sampler's q N (e.g. the
-  padded size) was never checked."""
+  padded size) was never checked. The chains read the divisor from the
+  sampler; a chain built by hand with its own ``normalize`` can still
+  disagree with it, and the reader refuses that."""
   sampler = dpjax.PoissonSampler(1000, 0.032)
-  tx = dpjax.dpsgd(0.1, 1.0, 1.0, sampler.max_batch_size, key=KEY)
+  tx = optax.chain(dpjax.clip_per_example(1.0),
+                   dpjax.transforms.add_dpsgd_noise(1.0, key=KEY),
+                   dpjax.normalize(sampler.max_batch_size), optax.sgd(0.1))
   state, = _run_dpsgd(tx, sampler, 1)
   with pytest.raises(ValueError, match='expected batch size is 32'):
     dpjax.accounting.step_event(state, sampler)
-  good = dpjax.dpsgd(0.1, 1.0, 1.0, 32, key=KEY)
+  good = dpjax.dpsgd(0.1, 1.0, 1.0, sampler, key=KEY)
   event = dpjax.accounting.step_event(_run_dpsgd(good, sampler, 1)[0],
                                       sampler)
   assert event == sampler.dp_event(1.0)
+
+
+@pytest.mark.parametrize('not_a_sampler', [
+    32, 32.0, jnp.float32(32), dpjax.PoissonSampler, None])
+def test_chains_refuse_a_number_in_the_samplers_place(not_a_sampler):
+  """The divisor lives in the sampler the batches come from; a second
+  number could only disagree with it."""
+  sched = dpjax.transforms.SparsityMaskSchedule.cooling(0.5, 1, 10,
+                                                        jnp.zeros(3))
+  strategy = dpjax.correlated_noise.banded_toeplitz([1.0, 0.5], 4)
+  for make in (
+      lambda s: dpjax.dpsgd(0.1, 1.0, 1.0, s, key=KEY),
+      lambda s: dpjax.rs_dpsgd(0.1, 1.0, 1.0, s, sched, key=KEY,
+                               mask_key=jax.random.key(1)),
+      lambda s: dpjax.bandmf(0.1, 1.0, 1.0, s, strategy, key=KEY),
+      lambda s: dpjax.adaptive_dpsgd(0.1, 1.0, 1.0, s, key=KEY),
+      lambda s: dpjax.transforms.dp_compsgd(0.1, 2, 1.0, 1.0, 1.0, s,
+                                            key=KEY),
+      lambda s: dpjax.transforms.dp_projected_sgd(0.1, 1.0, 1.0, 1.0, s,
+                                                  key=KEY)):
+    with pytest.raises(ValueError, match='pass the sampler'):
+      make(not_a_sampler)
 
 
 def test_step_event_refuses_unclipped_unstepped_and_batched_states():
   sampler = dpjax.PoissonSampler(100, 0.1)
   sched = dpjax.transforms.SparsityMaskSchedule.cooling(0.5, 1, 10,
                                                         jnp.zeros(3))
-  noisy = dpjax.rs_dpsgd(0.1, 1.0, 1.0, 10, sched, key=KEY,
+  noisy = dpjax.rs_dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(10, 1.0), sched, key=KEY,
                          mask_key=jax.random.key(1), clip=False)
   with pytest.raises(ValueError, match='unclipped'):
     dpjax.accounting.step_event(_run_dpsgd(noisy, sampler, 1)[0], sampler)
-  tx = dpjax.dpsgd(0.1, 1.0, 1.0, 10, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(10, 1.0), key=KEY)
   with pytest.raises(ValueError, match='before any step'):
     dpjax.accounting.step_event(tx.init(jnp.zeros(3)), sampler)
   state = _run_dpsgd(tx, sampler, 1)[0]
@@ -461,4 +487,4 @@ def test_randomized_rounding_is_unbiased_with_exact_probabilities():
 def test_rs_dpsgd_refuses_one_key_for_noise_and_masks():
   sched = transforms.SparsityMaskSchedule.cooling(0.5, 1, 1, jnp.zeros(4))
   with pytest.raises(ValueError, match='different'):
-    dpjax.rs_dpsgd(0.1, 1.0, 1.0, 4.0, sched, key=KEY, mask_key=KEY)
+    dpjax.rs_dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(4, 1.0), sched, key=KEY, mask_key=KEY)

@@ -53,7 +53,7 @@ def test_streams_of_one_key_differ_and_are_pure():
 
 def test_sampler_and_noise_streams_of_one_key_differ():
   key = jax.random.key(3)
-  state = dpjax.dpsgd(1.0, 1.0, 1.0, 1.0, key=key).init(jnp.zeros(2))
+  state = dpjax.dpsgd(1.0, 1.0, 1.0, dpjax.PoissonSampler(1, 1.0), key=key).init(jnp.zeros(2))
   keys = [x for x in jax.tree.leaves(state)
           if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)]
   assert len(keys) == 1  # the noise stream, not the user key
@@ -70,7 +70,7 @@ def test_sampler_and_noise_streams_of_one_key_differ():
 def _noise_and_masks(key):
   """One key for the sampler and the noise, as a user might pass it."""
   sampler = dpjax.PoissonSampler(N, Q, max_batch_size=N)
-  tx = dpjax.dpsgd(1.0, 1.0, 1.0, 1.0, key=key)  # lr = sigma = C = batch = 1
+  tx = dpjax.dpsgd(1.0, 1.0, 1.0, dpjax.PoissonSampler(1, 1.0), key=key)  # lr = sigma = C = batch = 1
 
   @jax.jit
   def step(state, t):

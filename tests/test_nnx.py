@@ -91,7 +91,8 @@ def test_ghost_equals_vmap_on_nnx_layers(kind):
 
 def test_dpsgd_step_on_an_nnx_model_with_an_nnx_optimizer_state():
   loss, params, batch = _setup('transformer')
-  tx = dpjax.dpsgd(0.1, None, 1.0, B, key=jax.random.key(2),
+  tx = dpjax.dpsgd(0.1, None, 1.0, dpjax.PoissonSampler(B, 1.0),
+                   key=jax.random.key(2),
                    per_example=False)
   grad_sum = dpjax.clipped_grad_sum(loss, C, 'ghost')
 

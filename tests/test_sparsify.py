@@ -4,6 +4,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from scipy import stats
 
@@ -14,6 +15,7 @@ from dpjax import transforms as _sparsify
 PARAMS = {'w': jnp.zeros((6, 5)), 'b': jnp.zeros(5)}  # d = 35
 D = 35
 B = 4
+FULL = dpjax.PoissonSampler(B, 1.0)  # every step takes the whole batch
 
 
 def per_example_ones(scale=1.0):
@@ -112,7 +114,7 @@ def rs_step(final_rate=0.6, sigma=1.0, clip=True, key=0, l2_norm_clip=1.0,
             momentum=0.9):
   key = jax.random.key(key)
   sched = _sparsify.SparsityMaskSchedule.cooling(final_rate, 3, 5, PARAMS)
-  tx = dpjax.rs_dpsgd(0.1, l2_norm_clip, sigma, B, sched,
+  tx = dpjax.rs_dpsgd(0.1, l2_norm_clip, sigma, FULL, sched,
                       key=jax.random.fold_in(key, 1),
                       mask_key=jax.random.fold_in(key, 0),
                       momentum=momentum or None, clip=clip)
@@ -135,9 +137,10 @@ def test_masked_coordinates_get_neither_gradient_nor_noise():
 def test_zero_rate_is_plain_dpsgd_bit_for_bit():
   key = jax.random.key(5)
   sched = _sparsify.SparsityMaskSchedule.cooling(0.0, 3, 5, PARAMS)
-  rs = dpjax.rs_dpsgd(0.1, 1.0, 1.3, B, sched, key=jax.random.fold_in(key, 1),
+  rs = dpjax.rs_dpsgd(0.1, 1.0, 1.3, FULL, sched,
+                      key=jax.random.fold_in(key, 1),
                       mask_key=jax.random.fold_in(key, 0), momentum=0.9)
-  plain = dpjax.dpsgd(0.1, 1.0, 1.3, B, key=jax.random.fold_in(key, 1),
+  plain = dpjax.dpsgd(0.1, 1.0, 1.3, FULL, key=jax.random.fold_in(key, 1),
                       momentum=0.9)
   s_rs, s_plain = rs.init(PARAMS), plain.init(PARAMS)
   grads = jax.tree.map(
@@ -296,3 +299,71 @@ def test_sparse_message_round_trip_and_size():
   chex.assert_trees_all_equal(compression.decode_sparse(msg, PARAMS), update)
   assert msg.bits() == compression.sparse_message_bits(D, D - 28)
   assert msg.bits(send_indices=False) == 32 * (D - 28)
+
+
+def test_the_state_holds_the_mask_of_the_next_step_bit_for_bit():
+  """The state's mask is the mask of step ``count``, the one the next update
+  applies: the same bits as the mask as a function of (key, t), redrawn at
+  each refresh under a cooling schedule."""
+  from dpjax.transforms._sparsifying import _sparsity_mask  # pylint: disable=g-import-not-at-top
+  sched = _sparsify.SparsityMaskSchedule.cooling(0.8, 4, 6, PARAMS, 3)
+  key = jax.random.key(3)
+  tx = dpjax.transforms.sparsify_random(sched, key=key, per_example=False)
+  state = tx.init(PARAMS)
+  ones = jax.tree.map(jnp.ones_like, PARAMS)
+  update = jax.jit(tx.update)
+  for t in range(30):
+    expected = _sparsity_mask(key, t, PARAMS, sched)
+    chex.assert_trees_all_equal(dpjax.transforms.next_sparsity_mask(state),
+                                expected)
+    out, state = update(ones, state)
+    chex.assert_trees_all_equal(
+        out, jax.tree.map(lambda m: m.astype(jnp.float32), expected))
+
+
+def test_next_sparsity_mask_is_what_rs_dpsgd_applies():
+  """per_example=False: the caller masks the per-example gradients with the
+  state's mask; the sum then equals the chain's per_example=True update
+  (same keys, same mask on gradients and noise)."""
+  sched = _sparsify.SparsityMaskSchedule.cooling(0.6, 3, 2, PARAMS)
+  keys = dict(key=jax.random.key(1), mask_key=jax.random.key(2))
+  inside = dpjax.rs_dpsgd(0.1, 1.0, 1.0, FULL, sched, **keys)
+  outside = dpjax.rs_dpsgd(0.1, None, 1.0, FULL, sched, per_example=False,
+                           **keys)
+  grads = jax.tree.map(
+      lambda p: jax.random.normal(jax.random.key(6), (B,) + p.shape), PARAMS)
+  s_in, s_out = inside.init(PARAMS), outside.init(PARAMS)
+  for _ in range(5):
+    mask = dpjax.transforms.next_sparsity_mask(s_out)
+    chex.assert_trees_all_equal(mask,
+                                dpjax.transforms.next_sparsity_mask(s_in))
+    masked = jax.tree.map(lambda g, m: g * m[None], grads, mask)
+    total = dpjax.clipping.clip_and_sum(masked, 1.0, jnp.ones(B, bool))
+    u_in, s_in = inside.update(grads, s_in, PARAMS, mask=jnp.ones(B, bool))
+    u_out, s_out = outside.update(total.grad_sum, s_out, PARAMS)
+    chex.assert_trees_all_close(u_in, u_out, rtol=1e-6, atol=1e-7)
+
+
+def test_next_sparsity_mask_finds_the_state_anywhere_and_refuses_none():
+  sched = _sparsify.SparsityMaskSchedule.cooling(0.5, 1, 10, jnp.zeros(40))
+  def make(momentum=None):
+    return dpjax.rs_dpsgd(0.1, 1.0, 1.0, FULL, sched, key=jax.random.key(0),
+                          mask_key=jax.random.key(1), momentum=momentum)
+  plain = make().init(jnp.zeros(40))
+  mask = dpjax.transforms.next_sparsity_mask(plain)
+  assert int((mask == 0).sum()) == 20
+  injected = optax.inject_hyperparams(make)(momentum=0.9).init(jnp.zeros(40))
+  np.testing.assert_array_equal(
+      dpjax.transforms.next_sparsity_mask(injected), mask)
+  stacked = jax.vmap(lambda p: make().init(p))(jnp.zeros((3, 40)))
+  np.testing.assert_array_equal(
+      dpjax.transforms.next_sparsity_mask(stacked), np.stack([mask] * 3))
+  under_jit = jax.jit(dpjax.transforms.next_sparsity_mask)(plain)
+  np.testing.assert_array_equal(under_jit, mask)
+  with pytest.raises(ValueError, match='found none'):
+    dpjax.transforms.next_sparsity_mask(
+        dpjax.dpsgd(0.1, 1.0, 1.0, FULL, key=jax.random.key(0)).init(
+            jnp.zeros(40)))
+  other = dpjax.transforms.sparsify_random(sched, key=jax.random.key(7))
+  with pytest.raises(ValueError, match='different masks'):
+    dpjax.transforms.next_sparsity_mask((plain, other.init(jnp.zeros(40))))

@@ -42,7 +42,7 @@ def make_step(tx, jit=True):
 
 def test_same_state_twice_gives_the_same_update():
   params, data = setup()
-  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, dpjax.PoissonSampler(16, 1.0), key=KEY)
   state = tx.init(params)
   step = make_step(tx)
   a, _ = step(params, state, data, None)
@@ -84,7 +84,7 @@ def test_dpsgd_noise_stddev_is_sigma_times_the_total_clip_bound():
   clip = {'w': 0.6, 'b': 0.8}  # total bound 1.0
   sigma = 2.0
   params = {'w': jnp.zeros((200, 100)), 'b': jnp.zeros(3000)}
-  tx = dpjax.dpsgd(1.0, clip, sigma, expected_batch_size=1, key=KEY)
+  tx = dpjax.dpsgd(1.0, clip, sigma, sampler=dpjax.PoissonSampler(1, 1.0), key=KEY)
   per_example = jax.tree.map(lambda p: jnp.zeros((1,) + p.shape), params)
   updates, _ = tx.update(per_example, tx.init(params), params,
                          mask=jnp.ones(1, bool))
@@ -95,7 +95,7 @@ def test_dpsgd_noise_stddev_is_sigma_times_the_total_clip_bound():
 
 def test_no_clipping_no_noise_gives_plain_sgd_on_the_mean_gradient():
   params, data = setup()
-  tx = dpjax.dpsgd(0.5, 1e9, 0.0, 16, key=KEY, momentum=0.9)
+  tx = dpjax.dpsgd(0.5, 1e9, 0.0, dpjax.PoissonSampler(16, 1.0), key=KEY, momentum=0.9)
   ref = optax.sgd(0.5, momentum=0.9)
   mean_loss = lambda p: jnp.mean(jax.vmap(loss, (None, 0))(p, data))
   s, rs, p, rp = tx.init(params), ref.init(params), params, params
@@ -110,7 +110,7 @@ def test_normalize_divides_by_expected_not_padded_batch_size():
   params, data = setup(batch=8)
   padded = jax.tree.map(lambda v: jnp.concatenate([v, v]), data)
   mask = jnp.arange(16) < 8
-  tx = dpjax.dpsgd(1.0, 1e9, 0.0, expected_batch_size=8, key=KEY)
+  tx = dpjax.dpsgd(1.0, 1e9, 0.0, sampler=dpjax.PoissonSampler(8, 1.0), key=KEY)
   a, _ = make_step(tx)(params, tx.init(params), data, None)
   b, _ = make_step(tx)(params, tx.init(params), padded, mask)
   chex.assert_trees_all_close(a, b, rtol=1e-6)
@@ -131,7 +131,7 @@ def test_noise_is_bit_identical_with_and_without_jit(factory):
 
 def test_jitted_steps_are_reproducible_and_match_eager():
   params, data = setup()
-  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY, momentum=0.9)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, dpjax.PoissonSampler(16, 1.0), key=KEY, momentum=0.9)
   step = make_step(tx, jit=False)
   runs = []
   for fn in (jax.jit(step), jax.jit(step), step):
@@ -146,7 +146,7 @@ def test_jitted_steps_are_reproducible_and_match_eager():
 
 def test_jitted_step_compiles_once_across_steps():
   params, data = setup()
-  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, dpjax.PoissonSampler(16, 1.0), key=KEY)
   traces = []
 
   def step(params, state, data, mask):
@@ -165,7 +165,7 @@ def test_jitted_step_compiles_once_across_steps():
 def test_clip_state_counts_dropped_nonfinite_examples():
   params, data = setup()
   data['x'] = data['x'].at[3].set(jnp.nan)
-  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, dpjax.PoissonSampler(16, 1.0), key=KEY)
   new_params, state = make_step(tx)(params, tx.init(params), data, None)
   chex.assert_tree_all_finite(new_params)
   assert int(state[0].num_dropped) == 1
@@ -177,7 +177,7 @@ def test_clip_state_counts_dropped_nonfinite_examples():
 def _sum_step(sigma=1.0):
   """``dpsgd(per_example=False)``'s update of ``updates`` (state returned)."""
   params, _ = setup()
-  tx = dpjax.dpsgd(0.1, None, sigma, 16, key=KEY, per_example=False)
+  tx = dpjax.dpsgd(0.1, None, sigma, dpjax.PoissonSampler(16, 1.0), key=KEY, per_example=False)
   return lambda updates: tx.update(updates, tx.init(params), params)
 
 
@@ -196,9 +196,9 @@ def test_dpsgd_on_a_sum_refuses_a_second_bound():
   """The ClippedSum carries the bound; a chain given another could only
   disagree with it (before: a sum clipped at C = 4 was noised for C = 1)."""
   with pytest.raises(ValueError, match='l2_norm_clip=None'):
-    dpjax.dpsgd(0.1, 1.0, 1.0, 16, key=KEY, per_example=False)
+    dpjax.dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(16, 1.0), key=KEY, per_example=False)
   with pytest.raises(ValueError, match='Expected an l2_norm_clip'):
-    dpjax.dpsgd(0.1, None, 1.0, 16, key=KEY)
+    dpjax.dpsgd(0.1, None, 1.0, dpjax.PoissonSampler(16, 1.0), key=KEY)
 
 
 def _bound_and_noise(out, state, summed):
@@ -336,7 +336,7 @@ def test_a_traced_bound_is_recorded_as_the_sum_carried_it():
 
   @jax.jit
   def state_after(sum_clip):
-    tx = dpjax.dpsgd(0.1, None, 1.1, 16, key=KEY, per_example=False)
+    tx = dpjax.dpsgd(0.1, None, 1.1, dpjax.PoissonSampler(16, 1.0), key=KEY, per_example=False)
     summed = dpjax.clipped_grad_sum(loss, sum_clip)(
         params, data, jnp.ones(16, bool)).grad_sum
     return tx.update(summed, tx.init(params), params)[1]
@@ -386,8 +386,8 @@ def test_noisy_sgd_ablation_adds_nominal_noise_and_cannot_be_recorded():
   summed = dpjax.transforms._clipping.sum_per_example(2.0).update(
       grads, optax.EmptyState(), params, mask=mask)[0]
   assert summed.unit == 'unclipped' and summed.l2_norm_clip == 2.0
-  tx = dpjax.dpsgd(1.0, 2.0, 1.0, 1, key=KEY, clip=False)
-  noisy = dpjax.dpsgd(1.0, 2.0, 1.0, 1, key=KEY)  # same key, clipped
+  tx = dpjax.dpsgd(1.0, 2.0, 1.0, dpjax.PoissonSampler(1, 1.0), key=KEY, clip=False)
+  noisy = dpjax.dpsgd(1.0, 2.0, 1.0, dpjax.PoissonSampler(1, 1.0), key=KEY)  # same key, clipped
   out, state = tx.update(grads, tx.init(params), params, mask=mask)
   noise_state = dpjax.accounting.privacy_states(state)[0]
   assert float(noise_state.l2_sensitivity) == 2.0
@@ -405,8 +405,8 @@ def test_noisy_sgd_ablation_adds_nominal_noise_and_cannot_be_recorded():
   # and cannot be recorded.
   plain = jax.tree.map(lambda g: g.sum(0), grads)
   with pytest.raises(ValueError, match='unclipped_sum'):
-    dpjax.dpsgd(0.1, None, 1.0, 16, key=KEY, per_example=False, clip=False)
-  on_sums = dpjax.dpsgd(0.1, None, 1.0, 16, key=KEY, per_example=False)
+    dpjax.dpsgd(0.1, None, 1.0, dpjax.PoissonSampler(16, 1.0), key=KEY, per_example=False, clip=False)
+  on_sums = dpjax.dpsgd(0.1, None, 1.0, dpjax.PoissonSampler(16, 1.0), key=KEY, per_example=False)
   with pytest.raises(ValueError, match='Expected updates to be a ClippedSum'):
     on_sums.update(plain, on_sums.init(params), params)
   state = on_sums.update(dpjax.clipping.unclipped_sum(plain, 2.0),
@@ -419,7 +419,7 @@ def test_noisy_sgd_ablation_adds_nominal_noise_and_cannot_be_recorded():
 def test_sharded_batch_gives_the_same_step_as_one_device():
   assert jax.device_count() >= 2
   params, data = setup(batch=16)
-  tx = dpjax.dpsgd(0.1, 1.0, 1.1, 16, key=KEY)
+  tx = dpjax.dpsgd(0.1, 1.0, 1.1, dpjax.PoissonSampler(16, 1.0), key=KEY)
   step = jax.jit(make_step(tx))
   mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ('batch',))
   sharded = jax.device_put(
@@ -435,19 +435,18 @@ def test_key_is_a_required_keyword():
   with pytest.raises(ValueError, match='key'):
     dpjax.add_gaussian_noise(1.0, key=None)
   with pytest.raises(ValueError, match='key'):
-    dpjax.dpsgd(0.1, 1.0, 1.0, 10, key=3)
+    dpjax.dpsgd(0.1, 1.0, 1.0, dpjax.PoissonSampler(10, 1.0), key=3)
 
 
 @pytest.mark.parametrize('kwargs,match', [
     (dict(noise_multiplier=-1.0), 'noise_multiplier=-1.0'),
     (dict(l2_norm_clip=0.0), 'l2_norm_clip=0.0'),
     (dict(l2_norm_clip=-2.0), 'l2_norm_clip=-2.0'),
-    (dict(expected_batch_size=0), 'expected_batch_size=0'),
     (dict(momentum=-0.5), 'momentum=-0.5'),
 ])
 def test_dpsgd_validates_hyperparameters(kwargs, match):
   args = dict(learning_rate=0.1, l2_norm_clip=1.0, noise_multiplier=1.0,
-              expected_batch_size=10, key=KEY)
+              sampler=dpjax.PoissonSampler(10, 1.0), key=KEY)
   args.update(kwargs)
   with pytest.raises(ValueError, match=match):
     dpjax.dpsgd(**args)

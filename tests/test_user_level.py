@@ -199,7 +199,7 @@ def test_user_level_dpsgd_step_records_a_user_event():
                                               max_examples_per_user=3)
   x = jax.random.normal(jax.random.key(6), (60, 6))
   y = jnp.arange(60) % 3
-  tx = dpjax.dpsgd(0.1, None, 1.0, sampler.expected_batch_size,
+  tx = dpjax.dpsgd(0.1, None, 1.0, sampler,
                    key=jax.random.key(7), per_example=False)
   state = tx.init(_PARAMS)
   batch = sampler.sample(jax.random.key(8), 0)

@@ -344,8 +344,7 @@ class PrivacyLedger:
 
     Example:
       >>> sampler = dpjax.PoissonSampler(100, 0.1)
-      >>> tx = dpjax.dpsgd(0.1, 1.0, 1.1, sampler.expected_batch_size,
-      ...                  key=jax.random.key(0))
+      >>> tx = dpjax.dpsgd(0.1, 1.0, 1.1, sampler, key=jax.random.key(0))
       >>> batch = sampler.sample(jax.random.key(1), 0)
       >>> _, s = tx.update(jnp.ones((batch.mask.size, 3)),
       ...                  tx.init(jnp.zeros(3)), jnp.zeros(3),

@@ -27,7 +27,8 @@ def privacy_states(opt_state: Any) -> tuple[Any, ...]:
   device sync per step.
 
   Example:
-    >>> tx = dpjax.dpsgd(0.1, 1.0, 1.1, 10.0, key=jax.random.key(0))
+    >>> sampler = dpjax.sampling.PoissonSampler(100, 0.1)
+    >>> tx = dpjax.dpsgd(0.1, 1.0, 1.1, sampler, key=jax.random.key(0))
     >>> [type(s).__name__ for s in privacy_states(tx.init(jnp.zeros(3)))]
     ['DpsgdNoiseState', 'NormalizeState']
   """
@@ -70,8 +71,7 @@ def step_event(opt_state: Any, sampler: Any) -> dp_accounting.DpEvent:
 
   Example:
     >>> sampler = dpjax.sampling.PoissonSampler(1000, 0.032)
-    >>> tx = dpjax.dpsgd(0.1, 1.0, 1.1, sampler.expected_batch_size,
-    ...                  key=jax.random.key(0))
+    >>> tx = dpjax.dpsgd(0.1, 1.0, 1.1, sampler, key=jax.random.key(0))
     >>> _, s = tx.update(jnp.ones((2, 3)), tx.init(jnp.zeros(3)),
     ...                  jnp.zeros(3), mask=jnp.ones(2, bool))
     >>> round(step_event(s, sampler).noise_multiplier, 6)

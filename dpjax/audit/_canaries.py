@@ -15,6 +15,7 @@ Example:
   (8,)
 """
 
+import dataclasses
 from typing import Callable
 
 import jax
@@ -28,6 +29,21 @@ from dpjax import clipping
 from dpjax import transforms
 
 _STREAM = _keys.register('audit_canaries', __name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RowSampling:
+  """The run's sampling, for the chain's divisor: each present row kept at
+  ``sampling_rate``, over ``expected_rows`` present rows on average (the n
+  examples and half of the m canaries)."""
+  sampling_rate: float
+  expected_rows: float
+
+  unit = 'example'
+
+  @property
+  def expected_batch_size(self) -> float:
+    return self.sampling_rate * self.expected_rows
 
 
 def dpsgd_gradient_canaries(num_canaries: int, *, steps: int,
@@ -91,7 +107,7 @@ def dpsgd_gradient_canaries(num_canaries: int, *, steps: int,
   run = dict(steps=steps, noise_multiplier=noise_multiplier,
              l2_norm_clip=l2_norm_clip, sampling_rate=sampling_rate,
              learning_rate=learning_rate, clip=clip,
-             expected_batch=sampling_rate * (n + m / 2))
+             sampler=_RowSampling(sampling_rate, n + m / 2))
 
   def loss(params, example):
     residual = jnp.dot(example['x'], params['w']) - example['y']
@@ -180,7 +196,7 @@ def dpsgd_input_canaries(x: jax.Array, y: jax.Array, canary_x: jax.Array,
   run = dict(steps=steps, noise_multiplier=noise_multiplier,
              l2_norm_clip=l2_norm_clip, sampling_rate=sampling_rate,
              learning_rate=learning_rate, clip=clip,
-             expected_batch=sampling_rate * (n + m / 2))
+             sampler=_RowSampling(sampling_rate, n + m / 2))
 
   def log_prob(params, inputs, labels):
     logits = inputs @ params['w'] + params['b']
@@ -217,7 +233,7 @@ def _check_run(steps, noise_multiplier, l2_norm_clip, sampling_rate,
 
 def _train(loss, params, batch, rows, noise_key, sample_key, *, steps,
            noise_multiplier, l2_norm_clip, sampling_rate, learning_rate, clip,
-           expected_batch):
+           sampler):
   """``steps`` DP-SGD steps on the rows of ``batch`` where ``rows`` holds,
   each kept with probability ``sampling_rate`` per step; returns the final
   parameters and the stacked updates."""
@@ -226,7 +242,7 @@ def _train(loss, params, batch, rows, noise_key, sample_key, *, steps,
   # 'unclipped' sum (noise stddev sigma C, no event), takes the clipped sum's
   # place.
   tx = transforms.dpsgd(learning_rate, l2_norm_clip if clip else None,
-                        noise_multiplier, expected_batch, key=noise_key,
+                        noise_multiplier, sampler, key=noise_key,
                         per_example=clip)
 
   def step(carry, t):

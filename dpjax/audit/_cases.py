@@ -286,13 +286,15 @@ def dpsgd_vmap_case() -> AuditCase:
         total = jnp.sum(jnp.where(mask[:, None], g, 0.0), axis=0)
         return total + noise_multiplier * clip * jax.random.normal(
             key, total.shape)
-      tx = transforms.dpsgd(1.0, clip, noise_multiplier, float(n), key=key)
+      tx = transforms.dpsgd(1.0, clip, noise_multiplier, _poisson_full(n),
+                            key=key)
       params = jnp.zeros(g.shape[1])
       updates, _ = tx.update(g, tx.init(params), params, mask=mask)
       return -updates * n
     return mechanism
 
-  tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=jax.random.key(0))
+  tx = transforms.dpsgd(1.0, clip, sigma, _poisson_full(n),
+                        key=jax.random.key(0))
   eps = _dpsgd_epsilon(tx, grads, jnp.ones(n, bool), n)
   case = AuditCase(
       'dpsgd_vmap', mech(sigma), (grads, jnp.arange(n) > 0),
@@ -329,14 +331,14 @@ def dpsgd_ghost_case() -> AuditCase:
         # Broken: the noise follows the bound a sum carries, so the twin's
         # sum (clipped to bound) is rewrapped as if clipped to C.
         total = _clipped_sum.make(total.value, clip)
-      tx = transforms.dpsgd(1.0, None, noise_multiplier, float(n), key=key,
-                            per_example=False)
+      tx = transforms.dpsgd(1.0, None, noise_multiplier, _poisson_full(n),
+                            key=key, per_example=False)
       updates, _ = tx.update(total, tx.init(params), params)
       return -updates['w'] * n
     return mechanism
 
-  tx = transforms.dpsgd(1.0, None, sigma, float(n), key=jax.random.key(0),
-                        per_example=False)
+  tx = transforms.dpsgd(1.0, None, sigma, _poisson_full(n),
+                        key=jax.random.key(0), per_example=False)
   _, state = tx.update(clipping.clipped_grad_sum(_ghost_loss, clip, 'ghost')(
       params, batch, jnp.ones(n, bool)).grad_sum, tx.init(params), params)
   eps = _epsilon(accounting.step_event(state, _poisson_full(n)), DELTA, 'pld')
@@ -361,14 +363,14 @@ def rs_dpsgd_case() -> AuditCase:
     def mechanism(key, data):
       g, mask = data
       k_noise, k_mask = jax.random.split(key)
-      tx = transforms.rs_dpsgd(1.0, clip, sigma, float(n), schedule,
+      tx = transforms.rs_dpsgd(1.0, clip, sigma, _poisson_full(n), schedule,
                                key=k_noise, mask_key=k_mask, clip=clip_rows)
       params = jnp.zeros(dim)
       updates, _ = tx.update(g, tx.init(params), params, mask=mask)
       return -updates * n
     return mechanism
 
-  tx = transforms.rs_dpsgd(1.0, clip, sigma, float(n), schedule,
+  tx = transforms.rs_dpsgd(1.0, clip, sigma, _poisson_full(n), schedule,
                            key=jax.random.key(0), mask_key=jax.random.key(1))
   eps = _dpsgd_epsilon(tx, grads, jnp.ones(n, bool), n)
   case = AuditCase(

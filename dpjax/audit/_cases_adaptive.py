@@ -42,7 +42,7 @@ def _canary_grads():
 
 def _adaptive_tx(key, count_stddev):
   return transforms.adaptive_dpsgd(
-      1.0, _CLIP, _SIGMA, float(_N), target_quantile=_GAMMA,
+      1.0, _CLIP, _SIGMA, _poisson_full(_N), target_quantile=_GAMMA,
       clip_learning_rate=_ETA, count_stddev=count_stddev, key=key)
 
 
@@ -119,7 +119,7 @@ def _user_mech(per_user: bool):
     else:  # broken: each example clipped, the user unbounded
       flat = x.reshape((-1, _DIM))
       total = example_sum(params, flat, mask.reshape(-1)).grad_sum
-    tx = transforms.dpsgd(1.0, None, _SIGMA, float(_N), key=key,
+    tx = transforms.dpsgd(1.0, None, _SIGMA, _poisson_full(_N), key=key,
                           per_example=False)
     updates, _ = tx.update(total, tx.init(params), params)
     return -updates[0] * _N
@@ -131,7 +131,8 @@ def user_dpsgd_case() -> AuditCase:
   x = 0.3 * jax.random.normal(jax.random.key(1), (users, per_user, _DIM))
   x = x.at[0].set(jnp.zeros((per_user, _DIM)).at[:, 0].set(100.0))
   mask = jnp.ones((users, per_user), bool)
-  tx = transforms.dpsgd(1.0, _CLIP, _SIGMA, float(_N), key=jax.random.key(0))
+  tx = transforms.dpsgd(1.0, _CLIP, _SIGMA, _poisson_full(_N),
+                        key=jax.random.key(0))
   eps = _dpsgd_epsilon(tx, x[:, 0], jnp.ones(users, bool), users)
   case = AuditCase(
       'user_dpsgd', _user_mech(True), (x, mask.at[0].set(False)), (x, mask),

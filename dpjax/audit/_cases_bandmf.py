@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpjax import correlated_noise
+from dpjax import sampling
 from dpjax import transforms
 from dpjax.audit import _cases
 from dpjax.audit._cases import ADD_REMOVE
@@ -45,8 +46,9 @@ def bandmf_case() -> AuditCase:
   direction = c @ pattern.astype(np.float32)  # C Delta, clip 1 along e_0
 
   def mechanism(key, mask):
-    tx = transforms.bandmf(1.0, clip, sigma, float(_EXAMPLES), strategy,
-                           key=key)
+    sampler = sampling.CyclicPoissonSampler(_SEPARATION * _EXAMPLES, 1.0,
+                                            _SEPARATION)
+    tx = transforms.bandmf(1.0, clip, sigma, sampler, strategy, key=key)
     params = jnp.zeros(grads.shape[1])
 
     def step(state, step_mask):

@@ -26,6 +26,7 @@ from dpjax.audit import _cases
 from dpjax.audit._cases import ADD_REMOVE
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._cases import DELTA
+from dpjax.audit._cases import _poisson_full
 
 _TWIN_DIM = 16  # nearest rounding moves the codes by sqrt(16) = 4 steps
 
@@ -45,13 +46,14 @@ def exact_gaussian_case() -> AuditCase:
 
   def mechanism(key, data):
     g, mask = data
-    tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=key, noise='exact')
+    tx = transforms.dpsgd(1.0, clip, sigma, _poisson_full(n), key=key,
+                          noise='exact')
     params = jnp.zeros(g.shape[1])
     updates, _ = tx.update(g, tx.init(params), params, mask=mask)
     return -updates * n
 
-  tx = transforms.dpsgd(1.0, clip, sigma, float(n), key=jax.random.key(0),
-                        noise='exact')
+  tx = transforms.dpsgd(1.0, clip, sigma, _poisson_full(n),
+                        key=jax.random.key(0), noise='exact')
   # pylint: disable-next=protected-access
   eps = _cases._dpsgd_epsilon(tx, grads, jnp.ones(n, bool), n, 'rdp')
   case = AuditCase(

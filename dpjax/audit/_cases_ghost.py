@@ -75,14 +75,14 @@ def dpsgd_ghost_gather_case() -> AuditCase:
         total = _clamped_norm_sum(params, b, mask, clip)
       else:
         total = ghost(params, b, mask).grad_sum
-      tx = transforms.dpsgd(1.0, None, sigma, float(n), key=key,
+      tx = transforms.dpsgd(1.0, None, sigma, _poisson_full(n), key=key,
                             per_example=False)
       updates, _ = tx.update(total, tx.init(params), params)
       return -updates['e'] * n
     return mechanism
 
-  tx = transforms.dpsgd(1.0, None, sigma, float(n), key=jax.random.key(0),
-                        per_example=False)
+  tx = transforms.dpsgd(1.0, None, sigma, _poisson_full(n),
+                        key=jax.random.key(0), per_example=False)
   zero_sum = clipping.clip_and_sum(  # the noise takes only a clipped sum
       jax.tree.map(lambda p: p[None], params), clip, jnp.ones(1, bool))
   _, state = tx.update(zero_sum.grad_sum, tx.init(params), params)

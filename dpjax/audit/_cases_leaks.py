@@ -96,7 +96,7 @@ def _user_mech(per_user: bool, users: sampling.UserBatch):
     else:  # broken: each example clipped, the user unbounded
       total = example_sum(params, batch.reshape((-1, _DIM)),
                           mask.reshape(-1)).grad_sum
-    tx = transforms.dpsgd(1.0, None, _SIGMA, float(_USERS), key=key,
+    tx = transforms.dpsgd(1.0, None, _SIGMA, _user_sampler(), key=key,
                           per_example=False)
     updates, state = tx.update(total, tx.init(params), params)
     return -updates[0] * _USERS, state
@@ -179,9 +179,10 @@ _SIGMA_GRAD = transforms.adaptive_clip_noise_multiplier(_SIGMA, _COUNT_STDDEV)
 
 def _two_chains(key_dpsgd, key_adaptive, g, mask):
   params = jnp.zeros(_DIM)
-  plain = transforms.dpsgd(1.0, _CLIP, _SIGMA, float(_N), key=key_dpsgd)
+  plain = transforms.dpsgd(1.0, _CLIP, _SIGMA, _poisson_full(_N),
+                          key=key_dpsgd)
   adaptive = transforms.adaptive_dpsgd(
-      1.0, _CLIP, _SIGMA, float(_N), target_quantile=_GAMMA,
+      1.0, _CLIP, _SIGMA, _poisson_full(_N), target_quantile=_GAMMA,
       clip_learning_rate=_ETA, count_stddev=_COUNT_STDDEV, key=key_adaptive)
   u1, s1 = plain.update(g, plain.init(params), params, mask=mask)
   u2, s2 = adaptive.update(g, adaptive.init(params), params, mask=mask)

@@ -17,7 +17,7 @@ communicated. ``sharded_clipped_grad_sum`` does this with ``jax.shard_map``:
 
 The noise is not part of this function: the caller feeds the replicated sum
 to the same chain a single-device step uses (``dpjax.dpsgd(learning_rate,
-None, sigma, expected_batch_size, per_example=False, key=...)``, calibrated
+None, sigma, sampler, per_example=False, key=...)``, calibrated
 to the bound the sum carries), so the noise is drawn once from the replicated key and
 the noisy update equals the single-device one for the same key up to the
 float rounding of the sum's order. The step's privacy event, and so the
@@ -92,7 +92,7 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
     The same sum as ``clipped_grad_sum``, so the same sensitivity
     ``clipped_norm_bound(l2_norm_clip)``; add the noise once, after this
     function, with the single-device chain (``dpjax.dpsgd(learning_rate,
-    None, sigma, expected_batch_size, per_example=False, key=...)``) and
+    None, sigma, sampler, per_example=False, key=...)``) and
     record the single-device event (``ledger.record_step``).
 
   Example:

@@ -57,7 +57,7 @@ class ClippedGradSum(NamedTuple):
       sum_i clip(g_i) over unmasked rows; ``.l2_norm_clip`` its bound
       ``clipped_norm_bound(l2_norm_clip)``. Feed it as it is to
       ``add_dpsgd_noise`` (``dpsgd(learning_rate, None, sigma,
-      expected_batch_size, per_example=False, key=...)``), which
+      sampler, per_example=False, key=...)``), which
       calibrates its noise to that bound.
     norms: per-example L2 norms before clipping, shape [B] (flat clipping) or
       a pytree of [B] arrays shaped like ``l2_norm_clip`` (per-layer).
@@ -347,7 +347,7 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
     A jittable function of ``(params, batch, mask, coordinate_mask=None)``;
     ``mask`` (bool [B], required) is False on padded rows. A DP-SGD step
     feeds its ``grad_sum`` (a ``ClippedSum`` carrying its bound) to
-    ``dpsgd(learning_rate, None, sigma, expected_batch_size,
+    ``dpsgd(learning_rate, None, sigma, sampler,
     per_example=False, key=...)``, which takes no ``l2_norm_clip``: the
     noise is calibrated to the bound the sum carries.
 

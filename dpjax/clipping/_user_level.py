@@ -83,8 +83,8 @@ def clipped_user_grad_sum(loss_fn: Callable[[PyTree, PyTree], jax.Array],
     ``grad_sum`` a ``ClippedSum`` bounded by
     ``clipped_norm_bound(l2_norm_clip)`` per USER, ``norms`` one per user.
     Its unit is ``'user'``. Feed ``grad_sum`` to ``dpsgd(learning_rate,
-    None, sigma, expected_batch_size, per_example=False, key=...)`` and
-    account with a user-level sampler
+    None, sigma, sampler, per_example=False, key=...)`` with the
+    user-level sampler the batch came from, and account with it
     (``dpjax.sampling.UserPoissonSampler``):
     ``dpjax.accounting.step_event`` refuses a per-user sum under a
     per-example sampler, and the reverse.

@@ -6,7 +6,8 @@ everything else maps an update pytree to an update pytree. Every randomized
 transform takes a required ``key`` and draws step t from ``fold_in(key, t)``.
 
 Example:
-  >>> tx = dpjax.transforms.dpsgd(0.1, 1.0, 1.1, 32, key=jax.random.key(0))
+  >>> sampler = dpjax.sampling.PoissonSampler(320, 0.1)
+  >>> tx = dpjax.transforms.dpsgd(0.1, 1.0, 1.1, sampler, key=jax.random.key(0))
   >>> out, _ = tx.update(jnp.ones((4, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3),
   ...                    mask=jnp.ones(4, bool))
   >>> out.shape
@@ -64,10 +65,10 @@ from dpjax.transforms._rotating import rotate_hadamard
 from dpjax.transforms._rotating import unrotate_hadamard
 from dpjax.transforms._sparse_coding import dpsgd_bits
 from dpjax.transforms._sparse_coding import rs_dpsgd_bits
+from dpjax.transforms._sparsifying import next_sparsity_mask
 from dpjax.transforms._sparsifying import ranked_sparsified_privatizer
 from dpjax.transforms._sparsifying import sparsify_random
 from dpjax.transforms._sparsifying import sparsify_top_k
-from dpjax.transforms._sparsifying import sparsity_mask
 from dpjax.transforms._sparsifying import sparsity_schedule
 from dpjax.transforms._sparsifying import SparsityMaskSchedule
 from dpjax.transforms._state import KeyStepState
@@ -117,6 +118,7 @@ __all__ = [
     'laplace_grid_spacing',
     'laplace_privatizer',
     'laplace_privatizer_bits',
+    'next_sparsity_mask',
     'normalize',
     'NormalizeState',
     'project_gaussian',
@@ -129,7 +131,6 @@ __all__ = [
     'rs_dpsgd_bits',
     'sparsify_random',
     'sparsify_top_k',
-    'sparsity_mask',
     'sparsity_schedule',
     'SparsityMaskSchedule',
     'unrotate_hadamard',

@@ -254,7 +254,7 @@ def adaptive_clip_noise_multiplier(noise_multiplier: float,
 
 def adaptive_dpsgd(learning_rate: optax.ScalarOrSchedule,
                    initial_l2_norm_clip: float, noise_multiplier: float,
-                   expected_batch_size: float, *, target_quantile: float = 0.5,
+                   sampler: Any, *, target_quantile: float = 0.5,
                    clip_learning_rate: float = 0.2,
                    count_stddev: float | None = None, key: jax.Array,
                    momentum: float | None = None
@@ -270,7 +270,10 @@ def adaptive_dpsgd(learning_rate: optax.ScalarOrSchedule,
     learning_rate: SGD step size or schedule.
     initial_l2_norm_clip: C_0.
     noise_multiplier: z, the step's total noise multiplier.
-    expected_batch_size: q N.
+    sampler: the sampler the batches come from (e.g.
+      ``dpjax.sampling.PoissonSampler(N, q)``); its ``expected_batch_size``
+      m = q N is the chain's divisor and the denominator of the clipped
+      fraction. A number is refused.
     target_quantile: gamma in (0, 1) (the paper's default 0.5).
     clip_learning_rate: eta of the geometric bound update (paper: 0.2).
     count_stddev: noise of the centred count; default m / 20 (the paper's).
@@ -278,14 +281,15 @@ def adaptive_dpsgd(learning_rate: optax.ScalarOrSchedule,
     momentum: heavy-ball momentum, or None.
 
   Example:
-    >>> tx = adaptive_dpsgd(0.1, 1.0, 1.1, 64, key=jax.random.key(0))
+    >>> sampler = dpjax.sampling.PoissonSampler(640, 0.1)
+    >>> tx = adaptive_dpsgd(0.1, 1.0, 1.1, sampler, key=jax.random.key(0))
     >>> out, s = tx.update(jnp.ones((4, 3)), tx.init(jnp.zeros(3)),
     ...                    jnp.zeros(3), mask=jnp.ones(4, bool))
     >>> out.shape
     (3,)
   """
+  expected_batch_size = _validate.sampler(sampler)
   if count_stddev is None:
-    _validate.positive(expected_batch_size=expected_batch_size)
     count_stddev = float(expected_batch_size) / 20
   sigma_grad = adaptive_clip_noise_multiplier(noise_multiplier, count_stddev)
   return optax.chain(

@@ -1,7 +1,7 @@
 """Ready-made DP chains: DP-SGD, RS-DPSGD and compressive DP gradient descent.
 
 Continuous hyperparameters (learning rate, clip norm, noise multiplier,
-expected batch size, momentum, epsilon) may be traced, so
+momentum, epsilon) may be traced, so
 ``optax.inject_hyperparams(dpsgd)(...)`` works and ``jax.vmap`` over a vector
 of noise multipliers runs one compiled step for all of them. Validation checks
 concrete numbers only.
@@ -11,8 +11,9 @@ A sweep vmaps over (hyperparameter, key) pairs, one key per member
 and two releases S + sigma_1 z and S + sigma_2 z give the clipped sum S.
 
 Example:
+  >>> sampler = dpjax.sampling.PoissonSampler(80, 0.1)
   >>> def one_step(sigma, key):
-  ...   tx = dpsgd(0.1, 1.0, sigma, 8, key=key)
+  ...   tx = dpsgd(0.1, 1.0, sigma, sampler, key=key)
   ...   return tx.update(jnp.ones((8, 3)), tx.init(jnp.zeros(3)), jnp.zeros(3),
   ...                    mask=jnp.ones(8, bool))[0]
   >>> sigmas = jnp.array([0.8, 2.0])
@@ -97,7 +98,7 @@ def _privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
 
 
 def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
-          noise_multiplier: float, expected_batch_size: float, *,
+          noise_multiplier: float, sampler: Any, *,
           key: jax.Array, momentum: float | None = None,
           nesterov: bool = False, per_example: bool = True, clip: bool = True,
           noise: str = 'float') -> optax.GradientTransformationExtraArgs:
@@ -111,7 +112,9 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
       it.
     noise_multiplier: sigma (may be traced); the noise stddev is sigma times
       the sum's bound, ``clipped_norm_bound(l2_norm_clip)``.
-    expected_batch_size: q N under Poisson sampling; may be traced.
+    sampler: the ``dpjax.sampling`` sampler the batches come from (e.g.
+      ``PoissonSampler(N, q)``); the chain divides the noisy sum by its
+      ``expected_batch_size`` (q N). A number is refused.
     key: PRNG key for the noise (required).
     momentum: heavy-ball momentum, or None for plain SGD (as ``optax.sgd``).
     nesterov: Nesterov momentum.
@@ -167,14 +170,15 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     Abadi et al. 2016, Alg. 1.
 
   Example:
-    >>> tx = dpsgd(0.1, 1.0, 1.1, 32, key=jax.random.key(0))
+    >>> sampler = dpjax.sampling.PoissonSampler(320, 0.1)
+    >>> tx = dpsgd(0.1, 1.0, 1.1, sampler, key=jax.random.key(0))
     >>> grads = jnp.ones((4, 3))  # four examples
     >>> out, _ = tx.update(grads, tx.init(jnp.zeros(3)), jnp.zeros(3),
     ...                    mask=jnp.ones(4, bool))
     >>> out.shape
     (3,)
   """
-  _validate.positive(expected_batch_size=expected_batch_size)
+  expected_batch_size = _validate.sampler(sampler)
   return optax.chain(
       *_privatized_sum(l2_norm_clip, noise_multiplier, key, per_example,
                        clip, noise),
@@ -184,7 +188,7 @@ def dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
 
 
 def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
-             noise_multiplier: float, expected_batch_size: float,
+             noise_multiplier: float, sampler: Any,
              schedule: _sparsifying.SparsityMaskSchedule, *, key: jax.Array,
              mask_key: jax.Array, momentum: float | None = None,
              per_example: bool = True, clip: bool = True
@@ -204,7 +208,7 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
       ``per_example=True``; None with ``per_example=False`` (the
       ``ClippedSum`` carries it).
     noise_multiplier: sigma (may be traced); noise stddev sigma * C.
-    expected_batch_size: q N; may be traced.
+    sampler: the sampler the batches come from, as in ``dpsgd``.
     schedule: the masks' ``SparsityMaskSchedule`` (its ``num_zeros`` may be
       traced, see ``sparsify_random``).
     key: PRNG key of the noise (required).
@@ -213,7 +217,8 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     momentum: heavy-ball momentum (the paper uses 0.9) or None.
     per_example: as in ``dpsgd``. With False the updates are the clipped sum
       (``ClippedSum``) of the masked per-example gradients: pass
-      ``coordinate_mask=sparsity_mask(mask_key, t, params, schedule)`` to
+      ``coordinate_mask=dpjax.transforms.next_sparsity_mask(opt_state)``
+      (the mask the chain's state holds for its next update) to
       ``dpjax.clipped_grad_sum``; the chain masks the noisy sum alike.
     clip: False for the noisy-SGD ablation, as in ``dpsgd``.
 
@@ -232,14 +237,15 @@ def rs_dpsgd(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
   Example:
     >>> sched = dpjax.transforms.SparsityMaskSchedule.cooling(
     ...     0.5, 1, 10, jnp.zeros(4))
-    >>> tx = rs_dpsgd(0.1, 1.0, 1.0, 8, sched, key=jax.random.key(0),
+    >>> sampler = dpjax.sampling.PoissonSampler(80, 0.1)
+    >>> tx = rs_dpsgd(0.1, 1.0, 1.0, sampler, sched, key=jax.random.key(0),
     ...               mask_key=jax.random.key(1))
     >>> out, _ = tx.update(jnp.ones((2, 4)), tx.init(jnp.zeros(4)),
     ...                    jnp.zeros(4), mask=jnp.ones(2, bool))
     >>> int((out == 0).sum())
     2
   """
-  _validate.positive(expected_batch_size=expected_batch_size)
+  expected_batch_size = _validate.sampler(sampler)
   _validate.distinct_keys(key=key, mask_key=mask_key)
   sparsify = lambda per_ex: _sparsifying.sparsify_random(
       schedule, key=mask_key, per_example=per_ex)

@@ -123,7 +123,7 @@ def dp_compgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
 
 def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
                radius: Any, l2_norm_clip: Any, noise_multiplier: Any,
-               expected_batch_size: Any, *, key: jax.Array, ball: str = 'l1',
+               sampler: Any, *, key: jax.Array, ball: str = 'l1',
                block_size: int | None = None, rows_schedule=None,
                solver_iterations: int = 50
                ) -> optax.GradientTransformationExtraArgs:
@@ -137,7 +137,9 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
   Args:
     learning_rate, num_rows, radius, l2_norm_clip, noise_multiplier: as
       ``dp_compgd`` (stddev L sigma on the sum).
-    expected_batch_size: q n (may be traced).
+    sampler: the sampler the batches come from (e.g.
+      ``dpjax.sampling.PoissonSampler(n, q)``); the chain divides by its
+      ``expected_batch_size`` q n. A number is refused.
     key, ball, block_size, rows_schedule, solver_iterations: as ``compgd``.
 
   Returns:
@@ -158,18 +160,18 @@ def dp_compsgd(learning_rate: optax.ScalarOrSchedule, num_rows: int,
     Huang thesis, Alg. 9 (Poisson sampling instead of fixed-size batches).
 
   Example:
-    >>> tx = dp_compsgd(0.5, 2, 1.0, 1.0, 1.0, 2.0, key=jax.random.key(0))
+    >>> sampler = dpjax.sampling.PoissonSampler(20, 0.1)
+    >>> tx = dp_compsgd(0.5, 2, 1.0, 1.0, 1.0, sampler, key=jax.random.key(0))
     >>> w = jnp.zeros(4)
     >>> u, _ = tx.update(jnp.ones((3, 4)), tx.init(w), w,
     ...                  mask=jnp.array([True, True, False]))
     >>> u.shape
     (4,)
   """
-  _validate.positive(expected_batch_size=expected_batch_size)
   return _factory(learning_rate, radius, ball, key=key, num_rows=num_rows,
                   private=True, l2_norm_clip=l2_norm_clip,
                   noise_multiplier=noise_multiplier,
-                  divisor=expected_batch_size, sensitivity_factor=1.0,
+                  divisor=_validate.sampler(sampler), sensitivity_factor=1.0,
                   block_size=block_size, rows_schedule=rows_schedule,
                   solver_iterations=solver_iterations, require_mask=True)
 
@@ -222,12 +224,13 @@ def dp_projected_gd(learning_rate: optax.ScalarOrSchedule, radius: Any,
 
 def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
                      l2_norm_clip: Any, noise_multiplier: Any,
-                     expected_batch_size: Any, *, key: jax.Array,
+                     sampler: Any, *, key: jax.Array,
                      ball: str = 'l1') -> optax.GradientTransformationExtraArgs:
   """Projected DP-SGD on Poisson batches (stddev L sigma, masked rows).
 
   ``update(grads, state, params, mask=mask)``: ``mask`` (bool [B]) is
-  required, as in ``dp_compsgd``.
+  required, as in ``dp_compsgd``; ``sampler`` is the sampler the batches
+  come from, as there (the divisor is its ``expected_batch_size``).
 
   Privacy:
     The DP-SGD event: ``gaussian_event(sigma, sampling_rate=q, steps=T)``;
@@ -238,7 +241,9 @@ def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
     Abadi et al. 2016, Alg. 1 (with a projection onto C).
 
   Example:
-    >>> tx = dp_projected_sgd(0.5, 1.0, 1.0, 1.0, 2.0, key=jax.random.key(0))
+    >>> sampler = dpjax.sampling.PoissonSampler(20, 0.1)
+    >>> tx = dp_projected_sgd(0.5, 1.0, 1.0, 1.0, sampler,
+    ...                       key=jax.random.key(0))
     >>> w = jnp.zeros(4)
     >>> tx.update(jnp.ones((3, 4)), tx.init(w), w,
     ...           mask=jnp.ones(3, bool))[0].shape
@@ -247,5 +252,5 @@ def dp_projected_sgd(learning_rate: optax.ScalarOrSchedule, radius: Any,
   return _factory(learning_rate, radius, ball, key=key, num_rows=None,
                   private=True, l2_norm_clip=l2_norm_clip,
                   noise_multiplier=noise_multiplier,
-                  divisor=expected_batch_size, sensitivity_factor=1.0,
+                  divisor=_validate.sampler(sampler), sensitivity_factor=1.0,
                   require_mask=True)

@@ -17,7 +17,7 @@ from dpjax.transforms import _normalizing
 
 
 def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
-           noise_multiplier: Any, expected_batch_size: Any, strategy: Any, *,
+           noise_multiplier: Any, sampler: Any, strategy: Any, *,
            key: jax.Array, momentum: float | None = None,
            per_example: bool = True) -> optax.GradientTransformation:
   """BandMF: clip per example, add C^{-1} Z, normalize, (momentum) SGD.
@@ -30,8 +30,9 @@ def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
     noise_multiplier: sigma (may be traced): Z has stddev sigma x the sum's
       bound x the strategy's largest column norm (its one-participation
       sensitivity).
-    expected_batch_size: the sampler's, e.g. ``CyclicPoissonSampler``'s
-      q N / b; may be traced.
+    sampler: the sampler the batches come from, a
+      ``dpjax.sampling.CyclicPoissonSampler``; the chain divides by its
+      ``expected_batch_size`` (q N / b). A number is refused.
     strategy: a ``dpjax.correlated_noise.Strategy`` (e.g.
       ``banded_toeplitz(optimize_banded_toeplitz(n, bands), n)``) or a
       lower-triangular matrix.
@@ -58,13 +59,14 @@ def bandmf(learning_rate: optax.ScalarOrSchedule, l2_norm_clip: Any,
 
   Example:
     >>> s = dpjax.correlated_noise.banded_toeplitz([1.0, 0.5], 8)
-    >>> tx = bandmf(0.1, 1.0, 1.0, 4.0, s, key=jax.random.key(0))
+    >>> sampler = dpjax.sampling.CyclicPoissonSampler(16, 0.5, 2)
+    >>> tx = bandmf(0.1, 1.0, 1.0, sampler, s, key=jax.random.key(0))
     >>> out, _ = tx.update(jnp.ones((2, 3)), tx.init(jnp.zeros(3)),
     ...                    jnp.zeros(3), mask=jnp.ones(2, bool))
     >>> out.shape
     (3,)
   """
-  _validate.positive(expected_batch_size=expected_batch_size)
+  expected_batch_size = _validate.sampler(sampler)
   parts = _alias._privatized_sum(  # pylint: disable=protected-access
       l2_norm_clip, noise_multiplier, key, per_example, strategy=strategy)
   return optax.chain(

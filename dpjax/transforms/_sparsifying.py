@@ -6,14 +6,17 @@ example of a step and is redrawn ``refresh_per_epoch`` times per epoch (once,
 the paper's per-epoch randomization); the rate cools in gradually,
 r(e) = final_rate * e / (E - 1) for epoch e = 0..E-1 (Sec. 4.1).
 
-The mask is a pure function of (key, step): ``sparsity_mask``. The transform
+The mask is a pure function of (key, step): ``_sparsity_mask``. The transform
 ``sparsify_random`` applies it, to per-example gradients (before clipping) or to
 an aggregate (after noising). Two instances built with the SAME key and
 schedule, one before ``clip_per_example`` and one after the noise, apply the
 same mask at every step, so the noise is masked too:
 m * (sum_i clip(m * g_i) + N(0, sigma^2 C^2 I)), the paper's Alg. 1. That is
 the whole coupling: the shared key is an explicit argument, not hidden state.
-``rs_dpsgd`` builds that chain.
+``rs_dpsgd`` builds that chain. Its state holds the mask the next step
+applies, so a caller that masks the per-example gradients itself (the
+``coordinate_mask`` of ``dpjax.clipped_grad_sum``) reads it there,
+``next_sparsity_mask(opt_state)``, instead of computing it a second time.
 
 Privacy: m depends only on the key and the step, never on the data. Masking
 before clipping keeps every clipped example inside the C-ball and masking after
@@ -103,8 +106,8 @@ class SparsityMaskSchedule(NamedTuple):
     return jnp.asarray(self.num_zeros)[epoch]
 
 
-def sparsity_mask(key: jax.Array, step: jax.typing.ArrayLike, like: Any,
-                  schedule: SparsityMaskSchedule):
+def _sparsity_mask(key: jax.Array, step: jax.typing.ArrayLike, like: Any,
+                   schedule: SparsityMaskSchedule):
   """The mask of ``step``: ``random_mask(fold_in(stream(key, 'sparsity_mask'),
   period), like, k(e))``, the key separated from every other consumer's."""
   step = jnp.asarray(step, jnp.int32)
@@ -115,7 +118,8 @@ def sparsity_mask(key: jax.Array, step: jax.typing.ArrayLike, like: Any,
 
 
 class SparsifyRandomState(NamedTuple):
-  """Step counter, base key and the mask in use (shaped like params)."""
+  """Step counter, base key and the mask the NEXT update applies (the mask
+  of step ``count``, shaped like params; ``next_sparsity_mask`` reads it)."""
   count: jax.Array  # int32 scalar
   key: jax.Array
   mask: Any
@@ -137,7 +141,8 @@ def sparsify_random(schedule: SparsityMaskSchedule, *, key: jax.Array,
 
   Returns:
     An optax transformation with ``SparsifyRandomState``; ``init`` needs the
-    params (the mask's shape).
+    params (the mask's shape). The state holds the mask the next update
+    applies: ``next_sparsity_mask(opt_state)``.
 
   Privacy:
     The mask is independent of the data (a function of ``key`` and the step),
@@ -163,23 +168,72 @@ def sparsify_random(schedule: SparsityMaskSchedule, *, key: jax.Array,
   def init_fn(params):
     count = jnp.zeros([], jnp.int32)
     return SparsifyRandomState(count, key,
-                               sparsity_mask(key, count, params, schedule))
+                               _sparsity_mask(key, count, params, schedule))
 
   def update_fn(updates, state, params=None):
     del params
-    count = state.count
-    fresh = (count > 0) & (schedule.period(count) !=
-                           schedule.period(count - 1))
-    mask = jax.lax.cond(
-        fresh, lambda: sparsity_mask(state.key, count, state.mask, schedule),
-        lambda: state.mask)
+    mask = state.mask  # the mask of step state.count
     updates = jax.tree.map(
         lambda g, m: g * (m[None] if per_example else m).astype(g.dtype),
         updates, mask)
-    return updates, SparsifyRandomState(optax.safe_increment(count),
-                                        state.key, mask)
+    count = optax.safe_increment(state.count)
+    # The next step's mask: drawn when its period starts, else this one.
+    fresh = schedule.period(count) != schedule.period(state.count)
+    mask = jax.lax.cond(
+        fresh, lambda: _sparsity_mask(state.key, count, mask, schedule),
+        lambda: mask)
+    return updates, SparsifyRandomState(count, state.key, mask)
 
   return optax.GradientTransformation(init_fn, update_fn)
+
+
+def next_sparsity_mask(opt_state: Any) -> Any:
+  """The mask the next update of ``opt_state``'s random sparsifier applies.
+
+  With ``rs_dpsgd(..., per_example=False)`` pass it to
+  ``dpjax.clipped_grad_sum(..., coordinate_mask=next_sparsity_mask(
+  opt_state))``: the per-example gradients are masked by the mask the chain
+  then applies to the noisy sum, computed once (by the chain).
+
+  Args:
+    opt_state: an optax state holding a ``sparsify_random`` state (a chain's,
+      nested, under ``optax.inject_hyperparams``, or vmapped: the mask then
+      has the same leading axes).
+
+  Returns:
+    The mask, shaped like the params (0 on zeroed coordinates).
+
+  Raises:
+    ValueError: no ``sparsify_random`` state, or several whose (concrete)
+      masks differ. The two of ``rs_dpsgd(per_example=True)`` share their
+      key and hold the same mask.
+
+  Example:
+    >>> sched = SparsityMaskSchedule.cooling(0.5, 1, 10, jnp.zeros(4))
+    >>> tx = sparsify_random(sched, key=jax.random.key(0), per_example=False)
+    >>> state = tx.init(jnp.zeros(4))
+    >>> out, _ = tx.update(jnp.ones(4), state)
+    >>> bool(jnp.all(out == next_sparsity_mask(state)))
+    True
+  """
+  is_state = lambda x: isinstance(x, SparsifyRandomState)
+  masks = [s.mask for s in jax.tree.leaves(opt_state, is_leaf=is_state)
+           if is_state(s)]
+  if not masks:
+    raise ValueError('Expected a sparsify_random state (e.g. of rs_dpsgd) in '
+                     'the optimizer state, found none.')
+  first = masks[0]
+  for other in masks[1:]:
+    leaves = jax.tree.leaves((first, other))
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+      continue
+    if (jax.tree.structure(other) != jax.tree.structure(first) or not all(
+        np.array_equal(a, b) for a, b in zip(jax.tree.leaves(first),
+                                             jax.tree.leaves(other)))):
+      raise ValueError(f'Expected one sparsity mask in the optimizer state, '
+                       f'found {len(masks)} sparsify_random states with '
+                       'different masks.')
+  return first
 
 
 class RankedSparsifiedPrivatizerState(NamedTuple):

@@ -43,8 +43,10 @@ def dpsgd_step(sigma: float, clip: float = 1.0):
 
   def mechanism(key, data):
     grads, mask = data
+    # One example at rate 1: the divisor is 1, the release the noisy sum.
     tx = dpjax.dpsgd(learning_rate=1.0, l2_norm_clip=clip,
-                     noise_multiplier=sigma, expected_batch_size=1.0, key=key)
+                     noise_multiplier=sigma,
+                     sampler=dpjax.PoissonSampler(1, 1.0), key=key)
     params = jnp.zeros(grads.shape[1])
     updates, _ = tx.update(grads, tx.init(params), params, mask=mask)
     return -updates

@@ -63,14 +63,15 @@ def build_rows(model_name: str, batch: int, bands: list[int],
   rows = {}
   for path, clipped in paths.items():
     # The chains take the ClippedSum and follow its bound CLIP.
-    chains = {'DP-SGD': dpjax.dpsgd(LR, None, SIGMA, float(batch),
+    full = dpjax.sampling.CyclicPoissonSampler(batch, 1.0, 1)  # whole batch
+    chains = {'DP-SGD': dpjax.dpsgd(LR, None, SIGMA, full,
                                     key=jax.random.key(2), per_example=False)}
     for b in bands:
       coefs = dpjax.correlated_noise.optimize_banded_toeplitz(
           STEPS, b, max_steps=100)
       strategy = dpjax.correlated_noise.banded_toeplitz(coefs, STEPS)
       chains[f'BandMF b={b}'] = dpjax.bandmf(
-          LR, None, SIGMA, float(batch), strategy, key=jax.random.key(2),
+          LR, None, SIGMA, full, strategy, key=jax.random.key(2),
           per_example=False)
     for name, tx in chains.items():
       def step(params, state, x, y, tx=tx, clipped=clipped):

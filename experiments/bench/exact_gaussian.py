@@ -54,8 +54,8 @@ def _dpsgd_steps(d, batch, sigma):
   grads = jax.random.normal(jax.random.key(1), (batch, d), jnp.float32)
   mask = jnp.ones((batch,), bool)
   for name in ('float', 'exact'):
-    tx = dpjax.dpsgd(0.1, 1.0, sigma, float(batch), key=jax.random.key(0),
-                     noise=name)
+    tx = dpjax.dpsgd(0.1, 1.0, sigma, dpjax.PoissonSampler(batch, 1.0),
+                     key=jax.random.key(0), noise=name)
     state = tx.init(params)
     fn = jax.jit(lambda g, s, p, tx=tx: tx.update(g, s, p, mask=mask))
     steps[name] = (fn, (grads, state, params))

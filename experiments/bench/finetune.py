@@ -107,8 +107,8 @@ def build_rows(kind: str, batch: int, rank: int) -> dict[str, tuple]:
     steps = {'non-private': (plain, sgd)}
     for method in ('ghost', 'vmap'):
       # The chain's noise follows the ClippedSum's bound (CLIP).
-      tx = dpjax.dpsgd(LR, None, SIGMA, float(batch), key=jax.random.key(2),
-                       per_example=False)
+      tx = dpjax.dpsgd(LR, None, SIGMA, dpjax.PoissonSampler(batch, 1.0),
+                       key=jax.random.key(2), per_example=False)
 
       def private(params, state, frozen, x, y, tx=tx, method=method,
                   loss_of=loss_of):

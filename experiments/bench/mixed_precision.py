@@ -62,7 +62,8 @@ def make_steps(model, batch_size: int, dtype) -> dict:
   steps = {'non-private': (sgd, non_private)}
   for method in ('ghost', 'vmap'):
     # The chain's noise follows the ClippedSum's bound (CLIP).
-    tx = dpjax.dpsgd(LR, None, SIGMA, batch_size, key=jax.random.key(0),
+    full = dpjax.PoissonSampler(batch_size, 1.0)  # every step's whole batch
+    tx = dpjax.dpsgd(LR, None, SIGMA, full, key=jax.random.key(0),
                      per_example=False)
     clipped = dpjax.clipped_grad_sum(example_loss, CLIP, method=method)
 

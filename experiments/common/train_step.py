@@ -174,15 +174,16 @@ def _compiled(kind: str, model: nn.Module, data: Dataset, static: tuple,
   return hit[2]
 
 
-def _transform(config: TrainConfig, keys, schedule, hp):
+def _transform(config: TrainConfig, sampler, keys, schedule, hp):
   """The run's update rule, built from dpjax's aliases with traced ``hp``.
 
-  The chain receives the gradient sum of the batch (``per_example=False``):
-  for DP-SGD and clipped_sgd the ``ClippedSum`` whose bound C the noise
-  follows, for noisy_sgd the ``unclipped_sum`` of nominal scale C. Then
-  noise sigma * C (none without a
-  noise multiplier), the sparsity mask when RS is on, division by the
-  expected batch size and (momentum) SGD.
+  ``sampler`` is the run's (``make_sampler``): the private chains divide by
+  its expected batch size. The chain receives the gradient sum of the batch
+  (``per_example=False``): for DP-SGD and clipped_sgd the ``ClippedSum``
+  whose bound C the noise follows, for noisy_sgd the ``unclipped_sum`` of
+  nominal scale C. Then noise sigma * C (none without a noise multiplier),
+  the sparsity mask when RS is on, division by the expected batch size and
+  (momentum) SGD.
   """
   momentum = config.momentum or None
   if config.noise_multiplier is None and not config.clips:  # non-private
@@ -190,10 +191,10 @@ def _transform(config: TrainConfig, keys, schedule, hp):
                        optax.sgd(hp['lr'], momentum=momentum))
   sigma = hp.get('sigma', 0.0)  # clipped_sgd: clipping without noise
   if schedule is None:
-    return dpjax.dpsgd(hp['lr'], None, sigma, hp['batch'],
+    return dpjax.dpsgd(hp['lr'], None, sigma, sampler,
                        key=keys['noise'], momentum=momentum,
                        per_example=False)
-  return dpjax.rs_dpsgd(hp['lr'], None, sigma, hp['batch'],
+  return dpjax.rs_dpsgd(hp['lr'], None, sigma, sampler,
                         schedule._replace(num_zeros=hp['num_zeros']),
                         key=keys['noise'], mask_key=hp['mask_key'],
                         momentum=momentum, per_example=False)
@@ -255,9 +256,10 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
     def step(params, opt_state, t, hp):
       batch = sampler.sample(hp['batch_key'], t)
       examples = (x[batch.indices], y[batch.indices])
-      m = None if schedule is None else dpjax.transforms.sparsity_mask(
-          hp['mask_key'], t, params,
-          schedule._replace(num_zeros=hp['num_zeros']))
+      # The mask the chain applies to the noisy sum at this step, read from
+      # its state (computed once, by the chain).
+      m = None if schedule is None else dpjax.transforms.next_sparsity_mask(
+          opt_state)
       if config.clips:
         grad_sum = clipped_sum(hp['clip'])(
             params, examples, batch.mask, coordinate_mask=m).grad_sum
@@ -265,7 +267,8 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
         grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
         if config.noise_multiplier is not None:  # noisy_sgd
           grad_sum = dpjax.clipping.unclipped_sum(grad_sum, hp['clip'])
-      tx = _transform(config, {'noise': hp['noise_key']}, schedule, hp)
+      tx = _transform(config, sampler, {'noise': hp['noise_key']}, schedule,
+                      hp)
       updates, opt_state = tx.update(grad_sum, opt_state, params)
       return (optax.apply_updates(params, updates), opt_state,
               (batch.key, batch.step))
@@ -278,9 +281,10 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
   step = _compiled('step', model, data, static, build)
   hp = _stack([_hyperparameters(dataclasses.replace(config, seed=s), schedule)
                for s in seeds])
+  sampler = make_sampler(config, len(data.x_train))
   init_state = jax.vmap(
-      lambda h, p: _transform(config, {'noise': h['noise_key']}, schedule,
-                              h).init(p))(hp, params)
+      lambda h, p: _transform(config, sampler, {'noise': h['noise_key']},
+                              schedule, h).init(p))(hp, params)
   return init_state, lambda params, opt_state, t: step(params, opt_state, t,
                                                        hp)
 

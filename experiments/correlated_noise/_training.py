@@ -79,14 +79,14 @@ def _over_grid(cfg, sampler, steps: int, make_tx: Callable) -> Callable:
 def fixed_clip(cfg, sampler, sigma: float, steps: int) -> Callable:
   """DP-SGD over the (clip, lr) grid (``_over_grid``)."""
   return _over_grid(cfg, sampler, steps, lambda lr, key: dpjax.dpsgd(
-      lr, None, sigma, sampler.expected_batch_size, key=key,
+      lr, None, sigma, sampler, key=key,
       momentum=cfg.momentum, per_example=False))
 
 
 def bandmf(cfg, sampler, sigma: float, steps: int, strategy) -> Callable:
   """BandMF over the (clip, lr) grid (``_over_grid``)."""
   return _over_grid(cfg, sampler, steps, lambda lr, key: dpjax.bandmf(
-      lr, None, sigma, sampler.expected_batch_size, strategy, key=key,
+      lr, None, sigma, sampler, strategy, key=key,
       momentum=cfg.momentum, per_example=False))
 
 
@@ -101,7 +101,7 @@ def adaptive_clip(cfg, sampler, sigma: float, steps: int) -> Callable:
 
   def one(key, lr, x, y):
     tx = dpjax.adaptive_dpsgd(
-        lr, min(cfg.clips), sigma, sampler.expected_batch_size,
+        lr, min(cfg.clips), sigma, sampler,
         target_quantile=cfg.target_quantile,
         clip_learning_rate=cfg.clip_learning_rate, key=key,
         momentum=cfg.momentum)
@@ -123,7 +123,7 @@ def user_level(cfg, sampler, sigma: float, steps: int) -> Callable:
   def one(key, lr, x, y):
     grad_sum = dpjax.clipping.clipped_user_grad_sum(example_loss,
                                                     cfg.user_clip, 'ghost')
-    tx = dpjax.dpsgd(lr, None, sigma, sampler.expected_batch_size, key=key,
+    tx = dpjax.dpsgd(lr, None, sigma, sampler, key=key,
                      momentum=cfg.momentum, per_example=False)
 
     def step_grads(params, t, key):
@@ -142,7 +142,7 @@ def example_level(cfg, sampler, sigma: float, steps: int) -> Callable:
 
   def one(key, lr, x, y):
     grad_sum = dpjax.clipped_grad_sum(example_loss, cfg.user_clip, 'ghost')
-    tx = dpjax.dpsgd(lr, None, sigma, sampler.expected_batch_size, key=key,
+    tx = dpjax.dpsgd(lr, None, sigma, sampler, key=key,
                      momentum=cfg.momentum, per_example=False)
 
     def step_grads(params, t, key):

@@ -140,7 +140,7 @@ def _program(cfg, sampler, steps: int, one_start: Callable,
     apply = _apply(cfg, kind, frozen)
     loss = lambda p, ex: _xent(apply(p, ex[0]), ex[1])
     grad_sum = dpjax.clipped_grad_sum(loss, clip, 'ghost')
-    tx = dpjax.dpsgd(lr, None, sigma, sampler.expected_batch_size, key=key,
+    tx = dpjax.dpsgd(lr, None, sigma, sampler, key=key,
                      momentum=cfg.momentum, per_example=False)
 
     def step_grads(p, t, key):

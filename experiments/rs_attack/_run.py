@@ -17,9 +17,11 @@ from experiments.rs_attack._config import Config
 
 
 def _mask(key, like, zeros):
-  return dpjax.transforms.sparsity_mask(
-      key, 0, like, dpjax.transforms.SparsityMaskSchedule(
-          jnp.asarray(zeros, jnp.int32)[None], 1, 1))
+  """The mask random sparsification applies at step 0 (``zeros`` zeroed)."""
+  sparsify = dpjax.transforms.sparsify_random(
+      dpjax.transforms.SparsityMaskSchedule(
+          jnp.asarray(zeros, jnp.int32)[None], 1, 1), key=key)
+  return dpjax.transforms.next_sparsity_mask(sparsify.init(like))
 
 
 def closed_form(cfg, seeds) -> dict[str, Any]:
