@@ -7,8 +7,11 @@ of noise multipliers runs one compiled step for all of them. Validation checks
 concrete numbers only.
 
 A sweep vmaps over (hyperparameter, key) pairs, one key per member
-(``jax.random.split(key, members)``): members sharing a key draw one noise z,
-and two releases S + sigma_1 z and S + sigma_2 z give the clipped sum S.
+(``jax.random.split(key, members)``). The noise folds sigma and the sum's
+bound into its key, so members that differ in either draw independent noise
+even from one key; members equal in both (a sweep over the learning rate)
+would share one noise z, and two diverged runs' releases S_1 + sigma z and
+S_2 + sigma z give S_1 - S_2 without noise.
 
 Example:
   >>> sampler = dpjax.sampling.PoissonSampler(80, 0.1)
