@@ -114,8 +114,9 @@ def _gaussian_epsilon(strategy, pattern) -> float:
 
 def _ledger_epsilon(strategy, grads, sampler, batches, present) -> float:
   """What ``PrivacyLedger.record_step`` states for the honest run."""
-  _, states = _run(strategy, grads, [(b.indices, b.mask) for b in batches],
-                   jax.random.key(0), present)
+  pairs = [(b.indices, b.mask) for b in batches]
+  _, states = jax.jit(lambda key, data: _run(strategy, grads, pairs, key,
+                                             data))(jax.random.key(0), present)
   ledger = accounting.PrivacyLedger()
   for state, batch in zip(states, batches):
     ledger.record_step(state, sampler, batch)
@@ -136,7 +137,8 @@ def _reshuffled_batches():
   """Steps 0-2: epoch 0's two batches and epoch 1's first, each epoch a
   fresh permutation (``ShuffleSampler``)."""
   shuffle = sampling.ShuffleSampler(_N, _N // _PER_EPOCH)
-  epochs = [shuffle.epoch(jax.random.fold_in(_BATCH_KEY, e)) for e in (0, 1)]
+  epoch = jax.jit(shuffle.epoch)
+  epochs = [epoch(jax.random.fold_in(_BATCH_KEY, e)) for e in (0, 1)]
   return [(e.indices[s], e.mask[s]) for e in epochs for s in range(_PER_EPOCH)
           ][:_STEPS]
 
@@ -151,7 +153,8 @@ def reshuffled_epochs_bandmf_case() -> AuditCase:
   canary = int(both[0])
   grads = _grads(_N, canary)
   sampler = sampling.CyclicPoissonSampler(_N, 1.0, _PER_EPOCH)
-  cyclic = [sampler.sample(_BATCH_KEY, t) for t in range(_STEPS)]
+  sample = jax.jit(sampler.sample)
+  cyclic = [sample(_BATCH_KEY, jnp.int32(t)) for t in range(_STEPS)]
   present = jnp.ones(_N, bool)
   absent = present.at[canary].set(False)
 
@@ -198,7 +201,8 @@ def _restarted_batches(sampler):
   out = []
   for t in range(_STEPS):
     epoch, step = divmod(t, _EPOCH_LEN)
-    out.append(sampler.sample(jax.random.fold_in(_BATCH_KEY, epoch), step))
+    out.append(jax.jit(sampler.sample)(jax.random.fold_in(_BATCH_KEY, epoch),
+                                       jnp.int32(step)))
   return out
 
 
@@ -210,7 +214,8 @@ def restarted_cyclic_step_case() -> AuditCase:
   canary = 0  # partition 0
   grads = _grads(_N_CYCLIC, canary)
   sampler = sampling.CyclicPoissonSampler(_N_CYCLIC, 1.0, _PARTITIONS)
-  honest = [sampler.sample(_BATCH_KEY, t) for t in range(_STEPS)]
+  sample = jax.jit(sampler.sample)
+  honest = [sample(_BATCH_KEY, jnp.int32(t)) for t in range(_STEPS)]
   restarted = _restarted_batches(sampler)
   present = jnp.ones(_N_CYCLIC, bool)
   absent = present.at[canary].set(False)
@@ -231,8 +236,9 @@ def restarted_cyclic_step_case() -> AuditCase:
       'claim PrivacyLedger.record_step; score = <C Delta, C y>: tight')
   # The old ledger checked (key, step) replays only: each epoch's batch key
   # is new, so it recorded the step events the noise states give.
-  _, states = _run(strategy, grads, [(b.indices, b.mask) for b in restarted],
-                   jax.random.key(0), present)
+  pairs = [(b.indices, b.mask) for b in restarted]
+  _, states = jax.jit(lambda key, data: _run(strategy, grads, pairs, key,
+                                             data))(jax.random.key(0), present)
   ledger = accounting.PrivacyLedger()
   for state, batch in zip(states, restarted):
     ledger.record(accounting.step_event(state, sampler),
