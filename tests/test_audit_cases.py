@@ -54,6 +54,8 @@ TEETH = {
     'scaled_clipped_sum': 0.45,  # 0.57
     'shared_noise_key': 0.5,  # 0.61
     'adaptive_bandmf_count': 0.45,  # 0.54
+    'reshuffled_epochs_bandmf': 0.3,  # 0.39 (at 31 cases)
+    'restarted_cyclic_step': 0.4,  # 0.47 (at 31 cases)
 }
 
 

@@ -11,8 +11,10 @@ refuses any mask not carried by a UserBatch; the Gaussian noise on a
 clipped sum gets a scaled sum (its bound follows), a non-linear map of the
 sum and a per-example sum under a user-level sampler (both refused);
 adaptive clipping under a BandMF strategy records its count noise, or a
-sampler without the cyclic schedule its analysis needs is refused. Same
-key on both neighbours, so the noise cancels and the difference of the
+sampler without the cyclic schedule its analysis needs is refused; BandMF
+at rate 1 claims a sensitivity that covers every example's cyclic pattern,
+a reshuffling sampler is refused, and so is a cyclic step restarted each
+epoch (``record_step``). Same key on both neighbours, so the noise cancels and the difference of the
 outputs is the difference of the clipped inputs.
 """
 
@@ -879,3 +881,76 @@ def test_privatizers_of_one_key_that_differ_draw_independent_noise(
 
   za, zb = z(sigmas[0], clips[0]), z(sigmas[1], clips[1])
   assert abs(float(np.corrcoef(za, zb)[0, 1])) < 0.1
+
+
+def _cyclic_run(strategy, sampler, batches, sigma):
+  """Clip and BandMF noise over the batches; the chain's state per step."""
+  grads = jnp.ones((sampler.num_examples, 2))
+  tx = optax.chain(dpjax.clip_per_example(1.0),
+                   dpjax.transforms.add_dpsgd_noise(
+                       sigma, key=jax.random.key(0), strategy=strategy))
+  params, state, states = jnp.zeros(2), tx.init(jnp.zeros(2)), []
+  for batch in batches:
+    _, state = tx.update(grads[batch.indices], state, params, mask=batch.mask)
+    states.append(state)
+  return states
+
+
+@NEW_PATH_SETTINGS
+@hypothesis.given(coefs=st.lists(st.floats(0.05, 2), min_size=1, max_size=3),
+                  partitions=st.integers(1, 3), steps=st.integers(1, 6),
+                  sigma=st.floats(0.5, 5))
+def test_bandmf_claim_covers_the_cyclic_pattern_and_refuses_reshuffles(
+    coefs, partitions, steps, sigma):
+  """At rate 1 the composed step events are the Gaussian of every example's
+  own pattern or a larger sensitivity (the b-min-separation the claim
+  assumes holds for the batches drawn at the run's steps); a reshuffling
+  sampler (ShuffleSampler: consecutive steps across an epoch boundary) is
+  refused, whatever separation its epoch length suggests."""
+  strategy = dpjax.correlated_noise.banded_toeplitz([1.0] + coefs, steps)
+  n = 2 * partitions
+  sampler = dpjax.sampling.CyclicPoissonSampler(n, 1.0, partitions)
+  batches = [sampler.sample(jax.random.key(1), t) for t in range(steps)]
+  states = _cyclic_run(strategy, sampler, batches, sigma)
+  column_norm = float(np.float32(strategy.column_norms().max()))
+  claimed = 0.0  # the claim's squared sensitivity, composed over the steps
+  for state in states:
+    event = dpjax.accounting.step_event(state, sampler)
+    if event != dp_accounting.NoOpDpEvent():
+      claimed += (float(np.float32(sigma)) * column_norm
+                  / event.noise_multiplier) ** 2
+    with pytest.raises(ValueError, match='CyclicPoissonSampler'):
+      dpjax.accounting.step_event(
+          state, dpjax.sampling.ShuffleSampler(n, n // partitions))
+  c = strategy.matrix()[:steps, :steps]
+  for i in range(n):  # each example's participation pattern
+    pattern = np.array([float(np.any((np.asarray(b.indices) == i)
+                                     & np.asarray(b.mask))) for b in batches])
+    assert np.sum((c @ pattern) ** 2) <= claimed * (1 + 1e-5) + 1e-9
+
+
+@NEW_PATH_SETTINGS
+@hypothesis.given(partitions=st.integers(2, 4), epoch_len=st.integers(1, 5),
+                  steps=st.integers(1, 7), rate=st.sampled_from([0.5, 1.0]))
+def test_record_step_refuses_a_cyclic_step_restarted_each_epoch(
+    partitions, epoch_len, steps, rate):
+  """A loop that restarts its step count each epoch draws
+  sample(fold_in(key, epoch), t mod epoch_len): every batch key is new, so a
+  check of (key, step) replays alone passes it, but its partition is not the
+  one the run's step t accounts; record_step refuses any batch step other
+  than the run's and records the run's own."""
+  strategy = dpjax.correlated_noise.banded_toeplitz([1.0, 0.5], 8)
+  sampler = dpjax.sampling.CyclicPoissonSampler(12, rate, partitions)
+  key = jax.random.key(1)
+  honest = [sampler.sample(key, t) for t in range(steps)]
+  states = _cyclic_run(strategy, sampler, honest, 1.0)
+  ledger = dpjax.accounting.PrivacyLedger()
+  for t, (state, batch) in enumerate(zip(states, honest)):
+    epoch, step = divmod(t, epoch_len)
+    restarted = sampler.sample(jax.random.fold_in(key, epoch), step)
+    if step != t:
+      with pytest.raises(ValueError, match='restarted each epoch'):
+        ledger.record_step(state, sampler, restarted)
+    ledger.record_step(state, sampler, batch)
+  assert ledger.batches_spent == {
+      dpjax.accounting.key_fingerprint(key): [(0, steps)]}

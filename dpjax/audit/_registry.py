@@ -16,6 +16,7 @@ from dpjax.audit import _cases_exact_gaussian
 from dpjax.audit import _cases_ghost
 from dpjax.audit import _cases_leaks
 from dpjax.audit import _cases_lowbits
+from dpjax.audit import _cases_participation
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._cases import compressive_case
 from dpjax.audit._cases import discrete_gaussian_case
@@ -52,7 +53,11 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'user_level_unit': _cases_leaks.user_level_unit_case,
           'scaled_clipped_sum': _cases_leaks.scaled_clipped_sum_case,
           'shared_noise_key': _cases_leaks.shared_noise_key_case,
-          'adaptive_bandmf_count': _cases_leaks.adaptive_bandmf_count_case}
+          'adaptive_bandmf_count': _cases_leaks.adaptive_bandmf_count_case,
+          'reshuffled_epochs_bandmf':
+              _cases_participation.reshuffled_epochs_bandmf_case,
+          'restarted_cyclic_step':
+              _cases_participation.restarted_cyclic_step_case}
 
 
 def audit_case_names() -> tuple[str, ...]:
@@ -87,7 +92,8 @@ def audit_case(name: str) -> AuditCase:
 
 @functools.lru_cache(maxsize=1)
 def audit_cases() -> tuple[AuditCase, ...]:
-  """Every registered audit case (central mechanisms, protocols, leaks).
+  """Every registered audit case (central mechanisms, protocols, leaks,
+  participation patterns).
 
   Built once per process (the stated epsilons run the accountants).
 
