@@ -52,11 +52,19 @@ TEETH = {
     'bandmf': 0.48,  # 0.58
     'user_level_unit': 0.45,  # 0.57
     'scaled_clipped_sum': 0.45,  # 0.57
-    'shared_noise_key': 0.5,  # 0.61
+    'shared_noise_key': 0.5,  # 0.56 (one key, at 31 cases)
     'adaptive_bandmf_count': 0.45,  # 0.54
-    'reshuffled_epochs_bandmf': 0.3,  # 0.39 (at 31 cases)
+    'reshuffled_epochs_bandmf': 0.3,  # 0.49 (at 31 cases)
     'restarted_cyclic_step': 0.4,  # 0.47 (at 31 cases)
 }
+# Twins whose shift is at most about 2x the claimed one, which TRIALS cannot
+# refute reliably (lower bound / claim 1.00-1.18 over keys 0-2): they get the
+# full preset's 10^6 trials (1.43-1.57 and 1.51-1.65 over keys 0-3). A
+# reshuffled pattern splits into its even and its odd epochs, each separated
+# by the steps per epoch, so its shift is at most twice the claimed one for
+# any strategy (_cases_participation's module doc).
+TWIN_TRIALS = {'reshuffled_epochs_bandmf': 1_000_000,
+               'restarted_cyclic_step': 1_000_000}
 
 
 # Exact samplers (rejection loops) and the tree fit compile for 5-20 s each
@@ -117,9 +125,9 @@ def test_case_runs_on_both_neighbours_under_jit_and_vmap(name):
 CONFIDENCE = 1 - 0.05 / len(NAMES)
 
 
-def _audit(case):
+def _audit(case, trials=TRIALS):
   return audit.distinguishing_audit(
-      jax.random.key(0), case.mechanism, case.d, case.d_prime, trials=TRIALS,
+      jax.random.key(0), case.mechanism, case.d, case.d_prime, trials=trials,
       delta=case.delta, score=case.score, confidence=CONFIDENCE)
 
 
@@ -139,5 +147,5 @@ def test_honest_audit_stays_below_the_stated_epsilon(name):
 @pytest.mark.parametrize('name', NAMES)
 def test_broken_twin_is_refuted(name):
   case = audit.audit_case(name).broken
-  bound = _audit(case).epsilon_lower_bound
+  bound = _audit(case, TWIN_TRIALS.get(name, TRIALS)).epsilon_lower_bound
   assert bound > case.epsilon, (case.name, bound, case.epsilon)

@@ -31,7 +31,11 @@ dp_accounting's PLD at delta 1e-5).
   C = [[1/8, 0, 0], [0, 1/8, 0], [0, 1, 1]] (the last row adds the last two
   steps): a claimed shift sqrt(1 + 1/64) = 1.008, a true one sqrt(4 +
   1/64) = 2.004 (1.988 x). At sigma 2: stated 1.99 (the ledger's), exact
-  4.35.
+  4.35. No strategy does better than 2 x: a once-per-epoch pattern splits
+  into its even and its odd epochs, each separated by the steps per epoch,
+  so ||C Delta|| is at most twice the claimed sensitivity. A 2 x shift
+  needs about 10^6 trials to refute reliably (the full preset's; the slow
+  test runs this twin at 10^6).
 * ``restarted_cyclic_step``: a ``CyclicPoissonSampler`` over b = 3
   partitions at rate 1, 3 steps of ``optimize_banded_toeplitz(3, 3)``.
   Twin: the loop restarts the step count every epoch (epoch length 1, the
