@@ -45,11 +45,13 @@ def test_docstring_examples(name):
   assert result.failed == 0
 
 
-DOCS = (README, README.parent / 'BUILD_NOTES.md')
+# The task guides: each is a recipe whose code blocks run as written.
+GUIDES = sorted((ROOT / 'docs' / 'guides').glob('*.md'))
+DOCS = (README, README.parent / 'BUILD_NOTES.md', *GUIDES)
 
 
 def _blocks(language):
-  return [(doc.name, block) for doc in DOCS
+  return [(str(doc.relative_to(ROOT)), block) for doc in DOCS
           for block in re.findall(rf'```{language}\n(.*?)```', doc.read_text(),
                                   re.S)]
 
@@ -91,6 +93,27 @@ def _check_command(line, makefile):
       cli._parser().parse_args(words[3:])  # pylint: disable=protected-access
   else:
     raise AssertionError(f'undocumented command form: {line!r}')
+
+
+def test_every_guide_has_a_recipe_and_is_in_the_guides_index():
+  index = (ROOT / 'docs' / 'guides' / 'index.md').read_text()
+  guides = [g for g in GUIDES if g.name != 'index.md']
+  assert guides
+  for guide in guides:
+    assert re.search(r'```python\n', guide.read_text()), guide.name
+    assert guide.name in index, f'{guide.name} is not in guides/index.md'
+
+
+def test_links_into_the_api_reference_name_its_pages():
+  """``project:`` links (the site's own pages, which Sphinx does not check
+  here) reach a page the API reference writes."""
+  pages = {'index', 'dpjax', *SUBPACKAGES}
+  api = ROOT / 'docs' / apipages.API_DIR
+  for doc in sorted((ROOT / 'docs').rglob('*.md')):
+    for target in re.findall(r'\]\(project:([^)#\s]+)', doc.read_text()):
+      path = (doc.parent / target).resolve()
+      assert path.parent == api and path.suffix == '.rst' and (
+          path.stem in pages), f'{doc.relative_to(ROOT)}: {target}'
 
 
 @pytest.mark.parametrize('doc, block', _blocks('sh'))
