@@ -14,12 +14,12 @@ import numpy as np
 from dpjax import _validate
 from dpjax.compression import inverse_randomized_hadamard
 from dpjax.distributed import _harness
-from dpjax.distributed._cpsgd import _check_config
-from dpjax.distributed._cpsgd import _prepare
-from dpjax.distributed._cpsgd import _rotation_key
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._cpsgd_config import _check_positive_finite
-from dpjax.distributed._cpsgd_config import CpsgdConfig
+from dpjax.distributed.protocols._cpsgd import _check_config
+from dpjax.distributed.protocols._cpsgd import _prepare
+from dpjax.distributed.protocols._cpsgd import _rotation_key
+from dpjax.distributed.protocols._cpsgd_config import _check_int
+from dpjax.distributed.protocols._cpsgd_config import _check_positive_finite
+from dpjax.distributed.protocols._cpsgd_config import CpsgdConfig
 
 
 def cpsgd_mse_bound(dimension: int, num_clients: int, levels: int,

@@ -22,13 +22,13 @@ import jax.numpy as jnp
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
-from dpjax.distributed import _cpsgd
-from dpjax.distributed import _cpsgd_config
-from dpjax.distributed import _ddp
-from dpjax.distributed import _ddp_config
-from dpjax.distributed import _gaussian
+from dpjax.distributed.protocols import _cpsgd
+from dpjax.distributed.protocols import _cpsgd_config
+from dpjax.distributed.protocols import _ddp
+from dpjax.distributed.protocols import _ddp_config
+from dpjax.distributed.protocols import _gaussian
 from dpjax.distributed import _harness
-from dpjax.distributed import _secure_sum
+from dpjax.distributed.protocols import _secure_sum
 
 Mean = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 Encode = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]

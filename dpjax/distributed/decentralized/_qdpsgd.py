@@ -25,7 +25,7 @@ paper's averaging step; named so to leave epsilon to privacy):
   clamped to the quantizer's range (post-processing, as the paper
   suggests); x_i <- (1 - eps + eps w_ii) x_i + eps sum_{j != i} w_ij z_j -
   alpha eps g_i.
-* DSGD (full precision; ``_decentralized_baselines``): z_i = x_i sent as 16-bit floats; x_i <- w_ii x_i +
+* DSGD (full precision; ``_baselines``): z_i = x_i sent as 16-bit floats; x_i <- w_ii x_i +
   sum_{j != i} w_ij z_j - alpha g_i (no noise, no privacy).
 * SDM (Zhang et al. 2020, as in REFERENCES 6): agents keep a public x_i
   (what neighbours know) and a private y_i; d_i = y_i - x_i is sent
@@ -34,7 +34,7 @@ paper's averaging step; named so to leave epsilon to privacy):
   alpha (g_i + zeta_i)) with g_i at the new x_i.
 
 The privacy of each algorithm (per agent, per round, from the batch sizes
-that ran) is in ``_decentralized_privacy``; bits per agent per round are in
+that ran) is in ``_privacy``; bits per agent per round are in
 the round's metrics.
 """
 
@@ -50,7 +50,7 @@ from dpjax import _validate
 from dpjax import clipping
 from dpjax import compression
 from dpjax import noise
-from dpjax.distributed import _gossip
+from dpjax.distributed.decentralized import _gossip
 from dpjax.distributed import _harness
 
 PyTree = Any
@@ -91,7 +91,7 @@ class RoundMetrics(NamedTuple):
     bits: bits the agent broadcast this round.
     consensus: (1/n) sum_i ||x_i - mean_j x_j||^2 after the round (scalar).
     noise_multiplier: float32 scalar, the sigma the round ran (an override
-      included; 0 for DSGD). The accounting of ``_decentralized_privacy``
+      included; 0 for DSGD). The accounting of ``_privacy``
       reads it from the metrics (``qdpsgd_step_event``, ``run_epsilon``).
   """
   batch_size: jax.Array

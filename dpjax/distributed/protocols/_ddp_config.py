@@ -13,8 +13,8 @@ from dpjax import accounting
 from dpjax._composition import repeated
 from dpjax import noise
 from dpjax.compression import next_power_of_two
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._cpsgd_config import _check_positive_finite
+from dpjax.distributed.protocols._cpsgd_config import _check_int
+from dpjax.distributed.protocols._cpsgd_config import _check_positive_finite
 
 MECHANISMS = ('ddg', 'skellam')
 DEFAULT_BETA = math.exp(-0.5)

@@ -26,11 +26,11 @@ import dp_accounting
 from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._ddp_config import DEFAULT_BETA
-from dpjax.distributed._ddp_config import distributed_dp_event
-from dpjax.distributed._ddp_config import DistributedDpConfig
-from dpjax.distributed._ddp_config import MECHANISMS
+from dpjax.distributed.protocols._cpsgd_config import _check_int
+from dpjax.distributed.protocols._ddp_config import DEFAULT_BETA
+from dpjax.distributed.protocols._ddp_config import distributed_dp_event
+from dpjax.distributed.protocols._ddp_config import DistributedDpConfig
+from dpjax.distributed.protocols._ddp_config import MECHANISMS
 
 _RTOL = 1e-3
 _K_STDDEVS = {'ddg': 4.0, 'skellam': 3.0}

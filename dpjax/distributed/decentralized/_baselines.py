@@ -1,6 +1,6 @@
 """The decentralized baselines of Ding et al. Sec. 5: DSGD and SDM.
 
-They share ``_decentralized``'s state, batch and round wrapper: see that
+They share ``_qdpsgd``'s state, batch and round wrapper: see that
 module for the keys, the harness and the metrics.
 """
 
@@ -9,18 +9,18 @@ import jax.numpy as jnp
 
 from dpjax import _validate
 from dpjax import noise
-from dpjax.distributed._decentralized import _check_common
-from dpjax.distributed._decentralized import _check_private
-from dpjax.distributed._decentralized import _col
-from dpjax.distributed._decentralized import _make
-from dpjax.distributed._decentralized import _mean_grad
-from dpjax.distributed._decentralized import _mix_with_self
-from dpjax.distributed._decentralized import _num_coordinates
-from dpjax.distributed._decentralized import _self_weights
-from dpjax.distributed._decentralized import _split_keys
-from dpjax.distributed._decentralized import DecentralizedAlgorithm
-from dpjax.distributed._decentralized import FLOAT_BITS
-from dpjax.distributed._decentralized import LossFn
+from dpjax.distributed.decentralized._qdpsgd import _check_common
+from dpjax.distributed.decentralized._qdpsgd import _check_private
+from dpjax.distributed.decentralized._qdpsgd import _col
+from dpjax.distributed.decentralized._qdpsgd import _make
+from dpjax.distributed.decentralized._qdpsgd import _mean_grad
+from dpjax.distributed.decentralized._qdpsgd import _mix_with_self
+from dpjax.distributed.decentralized._qdpsgd import _num_coordinates
+from dpjax.distributed.decentralized._qdpsgd import _self_weights
+from dpjax.distributed.decentralized._qdpsgd import _split_keys
+from dpjax.distributed.decentralized._qdpsgd import DecentralizedAlgorithm
+from dpjax.distributed.decentralized._qdpsgd import FLOAT_BITS
+from dpjax.distributed.decentralized._qdpsgd import LossFn
 
 
 def _to_16(x):

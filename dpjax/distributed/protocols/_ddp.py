@@ -42,10 +42,10 @@ from dpjax import noise
 from dpjax.compression import inverse_randomized_hadamard
 from dpjax.compression import randomized_hadamard
 from dpjax.distributed import _harness
-from dpjax.distributed import _secure_sum
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._ddp_config import _check_config
-from dpjax.distributed._ddp_config import DistributedDpConfig
+from dpjax.distributed.protocols import _secure_sum
+from dpjax.distributed.protocols._cpsgd_config import _check_int
+from dpjax.distributed.protocols._ddp_config import _check_config
+from dpjax.distributed.protocols._ddp_config import DistributedDpConfig
 
 _MASKS = _keys.register('secure_sum_masks', __name__)  # the masks' stream
 _U = 2.0**-24  # float32 unit roundoff

@@ -45,8 +45,8 @@ from dpjax.compression import inverse_randomized_hadamard
 from dpjax.compression import next_power_of_two
 from dpjax.compression import randomized_hadamard
 from dpjax.distributed import _harness
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._cpsgd_config import CpsgdConfig
+from dpjax.distributed.protocols._cpsgd_config import _check_int
+from dpjax.distributed.protocols._cpsgd_config import CpsgdConfig
 
 
 # --- Privacy -----------------------------------------------------------------
