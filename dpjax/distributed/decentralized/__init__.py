@@ -18,12 +18,12 @@ Example:
   ((4, 4), True)
 """
 
-from dpjax.distributed.decentralized._qdpsgd import ALGORITHMS
-from dpjax.distributed.decentralized._qdpsgd import AgentBatch
-from dpjax.distributed.decentralized._qdpsgd import CLIP_METHODS
-from dpjax.distributed.decentralized._qdpsgd import DecentralizedAlgorithm
-from dpjax.distributed.decentralized._qdpsgd import DecentralizedState
-from dpjax.distributed.decentralized._qdpsgd import RoundMetrics
+from dpjax.distributed.decentralized._rounds import ALGORITHMS
+from dpjax.distributed.decentralized._rounds import AgentBatch
+from dpjax.distributed.decentralized._rounds import CLIP_METHODS
+from dpjax.distributed.decentralized._rounds import DecentralizedAlgorithm
+from dpjax.distributed.decentralized._rounds import DecentralizedState
+from dpjax.distributed.decentralized._rounds import RoundMetrics
 from dpjax.distributed.decentralized._qdpsgd import qdpsgd1
 from dpjax.distributed.decentralized._qdpsgd import qdpsgd2
 from dpjax.distributed.decentralized._baselines import dsgd
