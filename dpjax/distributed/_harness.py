@@ -100,7 +100,7 @@ def client_keys(key: jax.Array, num_clients: int) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnums=1)
 def round_keys(key: jax.Array,
-                num_clients: int) -> tuple[jax.Array, jax.Array]:
+               num_clients: int) -> tuple[jax.Array, jax.Array]:
   """(shared_key(key), client_keys(key, n)) in one program (no validation)."""
   shared, client_root = jax.random.split(_keys.stream(key, _STREAM))
   return shared, indexed_keys(client_root, num_clients)

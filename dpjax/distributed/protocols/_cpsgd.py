@@ -121,7 +121,7 @@ def checked_rotation_key(config: CpsgdConfig, rotation_key) -> jax.Array | None:
 
 
 def prepare(config: CpsgdConfig, x: jax.Array,
-             rotation_key: jax.Array | None) -> jax.Array:
+            rotation_key: jax.Array | None) -> jax.Array:
   """Clips and (optionally) pads and rotates one client's vector."""
   x = _inputs.clip(x, config.l2_norm_clip)
   if config.rotate:
@@ -178,7 +178,7 @@ def client_encode(config: CpsgdConfig, key: jax.Array,
 
 @functools.partial(jax.jit, static_argnums=0)
 def encode(config: CpsgdConfig, key: jax.Array, x: jax.Array,
-            rotation_key: jax.Array | None) -> jax.Array:
+           rotation_key: jax.Array | None) -> jax.Array:
   quant_key, binomial_key = jax.random.split(key)
   codes = config.quantizer.quantize(prepare(config, x, rotation_key),
                                     key=quant_key)
@@ -244,8 +244,8 @@ def server_decode(config: CpsgdConfig, rotation_key: jax.Array | None,
 
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
 def decode(config: CpsgdConfig, rotation_key: jax.Array | None,
-            summed: jax.Array, num_clients: int,
-            dimension: int) -> jax.Array:
+           summed: jax.Array, num_clients: int,
+           dimension: int) -> jax.Array:
   barrier = jax.lax.optimization_barrier
   f32 = jnp.float32
   centered = summed.astype(f32) - jnp.asarray(

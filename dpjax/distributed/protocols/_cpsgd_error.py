@@ -13,7 +13,6 @@ import numpy as np
 
 from dpjax import _validate
 from dpjax.compression import inverse_randomized_hadamard
-from dpjax.distributed import _harness
 from dpjax.distributed.protocols import _inputs
 from dpjax.distributed.protocols._cpsgd import check_config
 from dpjax.distributed.protocols._cpsgd import checked_rotation_key

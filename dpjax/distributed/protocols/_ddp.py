@@ -335,7 +335,7 @@ def _finish(config, key, modular, true_sum, failures, dimension, max_rate):
   wrapped = _secure_sum.centered(modular, config.bits) != true_sum
   rate = jnp.mean(wrapped.astype(jnp.float32))
   estimate = decode(config, _harness.shared_key(key), modular,
-                     dimension) / jnp.asarray(config.num_clients, jnp.float32)
+                    dimension) / jnp.asarray(config.num_clients, jnp.float32)
   return SecureSumRound(estimate, rate, failures, rate <= max_rate)
 
 

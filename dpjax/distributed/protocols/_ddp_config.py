@@ -95,7 +95,7 @@ class DistributedDpConfig:
         0 <= beta < 1):
       raise ValueError(f'Expected beta={beta!r} in [0, 1).')
     attempts = check_int('max_rounding_attempts', self.max_rounding_attempts,
-                          1)
+                         1)
     for name, value in (('l2_norm_clip', c), ('bits', bits),
                         ('gamma', gamma), ('stddev', stddev),
                         ('num_clients', n), ('beta', float(beta)),

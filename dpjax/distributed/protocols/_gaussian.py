@@ -79,8 +79,14 @@ def _gaussian_mean(key: jax.Array, xs: jax.Array, l2_norm_clip: jax.Array,
   return summed / jnp.asarray(n, xs.dtype)
 
 
+def client_key(key: jax.Array, index: jax.typing.ArrayLike) -> jax.Array:
+  """Client ``index``'s key: ``fold_in(stream(key), index)``, as in the mean."""
+  return jax.random.fold_in(_keys.stream(key, _STREAM),
+                            jnp.asarray(index, jnp.uint32))
+
+
 def encode(key: jax.Array, x: jax.Array,
-            shared: tuple[jax.Array, jax.Array]) -> jax.Array:
+           shared: tuple[jax.Array, jax.Array]) -> jax.Array:
   l2_norm_clip, stddev = shared
   z = noise.gaussian(key, x.shape, stddev=stddev, dtype=x.dtype)
   return _inputs.clip(x, l2_norm_clip) + z

@@ -136,12 +136,12 @@ def _cpsgd_parts(config, dimension, num_clients):
   def encode(key, index, x, param):
     del param
     return _cpsgd.encode(config, _harness.client_key(key, index),
-                          _float(x), rotation_key(key))
+                         _float(x), rotation_key(key))
 
   def decode(key, summed, param):
     del param
     return _cpsgd.decode(config, rotation_key(key), summed, num_clients,
-                          dimension)
+                         dimension)
 
   return mean, encode, decode
 
@@ -195,15 +195,15 @@ def _ddp_parts(config, dimension):
   def encode(key, index, x, param):
     del param
     v, _ = _ddp.client_values(config, _harness.client_key(key, index),
-                               _float(x),
-                               _harness.shared_key(key))
+                              _float(x),
+                              _harness.shared_key(key))
     return _secure_sum.to_modular(v, config.bits)
 
   def decode(key, summed, param):
     del param
     modular = summed & jnp.asarray(config.modulus - 1, jnp.uint32)
     return _ddp.decode(config, _harness.shared_key(key), modular,
-                        dimension) / jnp.asarray(config.num_clients,
+                       dimension) / jnp.asarray(config.num_clients,
                                                  jnp.float32)
 
   return mean, encode, decode
@@ -259,11 +259,9 @@ def _gaussian_parts(l2_norm_clip, num_clients):
 
   def encode(key, index, x, stddev):
     x = _float(x)
-    client_key = jax.random.fold_in(_keys.stream(key, _gaussian._STREAM),
-                                    jnp.asarray(index, jnp.uint32))
-    return _gaussian.encode(client_key, x,
-                             (jnp.asarray(l2_norm_clip, x.dtype),
-                              jnp.asarray(stddev, x.dtype)))
+    return _gaussian.encode(_gaussian.client_key(key, index), x,
+                            (jnp.asarray(l2_norm_clip, x.dtype),
+                             jnp.asarray(stddev, x.dtype)))
 
   def decode(key, summed, stddev):
     del key, stddev
