@@ -61,14 +61,15 @@ def kind(obj):
 
 
 def constant_doc(module_name, name):
-  """The comment above a constant's assignment in its subpackage's source.
+  """The comment above a constant's assignment in its subpackage's source,
+  its parts' folders included.
 
   A comment may head a group of consecutive assignments (``# Largest ...``
   then ``A = ...`` and ``B = ...``). Returns '' when there is none.
   """
   package = importlib.import_module(module_name)
   assignment = re.compile(rf'^{re.escape(name)}\s*(:[^=]*)?=')
-  for path in sorted(pathlib.Path(package.__file__).parent.glob('*.py')):
+  for path in sorted(pathlib.Path(package.__file__).parent.rglob('*.py')):
     lines = path.read_text().splitlines()
     for i, line in enumerate(lines):
       if assignment.match(line):

@@ -1,5 +1,6 @@
-"""The package's shape: no subpackage reaches into another's private modules,
-and every public ``__all__`` is sorted and complete."""
+"""The package's shape: no subpackage (or part of one) reaches into another's
+private modules, no module of a subpackage in parts uses a sibling module's
+underscored names, and every public ``__all__`` is sorted and complete."""
 
 import ast
 import importlib
@@ -31,20 +32,23 @@ def _imported_modules(tree):
 
 
 def cross_private_imports(root=ROOT):
-  """Imports of ``dpjax.<other>._private`` from inside ``dpjax.<one>``.
+  """Imports of a private module from outside the package that holds it.
 
-  The root package's own private modules (``dpjax._validate``, ...) are the
-  shared internals every subpackage may use; a subpackage's private modules
-  are its own.
+  ``dpjax.<pkg>._private`` may be imported only inside ``dpjax/<pkg>/`` (its
+  folders included), so the root package's own private modules
+  (``dpjax._validate``, ...) are the shared internals every subpackage may
+  use, a subpackage's private modules are its own, and a part's
+  (``dpjax.distributed.protocols._cpsgd``) are the part's.
   """
   found = []
   for path in sorted(root.rglob('*.py')):
     rel = path.relative_to(root).parts
-    owner = rel[0] if len(rel) > 1 else None
+    inside = ['dpjax', *rel[:-1]]  # the packages this file is inside
     for line, name in _imported_modules(ast.parse(path.read_text())):
       parts = name.split('.')
-      private = [i for i, p in enumerate(parts) if i >= 2 and p[0] == '_']
-      if parts[0] == 'dpjax' and parts[1] != owner and private:
+      private = [i for i, p in enumerate(parts) if i >= 1 and p[0] == '_']
+      if (parts[0] == 'dpjax' and private
+          and parts[:private[0]] != inside[:private[0]]):
         found.append(
             f'{"/".join(rel)}:{line}: {".".join(parts[:private[0] + 1])}')
   return found
@@ -52,6 +56,62 @@ def cross_private_imports(root=ROOT):
 
 def test_no_subpackage_imports_another_subpackages_private_module():
   assert cross_private_imports() == []
+
+
+def test_the_check_keeps_a_parts_private_modules_to_that_part(tmp_path):
+  part = tmp_path / 'one' / 'left'
+  part.mkdir(parents=True)
+  (part / '_mod.py').write_text(
+      'from dpjax.one.right import _other\n'
+      'from dpjax.one.left import _own\n'
+      'from dpjax.one import _shared\n')
+  assert [f.split(': ')[1] for f in cross_private_imports(tmp_path)] == [
+      'dpjax.one.right._other']
+
+
+def sibling_private_names(root):
+  """Uses of another module's underscored names inside one package tree.
+
+  ``from dpjax.x._mod import _name`` and ``_mod._name`` (``_mod`` imported
+  from dpjax): a helper that several modules use belongs in an internal
+  module without the underscore, not in another module's private names.
+  """
+  found = []
+  for path in sorted(root.rglob('*.py')):
+    rel = '/'.join(path.relative_to(root.parent).parts)
+    tree = ast.parse(path.read_text())
+    modules = set()
+    for node in ast.walk(tree):
+      if (isinstance(node, ast.ImportFrom) and node.module
+          and node.module.startswith('dpjax')):
+        for alias in node.names:
+          if alias.name[0] == '_' and '._' in f'.{node.module}':
+            found.append(f'{rel}:{node.lineno}: {node.module}.{alias.name}')
+          elif alias.name[0] == '_':
+            modules.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+      if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+          and node.value.id in modules and node.attr[0] == '_'
+          and not node.attr.startswith('__')):
+        found.append(f'{rel}:{node.lineno}: {node.value.id}.{node.attr}')
+  return found
+
+
+@pytest.mark.parametrize('package', ['distributed'])
+def test_no_module_uses_a_siblings_private_names(package):
+  assert sibling_private_names(ROOT / package) == []
+
+
+def test_the_sibling_check_sees_both_forms(tmp_path):
+  pkg = tmp_path / 'one'
+  pkg.mkdir()
+  (pkg / '_a.py').write_text(
+      'from dpjax.one._b import _helper\n'
+      'from dpjax.one._b import shared\n'
+      'from dpjax.one import _b\n'
+      'x = _b._helper(_b.shared)\n')
+  assert [f.split(': ')[1] for f in sibling_private_names(pkg)] == [
+      'dpjax.one._b._helper', '_b._helper']
 
 
 def test_the_check_sees_all_three_import_forms(tmp_path):

@@ -21,6 +21,10 @@ protocol:
 Protocols (cpSGD, and future secure-sum protocols such as the distributed
 discrete Gaussian or Skellam mechanisms, whose modular sums are integer sums
 too) supply ``encode`` and their own server-side decoding.
+
+Its other names without an underscore (``round_keys``, ``client_key``,
+``indexed_keys``, ``check_mesh``) serve the modules of the two parts,
+``protocols`` and ``decentralized``; no namespace exports them.
 """
 
 import functools
@@ -30,7 +34,6 @@ import jax
 import jax.numpy as jnp
 
 from dpjax import _keys
-from dpjax import _numerics
 from dpjax import _validate
 
 PyTree = Any
@@ -92,24 +95,24 @@ def client_keys(key: jax.Array, num_clients: int) -> jax.Array:
     ...              == jax.random.key_data(jax.random.fold_in(root, 2))))
     True
   """
-  return _round_keys(_validate.key(key), _num_clients(num_clients))[1]
+  return round_keys(_validate.key(key), _num_clients(num_clients))[1]
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _round_keys(key: jax.Array,
-                num_clients: int) -> tuple[jax.Array, jax.Array]:
+def round_keys(key: jax.Array,
+               num_clients: int) -> tuple[jax.Array, jax.Array]:
   """(shared_key(key), client_keys(key, n)) in one program (no validation)."""
   shared, client_root = jax.random.split(_keys.stream(key, _STREAM))
-  return shared, _indexed_keys(client_root, num_clients)
+  return shared, indexed_keys(client_root, num_clients)
 
 
-def _client_key(key: jax.Array, index: jax.typing.ArrayLike) -> jax.Array:
+def client_key(key: jax.Array, index: jax.typing.ArrayLike) -> jax.Array:
   """``client_keys(key, n)[index]`` for one (possibly traced) index."""
   client_root = jax.random.split(_keys.stream(key, _STREAM))[1]
   return jax.random.fold_in(client_root, jnp.asarray(index, jnp.uint32))
 
 
-def _indexed_keys(root: jax.Array, num_clients: int) -> jax.Array:
+def indexed_keys(root: jax.Array, num_clients: int) -> jax.Array:
   """``jax.random.fold_in(root, i)`` for i = 0..n-1 (uint32 indices)."""
   ids = jnp.arange(num_clients, dtype=jnp.uint32)
   return jax.vmap(lambda i: jax.random.fold_in(root, i))(ids)
@@ -170,7 +173,7 @@ def client_sum(encode: Encoder, keys: jax.Array, xs: PyTree,
   """
   if mesh is None:
     return _vmapped_sum(encode, keys, xs, shared)
-  _check_mesh(mesh, axis_name, jnp.shape(keys)[0])
+  check_mesh(mesh, axis_name, jnp.shape(keys)[0])
   message = jax.eval_shape(lambda k, x: encode(k, x, shared),
                            keys[0], jax.tree.map(lambda a: a[0], xs))
   if not jnp.issubdtype(message.dtype, jnp.integer):
@@ -179,7 +182,7 @@ def client_sum(encode: Encoder, keys: jax.Array, xs: PyTree,
   return _sharded_sum(encode, keys, xs, shared, mesh, axis_name)
 
 
-def _check_mesh(mesh, axis_name, num_clients: int) -> None:
+def check_mesh(mesh, axis_name, num_clients: int) -> None:
   """Raises ValueError unless n clients can be sharded over the mesh axis."""
   if not isinstance(mesh, jax.sharding.Mesh):
     raise ValueError(f'Expected mesh to be a jax.sharding.Mesh, got '
@@ -221,27 +224,3 @@ def _sharded_sum(encode: Encoder, keys: jax.Array, xs: PyTree, shared: PyTree,
       local_sum, mesh=mesh,
       in_specs=(spec(axis_name), spec(axis_name), spec()),
       out_specs=spec(), check_vma=False)(keys, xs, shared)
-
-
-# --- Client inputs (shared by the protocols) ---------------------------------
-
-
-def _as_float_vector(x: jax.typing.ArrayLike, name: str,
-                     ndim: int) -> jax.Array:
-  """A client vector [d] (ndim=1) or client vectors [n, d] (ndim=2), float."""
-  x = jnp.asarray(x)
-  if x.ndim != ndim or x.shape[-1] < 1 or (ndim == 2 and x.shape[0] < 1):
-    want = '[d]' if ndim == 1 else '[n, d]'
-    raise ValueError(f'Expected {name} of shape {want} with n, d >= 1, got '
-                     f'shape {x.shape}.')
-  if not jnp.issubdtype(x.dtype, jnp.floating):
-    x = x.astype(jnp.float32)
-  return x
-
-
-def _clip(x: jax.Array, l2_norm_clip: jax.typing.ArrayLike) -> jax.Array:
-  """x * min(1, D / ||x||); a non-finite vector becomes zero."""
-  norm = _numerics.l2_norm(x).astype(x.dtype)  # overflow-safe
-  scale = jnp.minimum(jnp.asarray(1, x.dtype),
-                      jnp.asarray(l2_norm_clip, x.dtype) / norm)
-  return jnp.where(jnp.isfinite(norm), x * scale, jnp.zeros_like(x))

@@ -40,41 +40,41 @@ Example:
   Array([0.6, 0.8], dtype=float32)
 """
 
-from dpjax.distributed._cpsgd import client_encode
-from dpjax.distributed._cpsgd import cpsgd_event
-from dpjax.distributed._cpsgd import distributed_mean
-from dpjax.distributed._cpsgd import distributed_mean_sharded
-from dpjax.distributed._cpsgd import server_decode
-from dpjax.distributed._cpsgd_config import CpsgdConfig
-from dpjax.distributed._cpsgd_config import bits_per_coordinate
-from dpjax.distributed._cpsgd_config import cpsgd_bits
-from dpjax.distributed._cpsgd_config import rotated_linf_clip
-from dpjax.distributed._cpsgd_error import cpsgd_expected_mse
-from dpjax.distributed._cpsgd_error import cpsgd_mse_bound
-from dpjax.distributed._ddp import MAX_SKELLAM_MU
-from dpjax.distributed._ddp import SecureSumRound
-from dpjax.distributed._ddp import client_encode_modular
-from dpjax.distributed._ddp import conditional_round
-from dpjax.distributed._ddp import secure_sum
-from dpjax.distributed._ddp import secure_sum_round
-from dpjax.distributed._ddp import server_decode_modular
-from dpjax.distributed._ddp_calibrate import calibrate_distributed_dp
-from dpjax.distributed._ddp_config import DistributedDpConfig
-from dpjax.distributed._ddp_config import distributed_dp_bits
-from dpjax.distributed._ddp_config import distributed_dp_event
-from dpjax.distributed._gaussian import gaussian_distributed_mean
-from dpjax.distributed._gaussian import gaussian_protocol_bits
+from dpjax.distributed.protocols._cpsgd import client_encode
+from dpjax.distributed.protocols._cpsgd import cpsgd_event
+from dpjax.distributed.protocols._cpsgd import distributed_mean
+from dpjax.distributed.protocols._cpsgd import distributed_mean_sharded
+from dpjax.distributed.protocols._cpsgd import server_decode
+from dpjax.distributed.protocols._cpsgd_config import CpsgdConfig
+from dpjax.distributed.protocols._cpsgd_config import bits_per_coordinate
+from dpjax.distributed.protocols._cpsgd_config import cpsgd_bits
+from dpjax.distributed.protocols._cpsgd_config import rotated_linf_clip
+from dpjax.distributed.protocols._cpsgd_error import cpsgd_expected_mse
+from dpjax.distributed.protocols._cpsgd_error import cpsgd_mse_bound
+from dpjax.distributed.protocols._ddp import MAX_SKELLAM_MU
+from dpjax.distributed.protocols._ddp import SecureSumRound
+from dpjax.distributed.protocols._ddp import client_encode_modular
+from dpjax.distributed.protocols._ddp import conditional_round
+from dpjax.distributed.protocols._ddp import secure_sum
+from dpjax.distributed.protocols._ddp import secure_sum_round
+from dpjax.distributed.protocols._ddp import server_decode_modular
+from dpjax.distributed.protocols._ddp_calibrate import calibrate_distributed_dp
+from dpjax.distributed.protocols._ddp_config import DistributedDpConfig
+from dpjax.distributed.protocols._ddp_config import distributed_dp_bits
+from dpjax.distributed.protocols._ddp_config import distributed_dp_event
+from dpjax.distributed.protocols._gaussian import gaussian_distributed_mean
+from dpjax.distributed.protocols._gaussian import gaussian_protocol_bits
 from dpjax.distributed._harness import client_keys
 from dpjax.distributed._harness import client_sum
 from dpjax.distributed._harness import shared_key
-from dpjax.distributed._protocol import Protocol
-from dpjax.distributed._protocol import cpsgd_protocol
-from dpjax.distributed._protocol import distributed_dp_protocol
-from dpjax.distributed._protocol import gaussian_distributed_mean_protocol
-from dpjax.distributed._protocol import plain_mean_protocol
-from dpjax.distributed._secure_sum import centered
-from dpjax.distributed._secure_sum import pairwise_mask
-from dpjax.distributed._secure_sum import to_modular
+from dpjax.distributed.protocols._protocol import Protocol
+from dpjax.distributed.protocols._protocol import cpsgd_protocol
+from dpjax.distributed.protocols._protocol import distributed_dp_protocol
+from dpjax.distributed.protocols._protocol import gaussian_distributed_mean_protocol
+from dpjax.distributed.protocols._protocol import plain_mean_protocol
+from dpjax.distributed.protocols._secure_sum import centered
+from dpjax.distributed.protocols._secure_sum import pairwise_mask
+from dpjax.distributed.protocols._secure_sum import to_modular
 
 __all__ = [
     'bits_per_coordinate',

@@ -18,6 +18,7 @@ from dpjax import _keys
 from dpjax import _validate
 from dpjax import noise
 from dpjax.distributed import _harness
+from dpjax.distributed.protocols import _inputs
 
 _FLOAT32_BITS = 32  # bits per coordinate of a real-valued (float32) message
 _STREAM = _keys.register('gaussian_protocol', __name__)
@@ -62,7 +63,7 @@ def gaussian_distributed_mean(key: jax.Array, xs: jax.typing.ArrayLike,
     Array([0.6, 0.8], dtype=float32)
   """
   key = _keys.stream(_validate.key(key), _STREAM)
-  xs = _harness._as_float_vector(xs, 'xs', 2)
+  xs = _inputs.as_float_vector(xs, 'xs', 2)
   _validate.positive(l2_norm_clip=l2_norm_clip)
   _validate.non_negative(stddev=stddev)
   return _gaussian_mean(key, xs, jnp.asarray(l2_norm_clip, xs.dtype),
@@ -73,16 +74,22 @@ def gaussian_distributed_mean(key: jax.Array, xs: jax.typing.ArrayLike,
 def _gaussian_mean(key: jax.Array, xs: jax.Array, l2_norm_clip: jax.Array,
                    stddev: jax.Array) -> jax.Array:
   n = xs.shape[0]
-  summed = _harness.client_sum(_client, _harness._indexed_keys(key, n), xs,
+  summed = _harness.client_sum(encode, _harness.indexed_keys(key, n), xs,
                                (l2_norm_clip, stddev))
   return summed / jnp.asarray(n, xs.dtype)
 
 
-def _client(key: jax.Array, x: jax.Array,
-            shared: tuple[jax.Array, jax.Array]) -> jax.Array:
+def client_key(key: jax.Array, index: jax.typing.ArrayLike) -> jax.Array:
+  """Client ``index``'s key: ``fold_in(stream(key), index)``, as in the mean."""
+  return jax.random.fold_in(_keys.stream(key, _STREAM),
+                            jnp.asarray(index, jnp.uint32))
+
+
+def encode(key: jax.Array, x: jax.Array,
+           shared: tuple[jax.Array, jax.Array]) -> jax.Array:
   l2_norm_clip, stddev = shared
   z = noise.gaussian(key, x.shape, stddev=stddev, dtype=x.dtype)
-  return _harness._clip(x, l2_norm_clip) + z
+  return _inputs.clip(x, l2_norm_clip) + z
 
 
 def gaussian_protocol_bits(dimension: int) -> int:

@@ -1,6 +1,6 @@
 """The decentralized baselines of Ding et al. Sec. 5: DSGD and SDM.
 
-They share ``_decentralized``'s state, batch and round wrapper: see that
+They share ``_rounds``' state, batch and round wrapper: see that
 module for the keys, the harness and the metrics.
 """
 
@@ -9,18 +9,18 @@ import jax.numpy as jnp
 
 from dpjax import _validate
 from dpjax import noise
-from dpjax.distributed._decentralized import _check_common
-from dpjax.distributed._decentralized import _check_private
-from dpjax.distributed._decentralized import _col
-from dpjax.distributed._decentralized import _make
-from dpjax.distributed._decentralized import _mean_grad
-from dpjax.distributed._decentralized import _mix_with_self
-from dpjax.distributed._decentralized import _num_coordinates
-from dpjax.distributed._decentralized import _self_weights
-from dpjax.distributed._decentralized import _split_keys
-from dpjax.distributed._decentralized import DecentralizedAlgorithm
-from dpjax.distributed._decentralized import FLOAT_BITS
-from dpjax.distributed._decentralized import LossFn
+from dpjax.distributed.decentralized._rounds import check_common
+from dpjax.distributed.decentralized._rounds import check_private
+from dpjax.distributed.decentralized._rounds import col
+from dpjax.distributed.decentralized._rounds import DecentralizedAlgorithm
+from dpjax.distributed.decentralized._rounds import FLOAT_BITS
+from dpjax.distributed.decentralized._rounds import LossFn
+from dpjax.distributed.decentralized._rounds import make
+from dpjax.distributed.decentralized._rounds import mean_grad
+from dpjax.distributed.decentralized._rounds import mix_with_self
+from dpjax.distributed.decentralized._rounds import num_coordinates
+from dpjax.distributed.decentralized._rounds import self_weights
+from dpjax.distributed.decentralized._rounds import split_keys
 
 
 def _to_16(x):
@@ -51,18 +51,18 @@ def dsgd(loss_fn: LossFn, mixing, *, learning_rate: float,
     >>> state.params.tolist()[0], metrics.bits.tolist()
     ([0.5, 0.5, 0.5], [48.0, 48.0])
   """
-  w = _check_common(loss_fn, mixing, learning_rate)
+  w = check_common(loss_fn, mixing, learning_rate)
   if l2_norm_clip is not None:
     _validate.positive(l2_norm_clip=l2_norm_clip)
-  grad = _mean_grad(loss_fn, None if l2_norm_clip is None
-                    else float(l2_norm_clip))
+  grad = mean_grad(loss_fn, None if l2_norm_clip is None
+                   else float(l2_norm_clip))
 
   def body(rows, rows_w, mix, hyper, x, aux, keys, examples, mask):
     del keys
     g = grad(x, examples, mask)
     z = _to_16(x)
     ones = jnp.ones(rows.shape, jnp.float32)
-    x_new = _mix_with_self(x, z, mix(z), _self_weights(rows, rows_w), ones)
+    x_new = mix_with_self(x, z, mix(z), self_weights(rows, rows_w), ones)
     x_new = jax.tree.map(lambda xn, gi: xn - hyper['learning_rate'] * gi,
                          x_new, g)
     return x_new, aux, None
@@ -70,11 +70,11 @@ def dsgd(loss_fn: LossFn, mixing, *, learning_rate: float,
   def bits(sent, params):
     del sent
     n = jax.tree.leaves(params)[0].shape[0]
-    return jnp.full((n,), float(FLOAT_BITS * _num_coordinates(params)),
+    return jnp.full((n,), float(FLOAT_BITS * num_coordinates(params)),
                     jnp.float32)
 
-  return _make('dsgd', body, w, dict(learning_rate=learning_rate), (), bits,
-               mesh, axis_name)
+  return make('dsgd', body, w, dict(learning_rate=learning_rate), (), bits,
+              mesh, axis_name)
 
 
 def sdm(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
@@ -104,17 +104,17 @@ def sdm(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
     sparse differential Gaussian-masking distributed SGD approach", 2020;
     Ding et al., Sec. 5 (baseline, theta = 0.6, c = 0.3).
   """
-  w = _check_common(loss_fn, mixing, learning_rate)
-  _check_private(l2_norm_clip, noise_multiplier)
+  w = check_common(loss_fn, mixing, learning_rate)
+  check_private(l2_norm_clip, noise_multiplier)
   _validate.positive(theta=theta, rate=rate)
   if float(theta) > 1 or float(rate) > 1:
     raise ValueError(f'Expected theta={theta} and rate={rate} in (0, 1].')
-  grad = _mean_grad(loss_fn, float(l2_norm_clip), clip_method)
+  grad = mean_grad(loss_fn, float(l2_norm_clip), clip_method)
   clip, c, th = float(l2_norm_clip), float(rate), float(theta)
 
   def body(rows, rows_w, mix, hyper, x, y, keys, examples, mask):
     del rows, rows_w
-    skeys, nkeys = _split_keys(keys)
+    skeys, nkeys = split_keys(keys)
 
     def sparsify(d, k):
       leaves, treedef = jax.tree.flatten(d)
@@ -137,7 +137,7 @@ def sdm(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
     mixed = mix(x)
     y = jax.tree.map(
         lambda xi, mi, gi, ze: (1 - th) * xi + th * (
-            mi - hyper['learning_rate'] * (gi + _col(has, gi) * stddev * ze)),
+            mi - hyper['learning_rate'] * (gi + col(has, gi) * stddev * ze)),
         x, mixed, g, zeta)
     return x, y, count
 
@@ -146,5 +146,5 @@ def sdm(loss_fn: LossFn, mixing, *, l2_norm_clip: float,
     return (FLOAT_BITS * sent).astype(jnp.float32)
 
   hyper = dict(learning_rate=learning_rate, noise_multiplier=noise_multiplier)
-  return _make('sdm', body, w, hyper, (), bits, mesh, axis_name,
-               init_aux=lambda params: params)
+  return make('sdm', body, w, hyper, (), bits, mesh, axis_name,
+              init_aux=lambda params: params)

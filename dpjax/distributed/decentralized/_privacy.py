@@ -50,7 +50,7 @@ from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
 from dpjax._composition import repeated
-from dpjax.distributed import _decentralized
+from dpjax.distributed.decentralized import _rounds
 
 PRIVATE = ('qdpsgd1', 'qdpsgd2', 'sdm')
 
@@ -87,9 +87,9 @@ class DecentralizedPrivacy(NamedTuple):
 
 
 def _check(setting: DecentralizedPrivacy) -> None:
-  if setting.algorithm not in _decentralized.ALGORITHMS:
+  if setting.algorithm not in _rounds.ALGORITHMS:
     raise ValueError(f'Expected algorithm={setting.algorithm!r} in '
-                     f'{_decentralized.ALGORITHMS}.')
+                     f'{_rounds.ALGORITHMS}.')
   _validate.positive(l2_norm_clip=setting.l2_norm_clip)
   _validate.non_negative(noise_multiplier=setting.noise_multiplier)
   _validate.positive_int(num_examples=setting.num_examples)
@@ -115,7 +115,7 @@ def _check_ran(setting: DecentralizedPrivacy, ran, rtol: float = 1e-6,
 def _sizes(batch_sizes, setting: DecentralizedPrivacy,
            sigma: float | None = None) -> np.ndarray:
   """[rounds, agents] sizes, from an array or the rounds' stacked metrics."""
-  if isinstance(batch_sizes, _decentralized.RoundMetrics):
+  if isinstance(batch_sizes, _rounds.RoundMetrics):
     _check_ran(setting, batch_sizes.noise_multiplier, sigma=sigma)
     batch_sizes = batch_sizes.batch_size
   sizes = np.asarray(batch_sizes)
@@ -240,7 +240,7 @@ def qdpsgd_event(setting: DecentralizedPrivacy, batch_size: int,
                                float(setting.noise_multiplier)), steps)
 
 
-def qdpsgd_step_event(metrics: _decentralized.RoundMetrics,
+def qdpsgd_step_event(metrics: _rounds.RoundMetrics,
                       setting: DecentralizedPrivacy, agent: int,
                       l2_sensitivity: float | None = None, *,
                       rtol: float = 1e-6) -> dp_accounting.DpEvent:
@@ -306,7 +306,7 @@ def agent_ledgers(setting: DecentralizedPrivacy, batch_sizes,
   """
   _check(setting)
   sizes = _sizes(batch_sizes, setting)
-  if bits is None and isinstance(batch_sizes, _decentralized.RoundMetrics):
+  if bits is None and isinstance(batch_sizes, _rounds.RoundMetrics):
     bits = batch_sizes.bits
   bits = np.zeros(sizes.shape) if bits is None else np.asarray(bits, float)
   if bits.shape != sizes.shape:

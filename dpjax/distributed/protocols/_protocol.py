@@ -22,13 +22,13 @@ import jax.numpy as jnp
 from dpjax import _keys
 from dpjax import _validate
 from dpjax import accounting
-from dpjax.distributed import _cpsgd
-from dpjax.distributed import _cpsgd_config
-from dpjax.distributed import _ddp
-from dpjax.distributed import _ddp_config
-from dpjax.distributed import _gaussian
+from dpjax.distributed.protocols import _cpsgd
+from dpjax.distributed.protocols import _cpsgd_config
+from dpjax.distributed.protocols import _ddp
+from dpjax.distributed.protocols import _ddp_config
+from dpjax.distributed.protocols import _gaussian
 from dpjax.distributed import _harness
-from dpjax.distributed import _secure_sum
+from dpjax.distributed.protocols import _secure_sum
 
 Mean = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 Encode = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
@@ -135,13 +135,13 @@ def _cpsgd_parts(config, dimension, num_clients):
 
   def encode(key, index, x, param):
     del param
-    return _cpsgd._encode(config, _harness._client_key(key, index),
-                          _float(x), rotation_key(key))
+    return _cpsgd.encode(config, _harness.client_key(key, index),
+                         _float(x), rotation_key(key))
 
   def decode(key, summed, param):
     del param
-    return _cpsgd._decode(config, rotation_key(key), summed, num_clients,
-                          dimension)
+    return _cpsgd.decode(config, rotation_key(key), summed, num_clients,
+                         dimension)
 
   return mean, encode, decode
 
@@ -176,7 +176,7 @@ def distributed_dp_protocol(config: _ddp_config.DistributedDpConfig,
   """
   dimension = _dimension(dimension)
   event = _ddp_config.distributed_dp_event(config, dimension)
-  _ddp._check_sampler_range(config)
+  _ddp.check_sampler_range(config)
   mean, encode, decode = _ddp_parts(config, dimension)
   return Protocol(mean, event=event,
                   bits_per_client=_ddp_config.distributed_dp_bits(
@@ -194,16 +194,16 @@ def _ddp_parts(config, dimension):
 
   def encode(key, index, x, param):
     del param
-    v, _ = _ddp._client_values(config, _harness._client_key(key, index),
-                               _float(x),
-                               _harness.shared_key(key))
+    v, _ = _ddp.client_values(config, _harness.client_key(key, index),
+                              _float(x),
+                              _harness.shared_key(key))
     return _secure_sum.to_modular(v, config.bits)
 
   def decode(key, summed, param):
     del param
     modular = summed & jnp.asarray(config.modulus - 1, jnp.uint32)
-    return _ddp._decode(config, _harness.shared_key(key), modular,
-                        dimension) / jnp.asarray(config.num_clients,
+    return _ddp.decode(config, _harness.shared_key(key), modular,
+                       dimension) / jnp.asarray(config.num_clients,
                                                  jnp.float32)
 
   return mean, encode, decode
@@ -259,11 +259,9 @@ def _gaussian_parts(l2_norm_clip, num_clients):
 
   def encode(key, index, x, stddev):
     x = _float(x)
-    client_key = jax.random.fold_in(_keys.stream(key, _gaussian._STREAM),
-                                    jnp.asarray(index, jnp.uint32))
-    return _gaussian._client(client_key, x,
-                             (jnp.asarray(l2_norm_clip, x.dtype),
-                              jnp.asarray(stddev, x.dtype)))
+    return _gaussian.encode(_gaussian.client_key(key, index), x,
+                            (jnp.asarray(l2_norm_clip, x.dtype),
+                             jnp.asarray(stddev, x.dtype)))
 
   def decode(key, summed, stddev):
     del key, stddev

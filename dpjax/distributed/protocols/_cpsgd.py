@@ -45,8 +45,8 @@ from dpjax.compression import inverse_randomized_hadamard
 from dpjax.compression import next_power_of_two
 from dpjax.compression import randomized_hadamard
 from dpjax.distributed import _harness
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._cpsgd_config import CpsgdConfig
+from dpjax.distributed.protocols import _inputs
+from dpjax.distributed.protocols._cpsgd_config import CpsgdConfig
 
 
 # --- Privacy -----------------------------------------------------------------
@@ -95,9 +95,9 @@ def cpsgd_event(config: CpsgdConfig, dimension: int, num_clients: int,
     >>> round(ev.epsilon, 3), ev.delta
     (0.515, 1e-05)
   """
-  _check_config(config)
+  check_config(config)
   dprime = config.message_length(dimension)
-  num_clients = _check_int('num_clients', num_clients, 1)
+  num_clients = _inputs.check_int('num_clients', num_clients, 1)
   l1, l2, linf = accounting.cpsgd_sensitivities(
       dprime, config.levels, config.linf_clip, config.l2_norm_clip)
   return repeated(accounting.EpsilonDeltaDpEvent(accounting.binomial_epsilon(
@@ -108,22 +108,22 @@ def cpsgd_event(config: CpsgdConfig, dimension: int, num_clients: int,
 # --- Protocol ----------------------------------------------------------------
 
 
-def _check_config(config) -> None:
+def check_config(config) -> None:
   if not isinstance(config, CpsgdConfig):
     raise ValueError(f'Expected config to be a CpsgdConfig, got '
                      f'{type(config).__name__}.')
 
 
-def _rotation_key(config: CpsgdConfig, rotation_key) -> jax.Array | None:
+def checked_rotation_key(config: CpsgdConfig, rotation_key) -> jax.Array | None:
   if not config.rotate:
     return None
   return _validate.key(rotation_key, 'rotation_key')
 
 
-def _prepare(config: CpsgdConfig, x: jax.Array,
-             rotation_key: jax.Array | None) -> jax.Array:
+def prepare(config: CpsgdConfig, x: jax.Array,
+            rotation_key: jax.Array | None) -> jax.Array:
   """Clips and (optionally) pads and rotates one client's vector."""
-  x = _harness._clip(x, config.l2_norm_clip)
+  x = _inputs.clip(x, config.l2_norm_clip)
   if config.rotate:
     d = x.shape[-1]
     x = jnp.pad(x, (0, next_power_of_two(d) - d))
@@ -169,18 +169,18 @@ def client_encode(config: CpsgdConfig, key: jax.Array,
     >>> y.dtype, y.shape, bool(jnp.all((y >= 0) & (y <= cfg.max_message)))
     (dtype('int32'), (3,), True)
   """
-  _check_config(config)
+  check_config(config)
   key = _validate.key(key)
-  rkey = _rotation_key(config, rotation_key)
-  x = _harness._as_float_vector(x, 'x', 1)
-  return _encode(config, key, x, rkey)
+  rkey = checked_rotation_key(config, rotation_key)
+  x = _inputs.as_float_vector(x, 'x', 1)
+  return encode(config, key, x, rkey)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _encode(config: CpsgdConfig, key: jax.Array, x: jax.Array,
-            rotation_key: jax.Array | None) -> jax.Array:
+def encode(config: CpsgdConfig, key: jax.Array, x: jax.Array,
+           rotation_key: jax.Array | None) -> jax.Array:
   quant_key, binomial_key = jax.random.split(key)
-  codes = config.quantizer.quantize(_prepare(config, x, rotation_key),
+  codes = config.quantizer.quantize(prepare(config, x, rotation_key),
                                     key=quant_key)
   t = noise.binomial(binomial_key, codes.shape, trials=config.trials,
                      p=config.p)
@@ -191,7 +191,7 @@ def _encode(config: CpsgdConfig, key: jax.Array, x: jax.Array,
 def _encoder(config: CpsgdConfig) -> _harness.Encoder:
   """One client's encoder for the harness (cached: one function per config,
   so the harness's jit cache is reused)."""
-  return lambda key, x, rotation_key: _encode(config, key, x, rotation_key)
+  return lambda key, x, rotation_key: encode(config, key, x, rotation_key)
 
 
 def server_decode(config: CpsgdConfig, rotation_key: jax.Array | None,
@@ -225,27 +225,27 @@ def server_decode(config: CpsgdConfig, rotation_key: jax.Array | None,
     >>> server_decode(cfg, None, jnp.array([7, 5]), 2)
     Array([ 0.5, -0.5], dtype=float32)
   """
-  _check_config(config)
-  rkey = _rotation_key(config, rotation_key)
-  num_clients = _check_int('num_clients', num_clients, 1)
+  check_config(config)
+  rkey = checked_rotation_key(config, rotation_key)
+  num_clients = _inputs.check_int('num_clients', num_clients, 1)
   s = jnp.asarray(summed_messages)
   if s.ndim != 1 or not jnp.issubdtype(s.dtype, jnp.integer):
     raise ValueError(f'Expected summed_messages to be a 1-D integer array, '
                      f'got shape {s.shape} and dtype {s.dtype}.')
   if dimension is None:
     dimension = s.shape[0]
-  dimension = _check_int('dimension', dimension, 1)
+  dimension = _inputs.check_int('dimension', dimension, 1)
   want = config.message_length(dimension)
   if s.shape[0] != want:
     raise ValueError(f'Expected summed_messages of length {want} for '
                      f'dimension={dimension}, got {s.shape[0]}.')
-  return _decode(config, rkey, s, num_clients, dimension)
+  return decode(config, rkey, s, num_clients, dimension)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
-def _decode(config: CpsgdConfig, rotation_key: jax.Array | None,
-            summed: jax.Array, num_clients: int,
-            dimension: int) -> jax.Array:
+def decode(config: CpsgdConfig, rotation_key: jax.Array | None,
+           summed: jax.Array, num_clients: int,
+           dimension: int) -> jax.Array:
   barrier = jax.lax.optimization_barrier
   f32 = jnp.float32
   centered = summed.astype(f32) - jnp.asarray(
@@ -302,9 +302,9 @@ def distributed_mean(config: CpsgdConfig, key: jax.Array,
     >>> distributed_mean(cfg, jax.random.key(0), xs).shape
     (2,)
   """
-  _check_config(config)
+  check_config(config)
   key = _validate.key(key)
-  xs = _harness._as_float_vector(xs, 'xs', 2)
+  xs = _inputs.as_float_vector(xs, 'xs', 2)
   _check_sum_fits(config, xs.shape[0])
   return _distributed_mean(config, key, xs, None, 'clients')
 
@@ -346,11 +346,11 @@ def distributed_mean_sharded(config: CpsgdConfig, key: jax.Array,
     >>> bool(jnp.all(a == distributed_mean(cfg, jax.random.key(0), xs)))
     True
   """
-  _check_config(config)
+  check_config(config)
   key = _validate.key(key)
-  xs = _harness._as_float_vector(xs, 'xs', 2)
+  xs = _inputs.as_float_vector(xs, 'xs', 2)
   n = xs.shape[0]
-  _harness._check_mesh(mesh, axis_name, n)
+  _harness.check_mesh(mesh, axis_name, n)
   _check_sum_fits(config, n)
   return _distributed_mean(config, key, xs, mesh, axis_name)
 
@@ -360,8 +360,8 @@ def _distributed_mean(config: CpsgdConfig, key: jax.Array, xs: jax.Array,
                       mesh: jax.sharding.Mesh | None,
                       axis_name: str) -> jax.Array:
   n, d = xs.shape
-  rotation_key, keys = _harness._round_keys(key, n)
+  rotation_key, keys = _harness.round_keys(key, n)
   rkey = rotation_key if config.rotate else None
   summed = _harness.client_sum(_encoder(config), keys, xs, rkey, mesh=mesh,
                                axis_name=axis_name)
-  return _decode(config, rkey, summed, n, d)
+  return decode(config, rkey, summed, n, d)

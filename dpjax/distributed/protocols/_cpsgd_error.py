@@ -13,13 +13,11 @@ import numpy as np
 
 from dpjax import _validate
 from dpjax.compression import inverse_randomized_hadamard
-from dpjax.distributed import _harness
-from dpjax.distributed._cpsgd import _check_config
-from dpjax.distributed._cpsgd import _prepare
-from dpjax.distributed._cpsgd import _rotation_key
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._cpsgd_config import _check_positive_finite
-from dpjax.distributed._cpsgd_config import CpsgdConfig
+from dpjax.distributed.protocols import _inputs
+from dpjax.distributed.protocols._cpsgd import check_config
+from dpjax.distributed.protocols._cpsgd import checked_rotation_key
+from dpjax.distributed.protocols._cpsgd import prepare
+from dpjax.distributed.protocols._cpsgd_config import CpsgdConfig
 
 
 def cpsgd_mse_bound(dimension: int, num_clients: int, levels: int,
@@ -51,12 +49,12 @@ def cpsgd_mse_bound(dimension: int, num_clients: int, levels: int,
     >>> round(cpsgd_mse_bound(10, 100, 16, 64, 0.5, 1.0), 6)
     0.028889
   """
-  dimension = _check_int('dimension', dimension, 1)
-  num_clients = _check_int('num_clients', num_clients, 1)
-  levels = _check_int('levels', levels, 2)
-  trials = _check_int('trials', trials, 1)
+  dimension = _inputs.check_int('dimension', dimension, 1)
+  num_clients = _inputs.check_int('num_clients', num_clients, 1)
+  levels = _inputs.check_int('levels', levels, 2)
+  trials = _inputs.check_int('trials', trials, 1)
   _validate.open_unit(p=p)
-  linf_clip = _check_positive_finite('linf_clip', linf_clip)
+  linf_clip = _inputs.check_positive_finite('linf_clip', linf_clip)
   return (dimension * linf_clip**2 * (1 + 4 * trials * p * (1 - p))
           / (num_clients * (levels - 1)**2))
 
@@ -96,11 +94,11 @@ def cpsgd_expected_mse(config: CpsgdConfig, xs: jax.typing.ArrayLike, *,
     >>> cpsgd_expected_mse(cfg, jnp.array([[0.5]]))
     1.25
   """
-  _check_config(config)
-  rkey = _rotation_key(config, rotation_key)
-  xs = _harness._as_float_vector(xs, 'xs', 2)
+  check_config(config)
+  rkey = checked_rotation_key(config, rotation_key)
+  xs = _inputs.as_float_vector(xs, 'xs', 2)
   n, d = xs.shape
-  prepared = jax.vmap(lambda x: _prepare(config, x, rkey))(xs)
+  prepared = jax.vmap(lambda x: prepare(config, x, rkey))(xs)
   x = np.asarray(prepared, np.float64)
   q = config.quantizer
   low, high, s = float(q.low), float(q.high), float(q.spacing)

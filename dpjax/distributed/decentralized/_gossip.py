@@ -107,7 +107,7 @@ def run_agents(body: Body, mixing: jax.typing.ArrayLike, shared: PyTree,
   n = w.shape[0]
   if mesh is None:
     return _vmapped(body, w, shared, args)
-  _harness._check_mesh(mesh, axis_name, n)  # pylint: disable=protected-access
+  _harness.check_mesh(mesh, axis_name, n)
   return _sharded(body, w, shared, args, mesh, axis_name)
 
 

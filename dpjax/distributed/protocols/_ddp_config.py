@@ -13,8 +13,8 @@ from dpjax import accounting
 from dpjax._composition import repeated
 from dpjax import noise
 from dpjax.compression import next_power_of_two
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._cpsgd_config import _check_positive_finite
+from dpjax.distributed.protocols._inputs import check_int
+from dpjax.distributed.protocols._inputs import check_positive_finite
 
 MECHANISMS = ('ddg', 'skellam')
 DEFAULT_BETA = math.exp(-0.5)
@@ -78,24 +78,24 @@ class DistributedDpConfig:
     if self.mechanism not in MECHANISMS:
       raise ValueError(f'Expected mechanism={self.mechanism!r} in '
                        f'{MECHANISMS}.')
-    c = _check_positive_finite('l2_norm_clip', self.l2_norm_clip)
-    bits = _check_int('bits', self.bits, 2)
+    c = check_positive_finite('l2_norm_clip', self.l2_norm_clip)
+    bits = check_int('bits', self.bits, 2)
     if bits > 32:
       raise ValueError(f'Expected bits={bits} <= 32.')
-    gamma = _check_positive_finite('gamma', self.gamma)
+    gamma = check_positive_finite('gamma', self.gamma)
     stddev = self.stddev
     if isinstance(stddev, bool) or not isinstance(stddev, (int, float)):
       raise ValueError(f'Expected stddev={stddev!r} to be a number >= 0.')
     stddev = float(stddev)
     if not (stddev >= 0 and math.isfinite(stddev)):
       raise ValueError(f'Expected stddev={stddev} >= 0 and finite.')
-    n = _check_int('num_clients', self.num_clients, 1)
+    n = check_int('num_clients', self.num_clients, 1)
     beta = self.beta
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (
         0 <= beta < 1):
       raise ValueError(f'Expected beta={beta!r} in [0, 1).')
-    attempts = _check_int('max_rounding_attempts', self.max_rounding_attempts,
-                          1)
+    attempts = check_int('max_rounding_attempts', self.max_rounding_attempts,
+                         1)
     for name, value in (('l2_norm_clip', c), ('bits', bits),
                         ('gamma', gamma), ('stddev', stddev),
                         ('num_clients', n), ('beta', float(beta)),
@@ -135,7 +135,7 @@ class DistributedDpConfig:
 
   def message_length(self, dimension: int) -> int:
     """d' = the next power of two >= d (the rotation pads)."""
-    return next_power_of_two(_check_int('dimension', dimension, 1))
+    return next_power_of_two(check_int('dimension', dimension, 1))
 
   def norm_bound(self, dimension: int) -> float:
     """The conditional rounding bound on ||round(R x / gamma)||_2."""
@@ -144,7 +144,7 @@ class DistributedDpConfig:
         self.beta)
 
 
-def _check_config(config) -> None:
+def check_config(config) -> None:
   if not isinstance(config, DistributedDpConfig):
     raise ValueError(f'Expected config to be a DistributedDpConfig, got '
                      f'{type(config).__name__}.')
@@ -199,7 +199,7 @@ def distributed_dp_event(config: DistributedDpConfig, dimension: int, *,
     >>> round(accounting.epsilon(ev, 1e-5), 2)
     2.17
   """
-  _check_config(config)
+  check_config(config)
   if config.stddev == 0:
     raise ValueError('Expected stddev > 0 for a private round, got 0.')
   if not isinstance(replace_one, bool):
@@ -231,5 +231,5 @@ def distributed_dp_bits(config: DistributedDpConfig, dimension: int) -> int:
     >>> distributed_dp_bits(cfg, 1000)
     16384
   """
-  _check_config(config)
+  check_config(config)
   return config.bits * config.message_length(dimension)

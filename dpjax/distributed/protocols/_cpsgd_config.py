@@ -12,31 +12,13 @@ import dataclasses
 import math
 import numbers
 
-import jax
-import numpy as np
-
 from dpjax import _validate
 from dpjax import noise
 from dpjax.compression import GridQuantizer
 from dpjax.compression import k_level_quantizer
 from dpjax.compression import next_power_of_two
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-  _validate.integer_at_least(minimum, **{name: value})
-  return int(value)
-
-
-def _check_positive_finite(name: str, value) -> float:
-  if isinstance(value, bool) or not isinstance(value, numbers.Real):
-    if not (isinstance(value, (np.ndarray, jax.Array))
-            and not isinstance(value, jax.core.Tracer)
-            and np.ndim(value) == 0):
-      raise ValueError(f'Expected {name}={value!r} to be a concrete number.')
-  value = float(value)
-  if not (value > 0 and math.isfinite(value)):
-    raise ValueError(f'Expected {name}={value} > 0 and finite.')
-  return value
+from dpjax.distributed.protocols._inputs import check_int
+from dpjax.distributed.protocols._inputs import check_positive_finite
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,9 +71,9 @@ class CpsgdConfig:
   rotate: bool = False
 
   def __post_init__(self):
-    l2_norm_clip = _check_positive_finite('l2_norm_clip', self.l2_norm_clip)
-    levels = _check_int('levels', self.levels, 2)
-    trials = _check_int('trials', self.trials, 1)
+    l2_norm_clip = check_positive_finite('l2_norm_clip', self.l2_norm_clip)
+    levels = check_int('levels', self.levels, 2)
+    trials = check_int('trials', self.trials, 1)
     p = self.p
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
       raise ValueError(f'Expected p={p!r} to be a number in (0, 1).')
@@ -112,7 +94,7 @@ class CpsgdConfig:
             'Expected linf_clip with rotate=True, e.g. linf_clip='
             'rotated_linf_clip(l2_norm_clip, dimension, num_clients, delta).')
       linf_clip = l2_norm_clip
-    linf_clip = _check_positive_finite('linf_clip', linf_clip)
+    linf_clip = check_positive_finite('linf_clip', linf_clip)
     for name, value in (('l2_norm_clip', l2_norm_clip), ('levels', levels),
                         ('trials', trials), ('p', float(p)),
                         ('linf_clip', linf_clip)):
@@ -146,7 +128,7 @@ class CpsgdConfig:
       ...             rotate=True).message_length(100)
       128
     """
-    dimension = _check_int('dimension', dimension, 1)
+    dimension = check_int('dimension', dimension, 1)
     return next_power_of_two(dimension) if self.rotate else dimension
 
 
@@ -180,9 +162,9 @@ def rotated_linf_clip(l2_norm_clip: float, dimension: int, num_clients: int,
     >>> round(rotated_linf_clip(1.0, 1000, 100, 1e-5), 4)
     0.2153
   """
-  l2_norm_clip = _check_positive_finite('l2_norm_clip', l2_norm_clip)
-  dimension = _check_int('dimension', dimension, 1)
-  num_clients = _check_int('num_clients', num_clients, 1)
+  l2_norm_clip = check_positive_finite('l2_norm_clip', l2_norm_clip)
+  dimension = check_int('dimension', dimension, 1)
+  num_clients = check_int('num_clients', num_clients, 1)
   _validate.open_unit(delta=delta)
   dp = next_power_of_two(dimension)
   bound = l2_norm_clip * math.sqrt(2 * math.log(2 * num_clients * dp / delta)
@@ -214,8 +196,8 @@ def bits_per_coordinate(levels: int, trials: int, *,
     ...                                                  fixed_width=True)
     (6.321928094887363, 7)
   """
-  levels = _check_int('levels', levels, 2)
-  trials = _check_int('trials', trials, 1)
+  levels = check_int('levels', levels, 2)
+  trials = check_int('trials', trials, 1)
   if fixed_width:
     return (levels + trials - 1).bit_length()  # ceil(log2(k + m))
   return math.log2(levels + trials)

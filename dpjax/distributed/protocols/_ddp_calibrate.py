@@ -26,11 +26,11 @@ import dp_accounting
 from dpjax import _solve
 from dpjax import _validate
 from dpjax import accounting
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._ddp_config import DEFAULT_BETA
-from dpjax.distributed._ddp_config import distributed_dp_event
-from dpjax.distributed._ddp_config import DistributedDpConfig
-from dpjax.distributed._ddp_config import MECHANISMS
+from dpjax.distributed.protocols._inputs import check_int
+from dpjax.distributed.protocols._ddp_config import DEFAULT_BETA
+from dpjax.distributed.protocols._ddp_config import distributed_dp_event
+from dpjax.distributed.protocols._ddp_config import DistributedDpConfig
+from dpjax.distributed.protocols._ddp_config import MECHANISMS
 
 _RTOL = 1e-3
 _K_STDDEVS = {'ddg': 4.0, 'skellam': 3.0}
@@ -137,12 +137,12 @@ def calibrate_distributed_dp(mechanism: str, *, epsilon: float, delta: float,
   _validate.positive(epsilon=epsilon, l2_norm_clip=l2_norm_clip)
   _validate.open_unit(delta=delta)
   _validate.half_open_unit(sampling_rate=sampling_rate)
-  n = _check_int('num_clients', num_clients, 1)
-  d = _check_int('dimension', dimension, 1)
-  b = _check_int('bits', bits, 2)
+  n = check_int('num_clients', num_clients, 1)
+  d = check_int('dimension', dimension, 1)
+  b = check_int('bits', bits, 2)
   if b > 32:
     raise ValueError(f'Expected bits={b} <= 32.')
-  rounds = _check_int('rounds', rounds, 1)
+  rounds = check_int('rounds', rounds, 1)
   if not 0 <= beta < 1:
     raise ValueError(f'Expected beta={beta} in [0, 1).')
   k = _K_STDDEVS[mechanism] if k_stddevs is None else float(k_stddevs)

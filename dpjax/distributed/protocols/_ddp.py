@@ -42,10 +42,10 @@ from dpjax import noise
 from dpjax.compression import inverse_randomized_hadamard
 from dpjax.compression import randomized_hadamard
 from dpjax.distributed import _harness
-from dpjax.distributed import _secure_sum
-from dpjax.distributed._cpsgd_config import _check_int
-from dpjax.distributed._ddp_config import _check_config
-from dpjax.distributed._ddp_config import DistributedDpConfig
+from dpjax.distributed.protocols import _inputs
+from dpjax.distributed.protocols import _secure_sum
+from dpjax.distributed.protocols._ddp_config import check_config
+from dpjax.distributed.protocols._ddp_config import DistributedDpConfig
 
 _MASKS = _keys.register('secure_sum_masks', __name__)  # the masks' stream
 _U = 2.0**-24  # float32 unit roundoff
@@ -54,7 +54,7 @@ _U = 2.0**-24  # float32 unit roundoff
 MAX_SKELLAM_MU = noise.MAX_SKELLAM_MU
 
 
-def _check_sampler_range(config: DistributedDpConfig) -> None:
+def check_sampler_range(config: DistributedDpConfig) -> None:
   if config.mechanism == 'skellam' and config.local_mu > MAX_SKELLAM_MU:
     raise ValueError(
         f'Expected the local Skellam parameter mu = {config.local_mu:.6g} <= '
@@ -81,7 +81,7 @@ class SecureSumRound(NamedTuple):
 
 
 def _prepare(config, x, rotation_key):
-  x = _harness._clip(x, config.l2_norm_clip)
+  x = _inputs.clip(x, config.l2_norm_clip)
   d = x.shape[-1]
   x = jnp.pad(x, (0, config.message_length(d) - d))
   return randomized_hadamard(x, key=rotation_key)
@@ -134,7 +134,7 @@ def _noise(config: DistributedDpConfig, key: jax.Array,
   return noise.skellam(key, (length,), mu=config.local_mu)
 
 
-def _client_values(config, key, x, rotation_key):
+def client_values(config, key, x, rotation_key):
   """(integer vector before the modular reduction, rounding failed)."""
   round_key, noise_key = jax.random.split(key)
   y = _prepare(config, x, rotation_key) / jnp.asarray(config.gamma,
@@ -179,12 +179,12 @@ def client_encode_modular(config: DistributedDpConfig, key: jax.Array,
     >>> m.dtype, m.shape
     (dtype('uint32'), (4,))
   """
-  _check_config(config)
-  _check_sampler_range(config)
+  check_config(config)
+  check_sampler_range(config)
   key = _validate.key(key)
   rotation_key = _validate.key(rotation_key, 'rotation_key')
-  x = _harness._as_float_vector(x, 'x', 1)
-  v, _ = _client_values(config, key, x, rotation_key)
+  x = _inputs.as_float_vector(x, 'x', 1)
+  v, _ = client_values(config, key, x, rotation_key)
   return _secure_sum.to_modular(v, config.bits)
 
 
@@ -215,19 +215,19 @@ def server_decode_modular(config: DistributedDpConfig,
     >>> bool(jnp.allclose(randomized_hadamard(est, key=k), jnp.array([1., -1.])))
     True
   """
-  _check_config(config)
+  check_config(config)
   rotation_key = _validate.key(rotation_key, 'rotation_key')
-  dimension = _check_int('dimension', dimension, 1)
+  dimension = _inputs.check_int('dimension', dimension, 1)
   s = jnp.asarray(summed)
   if s.dtype != jnp.uint32 or s.shape != (config.message_length(dimension),):
     raise ValueError(f'Expected summed to be uint32 of shape '
                      f'({config.message_length(dimension)},), got {s.dtype} '
                      f'{s.shape}.')
-  return _decode(config, rotation_key, s, dimension)
+  return decode(config, rotation_key, s, dimension)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3))
-def _decode(config, rotation_key, summed, dimension):
+def decode(config, rotation_key, summed, dimension):
   c = _secure_sum.centered(summed, config.bits).astype(jnp.float32)
   est = jax.lax.optimization_barrier(c * jnp.asarray(config.gamma,
                                                      jnp.float32))
@@ -248,7 +248,7 @@ def _encoder(config: DistributedDpConfig, masked: bool):
   def encode(key, inputs, shared):
     x, index = inputs
     rotation_key, mask_key = shared
-    v, failed = _client_values(config, key, x, rotation_key)
+    v, failed = client_values(config, key, x, rotation_key)
     message = _secure_sum.to_modular(v, bits)
     if masked:
       message = _secure_sum.add_modular(
@@ -308,7 +308,7 @@ def secure_sum_round(config: DistributedDpConfig, key: jax.Array,
     raise ValueError(f'Expected max_wraparound_rate={max_wraparound_rate} '
                      'in [0, 1].')
   if mesh is not None:
-    _harness._check_mesh(mesh, axis_name, xs.shape[0])
+    _harness.check_mesh(mesh, axis_name, xs.shape[0])
   modular, true_sum, failures = _parts(config, key, xs, masked, mesh,
                                        axis_name)
   return _finish(config, key, modular, true_sum, failures, xs.shape[1],
@@ -319,7 +319,7 @@ def secure_sum_round(config: DistributedDpConfig, key: jax.Array,
 def _parts(config, key, xs, masked, mesh, axis_name):
   """(modular sum, true integer sum, rounding failures) of one round."""
   n = xs.shape[0]
-  rotation_key, keys = _harness._round_keys(key, n)
+  rotation_key, keys = _harness.round_keys(key, n)
   mask_key = _keys.stream(key, _MASKS)
   both = _harness.client_sum(_encoder(config, masked), keys,
                              (xs, jnp.arange(n, dtype=jnp.int32)),
@@ -334,8 +334,8 @@ def _parts(config, key, xs, masked, mesh, axis_name):
 def _finish(config, key, modular, true_sum, failures, dimension, max_rate):
   wrapped = _secure_sum.centered(modular, config.bits) != true_sum
   rate = jnp.mean(wrapped.astype(jnp.float32))
-  estimate = _decode(config, _harness.shared_key(key), modular,
-                     dimension) / jnp.asarray(config.num_clients, jnp.float32)
+  estimate = decode(config, _harness.shared_key(key), modular,
+                    dimension) / jnp.asarray(config.num_clients, jnp.float32)
   return SecureSumRound(estimate, rate, failures, rate <= max_rate)
 
 
@@ -361,16 +361,16 @@ def secure_sum(config: DistributedDpConfig, key: jax.Array,
   """
   key, xs = _checked_round_inputs(config, key, xs)
   if mesh is not None:
-    _harness._check_mesh(mesh, axis_name, xs.shape[0])
+    _harness.check_mesh(mesh, axis_name, xs.shape[0])
   return _parts(config, key, xs, bool(masked), mesh, axis_name)[0]
 
 
 def _checked_round_inputs(config, key, xs):
   """Validates a round's config, key and client vectors [n, d] (float)."""
-  _check_config(config)
-  _check_sampler_range(config)
+  check_config(config)
+  check_sampler_range(config)
   key = _validate.key(key)
-  xs = _harness._as_float_vector(xs, 'xs', 2)
+  xs = _inputs.as_float_vector(xs, 'xs', 2)
   if xs.shape[0] != config.num_clients:
     raise ValueError(f'Expected xs with num_clients={config.num_clients} '
                      f'rows, got {xs.shape[0]}.')
