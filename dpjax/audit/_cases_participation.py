@@ -72,7 +72,7 @@ from dpjax.audit._cases import AuditCase
 from dpjax.audit._cases import DELTA
 
 _CLIP, _SIGMA, _DIM, _STEPS = 1.0, 2.0, 5, 3
-_BATCH_KEY = jax.random.key(1)  # the data order; noise keys are the trials'
+_BATCH_SEED = 1  # the data order; noise keys are the trials'
 
 
 def _grads(n: int, canary: int) -> jax.Array:
@@ -142,7 +142,8 @@ def _reshuffled_batches():
   fresh permutation (``ShuffleSampler``)."""
   shuffle = sampling.ShuffleSampler(_N, _N // _PER_EPOCH)
   epoch = jax.jit(shuffle.epoch)
-  epochs = [epoch(jax.random.fold_in(_BATCH_KEY, e)) for e in (0, 1)]
+  key = jax.random.key(_BATCH_SEED)
+  epochs = [epoch(jax.random.fold_in(key, e)) for e in (0, 1)]
   return [(e.indices[s], e.mask[s]) for e in epochs for s in range(_PER_EPOCH)
           ][:_STEPS]
 
@@ -158,7 +159,8 @@ def reshuffled_epochs_bandmf_case() -> AuditCase:
   grads = _grads(_N, canary)
   sampler = sampling.CyclicPoissonSampler(_N, 1.0, _PER_EPOCH)
   sample = jax.jit(sampler.sample)
-  cyclic = [sample(_BATCH_KEY, jnp.int32(t)) for t in range(_STEPS)]
+  key = jax.random.key(_BATCH_SEED)
+  cyclic = [sample(key, jnp.int32(t)) for t in range(_STEPS)]
   present = jnp.ones(_N, bool)
   absent = present.at[canary].set(False)
 
@@ -202,11 +204,10 @@ _N_CYCLIC = 9
 def _restarted_batches(sampler):
   """The loop that restarts its count each epoch: step t draws
   ``sample(fold_in(key, epoch), t mod epoch_len)``."""
-  out = []
+  key, sample, out = jax.random.key(_BATCH_SEED), jax.jit(sampler.sample), []
   for t in range(_STEPS):
     epoch, step = divmod(t, _EPOCH_LEN)
-    out.append(jax.jit(sampler.sample)(jax.random.fold_in(_BATCH_KEY, epoch),
-                                       jnp.int32(step)))
+    out.append(sample(jax.random.fold_in(key, epoch), jnp.int32(step)))
   return out
 
 
@@ -219,7 +220,8 @@ def restarted_cyclic_step_case() -> AuditCase:
   grads = _grads(_N_CYCLIC, canary)
   sampler = sampling.CyclicPoissonSampler(_N_CYCLIC, 1.0, _PARTITIONS)
   sample = jax.jit(sampler.sample)
-  honest = [sample(_BATCH_KEY, jnp.int32(t)) for t in range(_STEPS)]
+  key = jax.random.key(_BATCH_SEED)
+  honest = [sample(key, jnp.int32(t)) for t in range(_STEPS)]
   restarted = _restarted_batches(sampler)
   present = jnp.ones(_N_CYCLIC, bool)
   absent = present.at[canary].set(False)
