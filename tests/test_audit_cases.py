@@ -49,9 +49,13 @@ TEETH = {
     'exact_gaussian': 0.35,  # 0.46
     'adaptive_dpsgd': 0.45,  # 0.57
     'user_dpsgd': 0.45,  # 0.56
-    'bandmf': 0.48,  # 0.58
+    'bandmf': 0.4,  # 0.48 (0.25-0.58; 0.42-0.59 before: see below)
     'user_level_unit': 0.45,  # 0.57
-    'scaled_clipped_sum': 0.45,  # 0.57
+    # bandmf and scaled_clipped_sum were re-measured when the noise keys
+    # changed (0.2.0): the same distributions, other draws (a KS test of
+    # the scaled case's score finds them equal); lower / stated over audit
+    # keys 0-9 in the comment.
+    'scaled_clipped_sum': 0.3,  # 0.34 (0.31-0.56; 0.47-0.57 before)
     'shared_noise_key': 0.5,  # 0.56 (one key, at 31 cases)
     'adaptive_bandmf_count': 0.45,  # 0.54
     'reshuffled_epochs_bandmf': 0.3,  # 0.49 (at 31 cases)
