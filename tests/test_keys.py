@@ -156,3 +156,29 @@ def test_adaptive_counts_differing_in_their_noise_draw_independently():
       jnp.array([1.0, 2.0]), keys)
   assert abs(float(np.corrcoef(z[0], z[1])[0, 1])) < 0.1
   assert 0.9 < float(np.std(z[0])) < 1.1  # the standardized count noise
+
+
+NOISE_TRANSFORMS = {
+    'gaussian': lambda s, k: dpjax.transforms.add_gaussian_noise(s, key=k),
+    'laplace': lambda s, k: dpjax.transforms.add_laplace_noise(
+        s, key=k, exact=False),
+    'laplace_exact': lambda s, k: dpjax.transforms.add_laplace_noise(s, key=k),
+    'discrete_gaussian': lambda s, k:
+        dpjax.transforms.add_discrete_gaussian_noise(s, key=k, eta=2.0**-8),
+    'exact_gaussian': lambda s, k: dpjax.transforms.add_exact_gaussian_noise(
+        s, key=k),
+    # Noise scale 2 xi n / epsilon: epsilon = 1 / s scales it by s.
+    'laplace_privatizer': lambda s, k: dpjax.transforms.laplace_privatizer(
+        1.0 / s, 1.0, key=k),
+}
+
+
+@pytest.mark.parametrize('name', sorted(NOISE_TRANSFORMS))
+def test_noise_transforms_of_one_key_at_two_scales_draw_independently(name):
+  """Before: add_gaussian_noise(1) and add_gaussian_noise(2) of one key drew
+  one z, so 2 r_1 - r_2 gave the input without noise; each noise transform
+  folds its scale into its stream."""
+  x, key = jnp.zeros(2000), jax.random.key(4)
+  z = [NOISE_TRANSFORMS[name](s, key).update(x, NOISE_TRANSFORMS[name](
+      s, key).init(None))[0] / s for s in (1.0, 2.0)]
+  assert abs(float(np.corrcoef(z[0], z[1])[0, 1])) < 0.1

@@ -50,7 +50,8 @@ def _add_noise(sampler: Callable[..., jax.Array], key: jax.Array,
     noise = noise_lib.tree_noise(sampler, step_key, updates, **params)
     return jax.tree.map(jnp.add, updates, noise)
 
-  return keyed_transformation(key, step, stream=stream)
+  return keyed_transformation(key, step, stream=stream,
+                              public=tuple(params.values()))
 
 
 def add_gaussian_noise(stddev: float, *,
@@ -60,7 +61,8 @@ def add_gaussian_noise(stddev: float, *,
   Args:
     stddev: noise standard deviation (>= 0). For DP-SGD on a clipped sum use
       ``noise_multiplier * clipped_norm_bound(l2_norm_clip)``.
-    key: PRNG key (required). Step t draws from ``fold_in(key, t)``.
+    key: PRNG key (required). Step t draws from ``fold_in(key, t)`` of
+      its stream, the scale folded in (another scale: independent noise).
 
   Returns:
     An optax transformation with ``KeyStepState``.
@@ -163,7 +165,8 @@ def add_laplace_noise(scale: float, *, key: jax.Array, eta: float | None = None,
 
   Args:
     scale: Laplace scale b (>= 0), a concrete number when ``exact``.
-    key: PRNG key (required). Step t draws from ``fold_in(key, t)``.
+    key: PRNG key (required). Step t draws from ``fold_in(key, t)`` of
+      its stream, the scale folded in (another scale: independent noise).
     eta: grid spacing, a power of two with scale / eta in [2^-10, 2^20];
       default ``laplace_grid_spacing(scale)`` (scale / eta in [2^10, 2^11)).
       Only with ``exact``.
@@ -214,7 +217,7 @@ def add_laplace_noise(scale: float, *, key: jax.Array, eta: float | None = None,
       raise ValueError(f'eta={eta} needs scale > 0.')
     return keyed_transformation(
         key, lambda updates, k, p: _numerics.zero_nonfinite(updates),
-        stream=_LAPLACE)
+        stream=_LAPLACE, public=(scale,))
   eta = grid_spacing(scale, eta)
   grid_scale = laplace_grid_scale(scale, eta)
 
@@ -231,7 +234,8 @@ def add_laplace_noise(scale: float, *, key: jax.Array, eta: float | None = None,
       out.append(grid_laplace(k, x, grid_scale, eta).astype(x.dtype))
     return jax.tree.unflatten(treedef, out)
 
-  return keyed_transformation(key, step, stream=_LAPLACE)
+  return keyed_transformation(key, step, stream=_LAPLACE,
+                              public=(scale, eta))
 
 
 def _exact_grid_bits(n: int, epsilon: float) -> int:
@@ -313,7 +317,8 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
     return unflatten((total.astype(jnp.float32) * eta).astype(flat.dtype))
 
   if exact:
-    return keyed_transformation(key, exact_step, stream=_PRIVATIZER)
+    return keyed_transformation(key, exact_step, stream=_PRIVATIZER,
+                                public=(epsilon, linf_clip))
 
   def step(updates, step_key, params):
     del params
@@ -324,7 +329,8 @@ def laplace_privatizer(epsilon: float, linf_clip: float, *,
                               dtype=flat.dtype)
     return unflatten(jnp.clip(flat, -linf_clip, linf_clip) + noise)
 
-  return keyed_transformation(key, step, stream=_PRIVATIZER)
+  return keyed_transformation(key, step, stream=_PRIVATIZER,
+                              public=(epsilon, linf_clip))
 
 
 def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
@@ -341,7 +347,8 @@ def add_discrete_gaussian_noise(sigma: float, *, key: jax.Array,
   Args:
     sigma: scale in the units of the updates (0 or sigma / eta in
       [2^-10, 2^21]); a concrete number.
-    key: PRNG key (required). Step t draws from ``fold_in(key, t)``.
+    key: PRNG key (required). Step t draws from ``fold_in(key, t)`` of
+      its stream, the scale folded in (another scale: independent noise).
     eta: grid spacing (> 0), e.g. ``quantizer.spacing``.
 
   Returns:

@@ -202,7 +202,8 @@ def add_exact_gaussian_noise(stddev: float, *, key: jax.Array,
 
   Args:
     stddev: noise scale in the units of x (>= 0; 0 rounds only); concrete.
-    key: PRNG key (required). Step t uses ``fold_in(key, t)``.
+    key: PRNG key (required). Step t uses ``fold_in(key, t)`` of its
+      stream, stddev and gamma folded in (others: independent noise).
     gamma: grid spacing, a power of two; default
       ``exact_gaussian_grid(stddev)`` (stddev / gamma in [2^18, 2^19)).
 
@@ -232,7 +233,7 @@ def add_exact_gaussian_noise(stddev: float, *, key: jax.Array,
   gamma, sigma_z = grid_sigma(stddev, gamma)
   return keyed_transformation(
       key, lambda updates, k, p: release(k, updates, gamma, sigma_z),
-      stream=_NOISE_STREAM)
+      stream=_NOISE_STREAM, public=(stddev, gamma))
 
 
 def add_exact_gaussian_noise_event(stddev: float, l2_sensitivity: float,

@@ -96,7 +96,8 @@ class AdaptiveClipState(NamedTuple):
 def keyed_transformation(
     key: jax.Array,
     step: Callable[[Any, jax.Array, Any], Any], *,
-    stream: str = KEYED_TRANSFORMATION) -> optax.GradientTransformation:
+    stream: str = KEYED_TRANSFORMATION,
+    public: tuple[Any, ...] = ()) -> optax.GradientTransformation:
   """A transform whose step t maps ``updates`` with ``fold_in(s, t)``, s the
   stream ``stream`` of ``key`` (``dpjax._keys``).
 
@@ -105,6 +106,9 @@ def keyed_transformation(
     step: ``step(updates, step_key, params) -> updates``.
     stream: the registered stream name the key is separated by (dpjax's
       transforms each pass their own; the default serves user transforms).
+    public: a noise transform's public scale parameters, folded into the
+      stream (``KeyStepState.create``): two transforms of one key that
+      differ in them draw independent noise.
 
   Returns:
     An optax transformation with ``KeyStepState``.
@@ -116,7 +120,7 @@ def keyed_transformation(
     >>> int(state.count)
     1
   """
-  state0 = KeyStepState.create(key, stream=stream)
+  state0 = KeyStepState.create(key, stream=stream, public=public)
 
   def init_fn(params):
     del params
