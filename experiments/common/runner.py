@@ -6,17 +6,21 @@ same roles (docs/experiments.md shows the smallest one):
 - ``_config.py``: ``Config``, a frozen ``config.Config`` dataclass whose
   field defaults are the quick preset and whose ``PRESETS['full']`` is the
   paper-scale run;
-- ``_run.py``: ``run(cfg, ctx) -> dict``, the experiment's numbers, a
-  function of ``cfg`` alone (``ctx`` says where to checkpoint and whether to
-  show progress); it must return ``dataset``, a description of the data
-  that ran, and runs the seeds ``cfg.seeds`` as one vmapped program where
-  the experiment allows;
+- ``_results.py``: ``Results``, the typed record of its numbers (a frozen
+  ``results.Results`` dataclass: ``dataset``, a description of the data
+  that ran, and the experiment's fields);
+- ``_run.py``: ``run(cfg, ctx) -> Results``, a function of ``cfg`` alone
+  (``ctx`` says where to checkpoint and whether to show progress), running
+  the seeds ``cfg.seeds`` as one vmapped program where the experiment allows;
 - ``_claims.py``: ``claims(results, cfg)``, a ``claims.ClaimFamily`` (or a
   list of them), which applies the multiple-comparison correction;
-- ``_report.py``: ``report(results, out_dir) -> str``, the experiment's
-  markdown section body (tables, plots written to ``out_dir``);
+- ``_report.py``: ``report(results, cfg, out_dir) -> str``, the
+  experiment's markdown section body (tables, plots written to ``out_dir``);
 - ``__init__.py``: the docstring (what is reproduced, from which paper) and
-  ``EXPERIMENT = runner.Experiment(...)`` naming the four.
+  ``EXPERIMENT = runner.Experiment(...)`` naming the five.
+
+``_claims`` and ``_report`` read the record by attribute; the report step
+rebuilds it (and the ``Config``) from results.json.
 
 The runner owns the rest: the preset and overrides (``configure``), timing
 and progress lines, the results envelope (``ENVELOPE``: the configuration,
@@ -36,9 +40,10 @@ from typing import Any, Callable, Iterable, Union
 from experiments.common import claims as claims_lib
 from experiments.common import config as config_lib
 from experiments.common import report as report_lib
+from experiments.common import results as results_lib
 from experiments.common import verdict as verdict_lib
 
-# Fields the runner adds to results.json; ``run`` returns none but 'dataset'.
+# Fields the runner adds to results.json; a record has none but 'dataset'.
 ENVELOPE = ('experiment', 'config', 'epsilon', 'delta', 'dataset', 'seeds',
             'versions', 'wall_seconds', 'claims')
 VERSIONED = ('jax', 'jaxlib', 'numpy', 'dpjax')
@@ -95,9 +100,17 @@ class Experiment:
   name: str
   description: str
   config: type[config_lib.Config]
-  run: Callable[[config_lib.Config, Context], dict[str, Any]]
-  claims: Callable[[dict[str, Any], config_lib.Config], Claims]
-  report_body: Callable[[dict[str, Any], str], str]
+  record: type[results_lib.Results]
+  run: Callable[[config_lib.Config, Context], results_lib.Results]
+  claims: Callable[[results_lib.Results, config_lib.Config], Claims]
+  report_body: Callable[[results_lib.Results, config_lib.Config, str], str]
+
+  def __post_init__(self):
+    clash = sorted({f.name for f in dataclasses.fields(self.record)}
+                   & set(ENVELOPE) - {'dataset'})
+    if clash:
+      raise ValueError(f'{self.name}: its Results may not hold {clash} '
+                       '(the runner adds them)')
 
   @property
   def modes(self) -> tuple[str, ...]:
@@ -136,12 +149,11 @@ class Experiment:
     what ``run`` returned."""
     ctx = Context(self.name, out_dir, progress)
     out = self.run(cfg, ctx)
-    clash = sorted(set(out) & set(ENVELOPE) - {'dataset'})
-    if clash or 'dataset' not in out:
-      raise ValueError(f'{self.name}.run must return dataset and none of '
-                       f'{clash} (the runner adds them)')
+    if type(out) is not self.record:  # pylint: disable=unidiomatic-typecheck
+      raise TypeError(f'{self.name}.run must return its '
+                      f'{self.record.__name__}, not {type(out).__name__}')
     claims = claims_lib.verdicts(self.claims(out, cfg))
-    return dict(out, experiment=self.name, config=cfg.to_dict(),
+    return dict(out.to_dict(), experiment=self.name, config=cfg.to_dict(),
                 epsilon=cfg.target_epsilons(),
                 delta=getattr(cfg, 'delta', None), seeds=cfg.seeds,
                 versions=versions(), claims=claims,
@@ -149,9 +161,10 @@ class Experiment:
 
   def report(self, results: dict[str, Any], out_dir: str) -> str:
     """The report skeleton around the experiment's body."""
-    cfg = results['config']
-    body = self.report_body(results, out_dir).strip('\n')
-    lines = [f"## {self.name} ({cfg['mode']})", '', body, '', '### Claims',
+    cfg = self.config(**results['config'])
+    body = self.report_body(self.record.from_dict(results), cfg,
+                            out_dir).strip('\n')
+    lines = [f"## {self.name} ({cfg.mode})", '', body, '', '### Claims',
              '', 'Paired by seed; verdicts per the rule at the top, '
              'Bonferroni within each family.', '',
              verdict_lib.claims_table(results['claims']), '']

@@ -26,6 +26,8 @@ from experiments.dpsgd_baseline._config import Config
 from experiments.dpsgd_baseline._config import DESCRIPTION
 from experiments.dpsgd_baseline._config import NAME
 from experiments.dpsgd_baseline._report import report
+from experiments.dpsgd_baseline._results import Results
 from experiments.dpsgd_baseline._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

@@ -8,10 +8,9 @@ largest epsilon DP-SGD stays within ``within`` of non-private training
 (Abadi et al. report about 1.3 points on MNIST at eps = 8).
 """
 
-from typing import Any
-
 from experiments.common import claims as claims_lib
 from experiments.dpsgd_baseline._config import Config
+from experiments.dpsgd_baseline._results import Results
 
 
 def _accuracy(runs, model, target):
@@ -21,8 +20,8 @@ def _accuracy(runs, model, target):
   return [r['test_accuracy'] for r in rows]
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
-  runs = results['selected']
+def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
+  runs = results.selected
   low, high = min(cfg.epsilons), max(cfg.epsilons)
   family = claims_lib.ClaimFamily()
   for model in dict.fromkeys(r['model'] for r in runs):

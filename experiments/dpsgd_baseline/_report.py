@@ -1,10 +1,10 @@
 """dpsgd_baseline's report body: the setting, the accuracy table, a plot."""
 
-from typing import Any
-
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
+from experiments.dpsgd_baseline._config import Config
+from experiments.dpsgd_baseline._results import Results
 
 COLUMNS = [('model', 'model'), ('target_epsilon', 'target eps'),
            ('clip', 'C'), ('noise_multiplier', 'sigma'),
@@ -18,10 +18,10 @@ SELECTED_COLUMNS = [('model', 'model'), ('target_epsilon', 'target eps'),
                     ('test_accuracy_sem', 'SEM'), ('seeds', 'seeds')]
 
 
-def plot(results: dict[str, Any], out_dir: str) -> list[str]:
+def plot(results: Results, cfg: Config, out_dir: str) -> list[str]:
   """Test accuracy vs epsilon per model, non-private as a dashed line."""
   fig, ax = plt.subplots(figsize=(5, 3.5))
-  summary = results['selected_summary']
+  summary = results.selected_summary
   for i, model in enumerate(dict.fromkeys(r['model'] for r in summary)):
     color = f'C{i}'
     dp = sorted((r for r in summary if r['model'] == model and
@@ -36,29 +36,28 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
         ax.axhline(r['test_accuracy_mean'], ls='--', color=color,
                    label=f'{model} non-private')
   ax.set_xscale('log')
-  ticks = sorted(results['config']['epsilons'])
+  ticks = sorted(cfg.epsilons)
   ax.set_xticks(ticks, [f'{e:g}' for e in ticks], minor=False)
   ax.set_xticks([], minor=True)
-  ax.set_xlabel(f"epsilon (RDP, delta={results['config']['delta']:g})")
+  ax.set_xlabel(f'epsilon (RDP, delta={cfg.delta:g})')
   ax.set_ylabel('test accuracy (± SEM)')
-  ax.set_title(f"DP-SGD on {results['dataset']['name']}")
+  ax.set_title(f"DP-SGD on {results.dataset['name']}")
   ax.legend(fontsize=7)
   return [report_lib.save_figure(fig, out_dir, 'accuracy_vs_epsilon.png')]
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
-  cfg = results['config']
+def report(results: Results, cfg: Config, out_dir: str) -> str:
   lines = [
-      report_lib.dataset_line(results['dataset']), '',
-      f"Poisson sampling q = {results['sampling_rate']:.5f} (expected batch "
-      f"{cfg['expected_batch_size']}, cap {results['max_batch_size']}), "
-      f"{results['runs'][0]['steps']} steps ({cfg['epochs']} epochs), lr "
-      f"{cfg['learning_rate']}, momentum {cfg['momentum']}; sigma calibrated "
-      f"under RDP. Each seed chooses C from {list(cfg['clips'])} on the "
+      report_lib.dataset_line(results.dataset), '',
+      f'Poisson sampling q = {results.sampling_rate:.5f} (expected batch '
+      f'{cfg.expected_batch_size}, cap {results.max_batch_size}), '
+      f"{results.runs[0]['steps']} steps ({cfg.epochs} epochs), lr "
+      f'{cfg.learning_rate}, momentum {cfg.momentum}; sigma calibrated '
+      f'under RDP. Each seed chooses C from {list(cfg.clips)} on the '
       'validation split; the claims use the test accuracy at that C.', '',
-      report_lib.markdown_table(results['selected_summary'],
+      report_lib.markdown_table(results.selected_summary,
                                 SELECTED_COLUMNS), '',
       'Every C (the tuning grid):', '',
-      report_lib.markdown_table(results['summary'], COLUMNS), '']
-  lines += [f'![{p}]({p})' for p in plot(results, out_dir)]
+      report_lib.markdown_table(results.summary, COLUMNS), '']
+  lines += [f'![{p}]({p})' for p in plot(results, cfg, out_dir)]
   return '\n'.join(lines)

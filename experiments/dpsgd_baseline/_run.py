@@ -21,6 +21,7 @@ from experiments.common import runner
 from experiments.common import train as train_lib
 from experiments.common import verdict
 from experiments.dpsgd_baseline._config import Config
+from experiments.dpsgd_baseline._results import Results
 
 
 def _model_specs(ds: data_lib.Dataset, cfg: Config):
@@ -39,7 +40,7 @@ def select_clip(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
   return verdict.select_per_seed(runs, ('model', 'target_epsilon'), ('clip',))
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Trains every (model, setting, C, seed); returns the numbers."""
   ds = train_lib.sweep_data(cfg)
   n = len(ds.x_train)
@@ -66,13 +67,13 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
           r.pop('history', None)
         runs += rows
   selected = select_clip(runs)
-  return dict(dataset=report_lib.dataset_info(ds),
-              sampling_rate=sampler.sampling_rate,
-              max_batch_size=sampler.max_batch_size, runs=runs,
-              selected=selected,
-              summary=report_lib.summarize_over_seeds(
-                  runs, ('model', 'target_epsilon', 'clip'),
-                  ('val_accuracy', 'test_accuracy')),
-              selected_summary=report_lib.summarize_over_seeds(
-                  selected, ('model', 'target_epsilon'),
-                  ('test_accuracy',)))
+  return Results(dataset=report_lib.dataset_info(ds),
+                 sampling_rate=sampler.sampling_rate,
+                 max_batch_size=sampler.max_batch_size, runs=runs,
+                 selected=selected,
+                 summary=report_lib.summarize_over_seeds(
+                     runs, ('model', 'target_epsilon', 'clip'),
+                     ('val_accuracy', 'test_accuracy')),
+                 selected_summary=report_lib.summarize_over_seeds(
+                     selected, ('model', 'target_epsilon'),
+                     ('test_accuracy',)))
