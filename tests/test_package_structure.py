@@ -148,3 +148,32 @@ def test_distributed_is_in_two_parts_that_its_namespace_re_exports():
   assert held[0] | held[1] == set(dpjax.distributed.__all__)
   assert {'Protocol', 'cpsgd_protocol', 'client_sum'} <= held[1]
   assert {'gossip', 'qdpsgd1', 'run_agents'} <= held[0]
+
+
+EXPERIMENTS = ROOT.parent / 'experiments'
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(root=EXPERIMENTS, limit=MAX_FUNCTION_LINES):
+  """(path, function, lines) of every function under ``root`` longer than
+  ``limit`` lines (signature, docstring and body)."""
+  out = []
+  for path in sorted(root.rglob('*.py')):
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        lines = node.end_lineno - node.lineno + 1
+        if lines > limit:
+          out.append((str(path.relative_to(root.parent)), node.name, lines))
+  return out
+
+
+def test_no_experiment_function_is_longer_than_the_limit():
+  assert long_functions() == []
+
+
+def test_the_length_check_counts_the_whole_function(tmp_path):
+  body = '\n'.join(f'  x{i} = {i}' for i in range(59))
+  (tmp_path / 'a.py').write_text(f'def short():\n{body}\n')
+  assert long_functions(tmp_path) == []
+  (tmp_path / 'b.py').write_text(f'def long():\n{body}\n  return 0\n')
+  assert long_functions(tmp_path) == [(f'{tmp_path.name}/b.py', 'long', 61)]
