@@ -18,6 +18,7 @@ from experiments.cpsgd_dme import _privacy as dme_privacy
 from experiments.cpsgd_dme import _run as dme_run
 from experiments.cpsgd_mechanisms import _claims as mechanisms_claims
 from experiments.cpsgd_mechanisms import _run as mechanisms_run
+from experiments.cpsgd_mechanisms._results import Results as MechResults
 
 # ------------------------------------------------------------ configuration
 
@@ -38,9 +39,9 @@ def test_config_records_cli_options_and_refuses_a_dataset(module):
 @pytest.mark.parametrize('overrides, match', [
     (dict(scale_denominators=[1, 0]), 'scale_denominators'),
     (dict(scale_denominators=[0.5]), 'scale_denominators'),
-    (dict(dims=[]), 'dims'),
+    (dict(dimensions=[]), 'dimensions'),
     (dict(validate_epsilons=[3.0]), 'validate_epsilons'),
-    (dict(samples=1), 'samples=1'),
+    (dict(num_samples=1), 'num_samples=1'),
     (dict(p=1.0), 'p=1.0'),
     (dict(accountant='exact'), 'accountant'),
     (dict(num_seeds=0), 'num_seeds=0'),
@@ -113,6 +114,13 @@ def _point(formula, per_seed):
   return dict(formula=formula, per_seed=list(per_seed))
 
 
+def _mech_results(**fields) -> MechResults:
+  """A cpsgd_mechanisms record holding ``fields``, the rest empty."""
+  return MechResults(**dict(
+      dict(dataset={}, sensitivities={}, gaussian=[], rows=[], exact=[],
+           validation=[], summary={}, exact_checks=[]), **fields))
+
+
 @pytest.mark.parametrize('scale, verdict', [
     ([1.01, 0.99, 1.02, 0.98], 'held'),  # within 10% on every seed
     ([1.3, 1.25, 1.35, 1.28], 'refuted'),  # a 30% bias
@@ -123,7 +131,7 @@ def test_mechanisms_sampling_claim_takes_the_worst_point_per_seed(scale,
   cfg = cpsgd_mechanisms.Config(num_seeds=4)
   good = _point(10.0, [10.0, 10.05, 9.95, 10.0])
   tested = _point(2.0, [2.0 * x for x in scale])
-  [c] = mechanisms_claims.claims(dict(validation=[good, tested]),
+  [c] = mechanisms_claims.claims(_mech_results(validation=[good, tested]),
                                  cfg).verdicts()
   np.testing.assert_allclose(c['per_seed'], np.abs(np.asarray(scale) - 1))
   assert (c['verdict'], c['n'], c['threshold']) == (verdict, 4, 0.1)
@@ -237,8 +245,8 @@ def _run_and_report(module, cfg, tmp_path):
 
 
 def test_mechanisms_tiny_run_and_report(tmp_path):
-  cfg = cpsgd_mechanisms.Config(epsilons=[2.0], dims=[1],
-                                scale_denominators=[1, 4], samples=400)
+  cfg = cpsgd_mechanisms.Config(epsilons=[2.0], dimensions=[1],
+                                scale_denominators=[1, 4], num_samples=400)
   results, text = _run_and_report(cpsgd_mechanisms, cfg, tmp_path)
   rows = results['rows']
   assert len(rows) == 2 and len(results['exact']) == 2
