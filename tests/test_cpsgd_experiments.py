@@ -16,8 +16,10 @@ from experiments.common import report as report_lib
 from experiments.cpsgd_dme import _claims as dme_claims
 from experiments.cpsgd_dme import _privacy as dme_privacy
 from experiments.cpsgd_dme import _run as dme_run
+from experiments.cpsgd_dme._results import Results as DmeResults
 from experiments.cpsgd_mechanisms import _claims as mechanisms_claims
 from experiments.cpsgd_mechanisms import _run as mechanisms_run
+from experiments.cpsgd_mechanisms._results import Results as MechResults
 
 # ------------------------------------------------------------ configuration
 
@@ -38,9 +40,9 @@ def test_config_records_cli_options_and_refuses_a_dataset(module):
 @pytest.mark.parametrize('overrides, match', [
     (dict(scale_denominators=[1, 0]), 'scale_denominators'),
     (dict(scale_denominators=[0.5]), 'scale_denominators'),
-    (dict(dims=[]), 'dims'),
+    (dict(dimensions=[]), 'dimensions'),
     (dict(validate_epsilons=[3.0]), 'validate_epsilons'),
-    (dict(samples=1), 'samples=1'),
+    (dict(num_samples=1), 'num_samples=1'),
     (dict(p=1.0), 'p=1.0'),
     (dict(accountant='exact'), 'accountant'),
     (dict(num_seeds=0), 'num_seeds=0'),
@@ -62,10 +64,10 @@ def test_mechanisms_epsilon_override_keeps_a_validation_point():
     (dict(variants=['none', 'spin']), 'variants'),
     (dict(inputs=[]), 'inputs'),
     (dict(levels=[1, 4]), 'levels'),
-    (dict(num_trials=[0]), 'num_trials'),
-    (dict(reps=1), 'reps=1'),
-    (dict(spikes=300), 'spikes=300'),
-    (dict(epsilons=[], num_trials=[]), 'at least one'),
+    (dict(trials=[0]), 'trials'),
+    (dict(num_repetitions=1), 'num_repetitions=1'),
+    (dict(num_spikes=300), 'num_spikes=300'),
+    (dict(epsilons=[], trials=[]), 'at least one'),
     (dict(clamp_levels=[1]), 'clamp_levels'),
     (dict(num_seeds=0), 'num_seeds=0'),
     (dict(gaussian_tolerance=0.0), 'gaussian_tolerance'),
@@ -90,7 +92,7 @@ def test_dme_trials_for_epsilon_and_condition_failure():
 
 
 def test_dme_inputs_are_unit_vectors_and_seeded():
-  cfg = cpsgd_dme.Config(num_clients=5, dimension=32, spikes=3)
+  cfg = cpsgd_dme.Config(num_clients=5, dimension=32, num_spikes=3)
   a, b = dme_run.make_inputs(cfg), dme_run.make_inputs(cfg)
   for name in ('spread', 'spiky'):
     np.testing.assert_array_equal(a[name], b[name])
@@ -113,6 +115,20 @@ def _point(formula, per_seed):
   return dict(formula=formula, per_seed=list(per_seed))
 
 
+def _mech_results(**fields) -> MechResults:
+  """A cpsgd_mechanisms record holding ``fields``, the rest empty."""
+  return MechResults(**dict(
+      dict(dataset={}, sensitivities={}, gaussian=[], rows=[], exact=[],
+           validation=[], summary={}, exact_checks=[]), **fields))
+
+
+def _dme_results(**fields) -> DmeResults:
+  """A cpsgd_dme record holding ``fields``, the rest empty."""
+  return DmeResults(**dict(
+      dict(dataset={}, rotated_x_max=1.0, rows=[], gaussian=[], summary={},
+           exact_checks=[], corollary3=None), **fields))
+
+
 @pytest.mark.parametrize('scale, verdict', [
     ([1.01, 0.99, 1.02, 0.98], 'held'),  # within 10% on every seed
     ([1.3, 1.25, 1.35, 1.28], 'refuted'),  # a 30% bias
@@ -123,7 +139,7 @@ def test_mechanisms_sampling_claim_takes_the_worst_point_per_seed(scale,
   cfg = cpsgd_mechanisms.Config(num_seeds=4)
   good = _point(10.0, [10.0, 10.05, 9.95, 10.0])
   tested = _point(2.0, [2.0 * x for x in scale])
-  [c] = mechanisms_claims.claims(dict(validation=[good, tested]),
+  [c] = mechanisms_claims.claims(_mech_results(validation=[good, tested]),
                                  cfg).verdicts()
   np.testing.assert_allclose(c['per_seed'], np.abs(np.asarray(scale) - 1))
   assert (c['verdict'], c['n'], c['threshold']) == (verdict, 4, 0.1)
@@ -164,8 +180,8 @@ def test_dme_best_setting_is_chosen_on_validation_and_scored_on_test():
                    test=[2.0, 2.0, 2.0])]
   gauss = [dict(input='spiky', target_epsilon=1.0, expected=2.0,
                 per_seed=dict(mse=[2.0, 2.0, 2.0]))]
-  claims = claims_lib.verdicts(dme_claims.claims(dict(rows=rows,
-                                                     gaussian=gauss), cfg))
+  claims = claims_lib.verdicts(dme_claims.claims(
+      _dme_results(rows=rows, gaussian=gauss), cfg))
   best = claims[-1]
   assert best['chosen'] == ['rotate k=4'] * 3
   np.testing.assert_allclose(best['per_seed'], [2.05, 2.1, 2.0])
@@ -183,7 +199,7 @@ def test_dme_rotation_claim_takes_the_smallest_gain_over_k():
           _dme_row('none', 4, 'spiky', [5.0, 5.0, 5.0]),
           _dme_row('rotate', 4, 'spiky', [4.0, 5.5, 4.5])]
   rotation = claims_lib.verdicts(dme_claims.claims(
-      dict(rows=rows, gaussian=[]), cfg))[0]
+      _dme_results(rows=rows), cfg))[0]
   np.testing.assert_allclose(rotation['per_seed'], [1.25, 5 / 5.5, 5 / 4.5])
   assert rotation['verdict'] == 'inconclusive'
   assert rotation['claim'].startswith('rotation lowers the MSE of spiky')
@@ -199,7 +215,7 @@ def test_dme_corollary3_claims_take_the_largest_k_against_both_gaussians():
               n_eps2_over_d=39.0625, rows=rows, gaussian_classical=1.0,
               gaussian_tight=0.6)
   claims = claims_lib.verdicts(dme_claims.claims(
-      dict(rows=[], gaussian=[], corollary3=cor3), cfg))
+      _dme_results(corollary3=cor3), cfg))
   classical, tight = claims[-2:]
   assert classical['family'] == tight['family'] == 'corollary 3'
   assert classical['comparisons'] == 2 and classical['levels'] == 1024
@@ -209,9 +225,9 @@ def test_dme_corollary3_claims_take_the_largest_k_against_both_gaussians():
   assert (classical['verdict'], tight['verdict']) == ('held', 'refuted')
   assert classical['threshold'] == 1.1 and classical['effect'] == 0.1
   assert 'n eps^2 / d = 39.1' in classical['claim']
-  # Without the run (an old results file) there is no Corollary 3 claim.
+  # Without the run (cor3_num_clients None) there is no Corollary 3 claim.
   assert not [c for c in claims_lib.verdicts(dme_claims.claims(
-      dict(rows=[], gaussian=[]), cfg)) if c.get('family')]
+      _dme_results(corollary3=None), cfg)) if c.get('family')]
 
 
 def test_dme_bound_is_an_exact_check():
@@ -237,8 +253,8 @@ def _run_and_report(module, cfg, tmp_path):
 
 
 def test_mechanisms_tiny_run_and_report(tmp_path):
-  cfg = cpsgd_mechanisms.Config(epsilons=[2.0], dims=[1],
-                                scale_denominators=[1, 4], samples=400)
+  cfg = cpsgd_mechanisms.Config(epsilons=[2.0], dimensions=[1],
+                                scale_denominators=[1, 4], num_samples=400)
   results, text = _run_and_report(cpsgd_mechanisms, cfg, tmp_path)
   rows = results['rows']
   assert len(rows) == 2 and len(results['exact']) == 2
@@ -267,9 +283,9 @@ def test_dme_tiny_run_and_report(tmp_path):
   # d = 64: the rotated X_max (0.76) is below D, and one spike of size 1
   # per client is clamped without rotation.
   cfg = cpsgd_dme.Config(num_clients=10, dimension=64, levels=[4],
-                         epsilons=[4.0], clamp_levels=[4], reps=2, spikes=1,
-                         num_seeds=3, cor3_clients=300, cor3_dimension=16,
-                         cor3_levels=[16, 64])
+                         epsilons=[4.0], clamp_levels=[4], num_repetitions=2,
+                         num_spikes=1, num_seeds=3, cor3_num_clients=300,
+                         cor3_dimension=16, cor3_levels=[16, 64])
   results, text = _run_and_report(cpsgd_dme, cfg, tmp_path)
   rows = results['rows']
   assert {(r['variant'], r['input']) for r in rows} == {

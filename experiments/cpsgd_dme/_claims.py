@@ -36,6 +36,7 @@ import numpy as np
 from experiments.common import claims as claims_lib
 from experiments.common import verdict as verdict_lib
 from experiments.cpsgd_dme._config import Config
+from experiments.cpsgd_dme._results import Results
 
 
 def _matched(rows, variant, name, eps):
@@ -140,11 +141,12 @@ def exact_checks(rows) -> list[dict[str, Any]]:
   return checks
 
 
-def corollary3_claims(results, cfg: Config) -> claims_lib.ClaimFamily:
+def corollary3_claims(results: Results, cfg: Config
+                      ) -> claims_lib.ClaimFamily:
   """Corollary 3 at the largest k of the run (fixed before it), per seed
   the exact expected MSE over each Gaussian's."""
   family = claims_lib.ClaimFamily('corollary 3')
-  cor3 = results.get('corollary3')
+  cor3 = results.corollary3
   if cor3 is None:
     return family
   row = max(cor3['rows'], key=lambda r: r['levels'])
@@ -165,10 +167,9 @@ def corollary3_claims(results, cfg: Config) -> claims_lib.ClaimFamily:
   return family
 
 
-def claims(results: dict[str, Any], cfg: Config
-           ) -> list[claims_lib.ClaimFamily]:
+def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   """The measured claims: one family, and Corollary 3's."""
-  rows, gaussian = results['rows'], results['gaussian']
+  rows, gaussian = results.rows, results.gaussian
   specs = []  # (text, per-seed statistic, threshold, higher is better, info)
   for name in cfg.inputs:
     pairs = _rotation_pairs(cfg, rows, name)

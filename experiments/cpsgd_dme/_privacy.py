@@ -15,10 +15,10 @@ def make_protocol(cfg, variant, levels,
                   num_trials) -> distributed.CpsgdConfig:
   """The cpSGD protocol of one point: variant, k levels, m trials."""
   n, d, delta = cfg.num_clients, cfg.dimension, cfg.delta
-  small = distributed.rotated_linf_clip(cfg.clip_norm, d, n, delta)
+  small = distributed.rotated_linf_clip(cfg.l2_norm_clip, d, n, delta)
   return distributed.CpsgdConfig(
-      l2_norm_clip=cfg.clip_norm, levels=levels, trials=num_trials,
-      p=cfg.p, linf_clip=cfg.clip_norm if variant == 'none' else small,
+      l2_norm_clip=cfg.l2_norm_clip, levels=levels, trials=num_trials,
+      p=cfg.p, linf_clip=cfg.l2_norm_clip if variant == 'none' else small,
       rotate=variant == 'rotate')
 
 

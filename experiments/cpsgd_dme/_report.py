@@ -1,47 +1,58 @@
 """cpsgd_dme's report: tables, claim checks and the MSE plot."""
 
-from typing import Any
-
 from matplotlib import ticker
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
+from experiments.cpsgd_dme._config import Config
 from experiments.cpsgd_dme._config import LABELS
+from experiments.cpsgd_dme._results import Results
+
+STYLES = {'none': ('o', '-'), 'rotate': ('s', '-'), 'clamp': ('^', ':')}
 
 
-def plot(results: dict[str, Any], out_dir: str) -> list[str]:
-  cfg = results['config']
-  inputs = cfg['inputs']
+def _cpsgd_curves(ax, rows, name) -> None:
+  """MSE vs bits per (variant, target epsilon or fixed m) of one input,
+  with the expected MSE (x) and the bound (--)."""
+  curves: dict[tuple, list] = {}
+  for r in rows:
+    if r['input'] == name:
+      tag = (f"eps={r['target_epsilon']:g}" if r['target_epsilon']
+             is not None else f"m={r['num_trials']}")
+      curves.setdefault((r['variant'], tag), []).append(r)
+  for i, ((variant, tag), rs) in enumerate(sorted(curves.items())):
+    rs = sorted(rs, key=lambda r: r['bits_per_coordinate'])
+    marker, ls = STYLES[variant]
+    bits = [r['bits_per_coordinate'] for r in rs]
+    line = ax.errorbar(bits, [r['mse'] for r in rs],
+                       yerr=[r['sem'] or 0.0 for r in rs], marker=marker,
+                       ls=ls, ms=4, capsize=2, color=f'C{i}',
+                       label=f'{LABELS[variant]}, {tag}')[0]
+    ax.plot(bits, [r['expected'] for r in rs], ls='none', marker='x',
+            color=line.get_color())
+    if variant != 'clamp':
+      ax.plot(bits, [r['bound'] for r in rs], ls='--', lw=0.8,
+              color=line.get_color())
+
+
+def _gaussian_marks(ax, gaussian, name) -> None:
+  for g in gaussian:
+    if g['input'] == name:
+      ax.axhline(g['expected'], color='k', lw=0.8, ls='-.')
+      ax.plot([g['bits_per_coordinate']], [g['mse']], 'k*', ms=9)
+      ax.annotate(f"Gaussian eps={g['target_epsilon']:g}",
+                  (g['bits_per_coordinate'], g['mse']), fontsize=7,
+                  textcoords='offset points', xytext=(-80, 6))
+
+
+def plot(results: Results, cfg: Config, out_dir: str) -> list[str]:
+  """MSE vs bits per coordinate, a panel per input."""
+  inputs = cfg.inputs
   fig, axes = plt.subplots(1, len(inputs), figsize=(5.5 * len(inputs), 4),
                            squeeze=False)
-  styles = {'none': ('o', '-'), 'rotate': ('s', '-'), 'clamp': ('^', ':')}
   for ax, name in zip(axes[0], inputs):
-    curves: dict[tuple, list] = {}
-    for r in results['rows']:
-      if r['input'] == name:
-        tag = (f"eps={r['target_epsilon']:g}" if r['target_epsilon']
-               is not None else f"m={r['num_trials']}")
-        curves.setdefault((r['variant'], tag), []).append(r)
-    for i, ((variant, tag), rs) in enumerate(sorted(curves.items())):
-      rs = sorted(rs, key=lambda r: r['bits_per_coordinate'])
-      marker, ls = styles[variant]
-      bits = [r['bits_per_coordinate'] for r in rs]
-      line = ax.errorbar(bits, [r['mse'] for r in rs],
-                         yerr=[r['sem'] or 0.0 for r in rs], marker=marker, ls=ls,
-                         ms=4, capsize=2, color=f'C{i}',
-                         label=f'{LABELS[variant]}, {tag}')[0]
-      ax.plot(bits, [r['expected'] for r in rs], ls='none', marker='x',
-              color=line.get_color())
-      if variant != 'clamp':
-        ax.plot(bits, [r['bound'] for r in rs], ls='--', lw=0.8,
-                color=line.get_color())
-    for g in results['gaussian']:
-      if g['input'] == name:
-        ax.axhline(g['expected'], color='k', lw=0.8, ls='-.')
-        ax.plot([g['bits_per_coordinate']], [g['mse']], 'k*', ms=9)
-        ax.annotate(f"Gaussian eps={g['target_epsilon']:g}",
-                    (g['bits_per_coordinate'], g['mse']), fontsize=7,
-                    textcoords='offset points', xytext=(-80, 6))
+    _cpsgd_curves(ax, results.rows, name)
+    _gaussian_marks(ax, results.gaussian, name)
     ax.set_xscale('log', base=2)
     ax.set_xticks([4, 8, 12, 16, 24, 32])
     ax.xaxis.set_major_formatter(ticker.FormatStrFormatter('%g'))
@@ -49,8 +60,8 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
     ax.set_yscale('log')
     ax.set_xlabel('bits per coordinate, log2(k + m)')
     ax.set_ylabel('MSE of the mean')
-    ax.set_title(f"{name} vectors, n={cfg['num_clients']}, "
-                 f"d={cfg['dimension']} (x: expected, --: bound)",
+    ax.set_title(f'{name} vectors, n={cfg.num_clients}, '
+                 f'd={cfg.dimension} (x: expected, --: bound)',
                  fontsize=9)
     ax.legend(fontsize=6)
   return [report_lib.save_figure(fig, out_dir, 'mse_vs_bits.png')]
@@ -64,7 +75,8 @@ COLUMNS = [('input', 'input'), ('variant', 'variant'), ('levels', 'k'),
            ('mse', 'MSE'), ('sem', 'SEM over seeds'),
            ('expected', 'expected MSE'),
            ('mse_over_expected', 'MSE / expected'), ('bound', 'bound'),
-           ('clamped_fraction', 'clamped (max)'), ('bias_sq', 'squared bias norm'),
+           ('clamped_fraction', 'clamped (max)'),
+           ('bias_sq', 'squared bias norm'),
            ('epsilon_text', 'eps/round'),
            ('mse_vs_gaussian', 'MSE / Gaussian'),
            ('seconds', 's (point: compile + all rounds)')]
@@ -97,8 +109,8 @@ COR3_COLUMNS = [('levels', 'k'), ('num_trials', 'm'),
                 ('tight', 'MSE / Gaussian (tight)')]
 
 
-def _corollary3_lines(results) -> list[str]:
-  cor3 = results.get('corollary3')
+def _corollary3_lines(results: Results) -> list[str]:
+  cor3 = results.corollary3
   if cor3 is None:
     return []
   rows = [dict(r, classical=r['expected'] / cor3['gaussian_classical'],
@@ -121,38 +133,53 @@ def _corollary3_lines(results) -> list[str]:
       report_lib.markdown_table(rows, COR3_COLUMNS), '']
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
-  cfg, v = results['config'], results['summary']
-  pngs = plot(results, out_dir)
-  seeds = results['seeds']
-  half = cfg['reps'] // 2
-  rows = [dict(r, epsilon_text=r['epsilon_note'] or f"{r['epsilon']:.4g}")
-          for r in results['rows']]
-  checks = [dict(c, result='pass' if c['passed'] else '**fail**')
-            for c in results['exact_checks']]
-  lines = [
-      f"Data: generated, seeds {seeds[0]}..{seeds[-1]} (each its own "
-      f"vectors and protocol keys), n = {cfg['num_clients']} "
-      f"clients, d = {cfg['dimension']}, vectors of norm D = "
-      f"{cfg['clip_norm']:g}: `spread` (Gaussian directions) and `spiky` "
-      f"({cfg['spikes']} coordinates of size 1/sqrt({cfg['spikes']}), the "
-      f"rest 0). p = {cfg['p']:g}; delta = {cfg['delta']:g} for the per-round "
-      f"epsilon (Theorem 1, N = n m, replace-one, server sees the sum only) "
-      f"and for the rotated X_max = {results['rotated_x_max']:.4g}. "
+def _setting_paragraph(results: Results, cfg: Config) -> str:
+  """The data, the privacy and the rounds behind the tables."""
+  seeds, half = cfg.seeds, cfg.num_repetitions // 2
+  return (
+      f'Data: generated, seeds {seeds[0]}..{seeds[-1]} (each its own '
+      f'vectors and protocol keys), n = {cfg.num_clients} '
+      f'clients, d = {cfg.dimension}, vectors of norm D = '
+      f'{cfg.l2_norm_clip:g}: `spread` (Gaussian directions) and `spiky` '
+      f'({cfg.num_spikes} coordinates of size 1/sqrt({cfg.num_spikes}), the '
+      f'rest 0). p = {cfg.p:g}; delta = {cfg.delta:g} for the per-round '
+      f'epsilon (Theorem 1, N = n m, replace-one, server sees the sum only) '
+      f'and for the rotated X_max = {results.rotated_x_max:.4g}. '
       'm is the smallest giving each target epsilon (per variant and k)'
-      + (f", plus fixed m in {cfg['num_trials']}" if cfg['num_trials']
-         else '') + f". {cfg['reps']} rounds per seed and point "
+      + (f', plus fixed m in {list(cfg.trials)}' if cfg.trials else '')
+      + f'. {cfg.num_repetitions} rounds per seed and point '
       f'(independent keys per point): rounds 1..{half} are the validation '
-      f'rounds and {half + 1}..{cfg["reps"]} the test rounds of the best-'
-      'setting claim; the other columns use all of them. MSE is the mean '
-      'over seeds of each seed\'s mean squared error; "expected MSE" is the '
-      'exact `cpsgd_expected_mse` (per round\'s rotation), "bound" is '
+      f'rounds and {half + 1}..{cfg.num_repetitions} the test rounds of the '
+      'best-setting claim; the other columns use all of them. MSE is the '
+      'mean over seeds of each seed\'s mean squared error; "expected MSE" is '
+      'the exact `cpsgd_expected_mse` (per round\'s rotation), "bound" is '
       '`cpsgd_mse_bound` (no clamping). bits/client/round is the exact '
-      'count d log2(k+m) (padded d with rotation), no header.', '',
+      'count d log2(k+m) (padded d with rotation), no header.')
+
+
+WHY_ABOVE_GAUSSIAN = (
+    "Why cpSGD stays above the Gaussian: cpSGD's epsilon is Theorem 1's "
+    'bound, whose leading term is the classical Gaussian bound (see the '
+    "'MSE if classical bound' column), and its sensitivity "
+    'Delta_2 = 2 D + 2 s sqrt(d) carries the quantization slack '
+    '2 s sqrt(d), which only a large k (small s) removes. Spread '
+    'vectors also gain from rotation here, but they could use the small '
+    'X_max without it (see the exact checks).')
+
+
+def report(results: Results, cfg: Config, out_dir: str) -> str:
+  v = results.summary
+  pngs = plot(results, cfg, out_dir)
+  rows = [dict(r, epsilon_text=r['epsilon_note'] or f"{r['epsilon']:.4g}")
+          for r in results.rows]
+  checks = [dict(c, result='pass' if c['passed'] else '**fail**')
+            for c in results.exact_checks]
+  lines = [
+      _setting_paragraph(results, cfg), '',
       report_lib.markdown_table(rows, COLUMNS), '',
       'Gaussian baseline (32-bit floats, sum noise calibrated to the target '
       'epsilon by the PLD accountant, sensitivity 2 D):', '',
-      report_lib.markdown_table(results['gaussian'], GAUSS_COLUMNS), '',
+      report_lib.markdown_table(results.gaussian, GAUSS_COLUMNS), '',
       'Rotation at matched target epsilon (m differs: X_max = D without '
       'rotation, the rotated X_max with it):', '',
       report_lib.markdown_table(v['rotation_gains'], GAIN_COLUMNS), '',
@@ -164,14 +191,7 @@ def report(results: dict[str, Any], out_dir: str) -> str:
       'vectors and rotations; no protocol noise enters them):', '',
       report_lib.markdown_table(checks, CHECK_COLUMNS), '']
   if v['selection']:
-    lines += [
-        "Why cpSGD stays above the Gaussian: cpSGD's epsilon is Theorem 1's "
-        'bound, whose leading term is the classical Gaussian bound (see the '
-        "'MSE if classical bound' column), and its sensitivity "
-        'Delta_2 = 2 D + 2 s sqrt(d) carries the quantization slack '
-        '2 s sqrt(d), which only a large k (small s) removes. Spread '
-        'vectors also gain from rotation here, but they could use the small '
-        'X_max without it (see the exact checks).', '']
+    lines += [WHY_ABOVE_GAUSSIAN, '']
   lines += _corollary3_lines(results)
   lines += [f'![{p}]({p})' for p in pngs]
   return '\n'.join(lines) + '\n'

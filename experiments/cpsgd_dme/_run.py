@@ -27,6 +27,7 @@ from experiments.cpsgd_dme._config import Config
 from experiments.cpsgd_dme._privacy import make_protocol
 from experiments.cpsgd_dme._privacy import round_epsilon
 from experiments.cpsgd_dme._privacy import trials_for_epsilon
+from experiments.cpsgd_dme._results import Results
 
 _GAUSSIAN_POINTS = 1_000_000  # key offset of the Gaussian points
 _COR3_POINTS = 2_000_000  # key offset of the Corollary 3 points
@@ -36,7 +37,7 @@ def make_inputs(cfg: Config, seed: int | None = None
                 ) -> dict[str, np.ndarray]:
   """Client vectors [n, d] on the sphere of radius D (float32) of one seed
   (default ``cfg.seed``)."""
-  n, d, radius = cfg.num_clients, cfg.dimension, cfg.clip_norm
+  n, d, radius = cfg.num_clients, cfg.dimension, cfg.l2_norm_clip
   rng = np.random.default_rng(cfg.seed if seed is None else seed)
   out = {}
   spread = rng.normal(size=(n, d))
@@ -44,30 +45,31 @@ def make_inputs(cfg: Config, seed: int | None = None
                                                    keepdims=True)
   spiky = np.zeros((n, d))
   for i in range(n):
-    idx = rng.choice(d, size=cfg.spikes, replace=False)
-    spiky[i, idx] = rng.choice([-1.0, 1.0], size=cfg.spikes)
-  out['spiky'] = radius * spiky / math.sqrt(cfg.spikes)
+    idx = rng.choice(d, size=cfg.num_spikes, replace=False)
+    spiky[i, idx] = rng.choice([-1.0, 1.0], size=cfg.num_spikes)
+  out['spiky'] = radius * spiky / math.sqrt(cfg.num_spikes)
   return {k: out[k].astype(np.float32) for k in cfg.inputs}
 
 
-def _clipped_mean(xs: np.ndarray, clip_norm: float) -> np.ndarray:
+def _clipped_mean(xs: np.ndarray, l2_norm_clip: float) -> np.ndarray:
   x = xs.astype(np.float64)
   norms = np.linalg.norm(x, axis=1, keepdims=True)
-  return (x * np.minimum(1.0, clip_norm / np.maximum(norms, 1e-300))).mean(0)
+  return (x * np.minimum(1.0, l2_norm_clip / np.maximum(norms, 1e-300))
+          ).mean(0)
 
 
 def _data(cfg) -> tuple[np.ndarray, np.ndarray]:
   """Vectors [inputs * seeds, n, d] (input-major) and their clipped means."""
   per_seed = [make_inputs(cfg, s) for s in cfg.seeds]
   xs = np.stack([p[name] for name in cfg.inputs for p in per_seed])
-  return xs, np.stack([_clipped_mean(x, cfg.clip_norm) for x in xs])
+  return xs, np.stack([_clipped_mean(x, cfg.l2_norm_clip) for x in xs])
 
 
 def _round_keys(cfg, point: int) -> jax.Array:
-  """Keys [inputs * seeds * reps] of one point: key(seed), folded with the
-  point, the input and the round, so all of them are independent."""
+  """Keys [inputs * seeds * repetitions] of one point: key(seed), folded
+  with the point, the input and the round, so all of them are independent."""
   grid = np.meshgrid(np.arange(len(cfg.inputs)), cfg.seeds,
-                     np.arange(cfg.reps), indexing='ij')
+                     np.arange(cfg.num_repetitions), indexing='ij')
 
   def one(i, s, r):
     return jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(
@@ -118,7 +120,7 @@ def _expected(protocol, keys, xs) -> np.ndarray:
 
 
 def _errors(est, means, shape) -> np.ndarray:
-  """Squared error per round, [inputs, seeds, reps], in float64."""
+  """Squared error per round, [inputs, seeds, repetitions], in float64."""
   est = np.asarray(est, np.float64).reshape(shape + (-1,))
   return np.sum((est - means.reshape(shape[:2] + (1, -1))) ** 2, axis=-1)
 
@@ -139,7 +141,7 @@ def _seed_stats(errs: np.ndarray) -> dict[str, Any]:
 def _point(cfg, index, protocol, xs, means) -> list[dict[str, Any]]:
   """Measured and expected MSE of one protocol on every input and seed."""
   n, d = cfg.num_clients, cfg.dimension
-  shape = (len(cfg.inputs), cfg.num_seeds, cfg.reps)
+  shape = (len(cfg.inputs), cfg.num_seeds, cfg.num_repetitions)
   keys = _round_keys(cfg, index)
   start = time.time()
   errs = _errors(_estimates(functools.partial(distributed.distributed_mean,
@@ -148,7 +150,7 @@ def _point(cfg, index, protocol, xs, means) -> list[dict[str, Any]]:
   seconds = time.time() - start
   clamped, bias = (np.asarray(a, np.float64).reshape(shape) for a in
                    _clamping(keys, jnp.asarray(xs),
-                             jnp.arange(keys.shape[0]) // cfg.reps,
+                             jnp.arange(keys.shape[0]) // cfg.num_repetitions,
                              protocol.l2_norm_clip, protocol.linf_clip,
                              rotate=protocol.rotate,
                              padded=protocol.message_length(d)))
@@ -173,9 +175,9 @@ def _point(cfg, index, protocol, xs, means) -> list[dict[str, Any]]:
 
 def _gaussian_rows(cfg, xs, means) -> list[dict[str, Any]]:
   n, d = cfg.num_clients, cfg.dimension
-  shape = (len(cfg.inputs), cfg.num_seeds, cfg.reps)
+  shape = (len(cfg.inputs), cfg.num_seeds, cfg.num_repetitions)
   rows = []
-  l2 = 2 * cfg.clip_norm  # replace-one sensitivity of the sum
+  l2 = 2 * cfg.l2_norm_clip  # replace-one sensitivity of the sum
   for j, target in enumerate(cfg.epsilons):
     tight = l2 * accounting.calibrate(accounting.gaussian_event, target,
                                       cfg.delta, cfg.accountant)
@@ -186,7 +188,7 @@ def _gaussian_rows(cfg, xs, means) -> list[dict[str, Any]]:
     per_client = tight / math.sqrt(n)
     errs = _errors(_estimates(
         lambda k, x, s=per_client: distributed.gaussian_distributed_mean(
-            k, x, cfg.clip_norm, s),
+            k, x, cfg.l2_norm_clip, s),
         _round_keys(cfg, _GAUSSIAN_POINTS + j), xs), means, shape)
     expected = d * tight**2 / n**2
     for i, name in enumerate(cfg.inputs):
@@ -214,7 +216,7 @@ def _protocols(cfg):
       for target in cfg.epsilons:
         trials.setdefault(trials_for_epsilon(cfg, variant, levels, target),
                           []).append(target)
-      for m in cfg.num_trials:
+      for m in cfg.trials:
         trials.setdefault(m, [])
       for m, targets in sorted(trials.items()):
         yield variant, levels, m, targets
@@ -222,19 +224,19 @@ def _protocols(cfg):
 
 def corollary3(cfg: Config, ctx: runner.Context) -> dict[str, Any] | None:
   """Corollary 3's regime: rotated cpSGD on spread vectors at n =
-  ``cor3_clients``, d = ``cor3_dimension`` (n eps^2 >> d), one k per
+  ``cor3_num_clients``, d = ``cor3_dimension`` (n eps^2 >> d), one k per
   ``cor3_levels`` with the smallest m meeting ``cor3_epsilon``: the exact
   expected MSE per seed (its vectors, one rotation), beside the exact MSE of
   the Gaussian mechanism at the same epsilon, calibrated as the paper's
   Theorem 2 (classical) and tightly (PLD). No protocol noise is sampled:
   the corollary is about the expected error, which ``cpsgd_expected_mse``
   gives exactly (the main run checks measured against expected MSE)."""
-  if cfg.cor3_clients is None:
+  if cfg.cor3_num_clients is None:
     return None
-  sub = cfg.replace(num_clients=cfg.cor3_clients,
+  sub = cfg.replace(num_clients=cfg.cor3_num_clients,
                     dimension=cfg.cor3_dimension, variants=('rotate',),
                     inputs=('spread',), levels=cfg.cor3_levels,
-                    epsilons=(cfg.cor3_epsilon,), num_trials=(),
+                    epsilons=(cfg.cor3_epsilon,), trials=(),
                     clamp_levels=None)
   xs, _ = _data(sub)
   n, d, eps = sub.num_clients, sub.dimension, sub.cor3_epsilon
@@ -254,7 +256,7 @@ def corollary3(cfg: Config, ctx: runner.Context) -> dict[str, Any] | None:
                      expected=float(np.mean(expected)),
                      per_seed=dict(expected=[float(e) for e in expected])))
     ctx.say(f'Corollary 3: k={levels} m={m}')
-  l2 = 2 * cfg.clip_norm
+  l2 = 2 * cfg.l2_norm_clip
   tight = l2 * accounting.calibrate(accounting.gaussian_event, eps,
                                     cfg.delta, cfg.accountant)
   classical = accounting.classical_gaussian_stddev(eps, cfg.delta, l2)
@@ -264,41 +266,53 @@ def corollary3(cfg: Config, ctx: runner.Context) -> dict[str, Any] | None:
               gaussian_tight=d * tight**2 / n**2)
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def _protocol_info(cfg, variant, levels, m, targets, protocol
+                   ) -> dict[str, Any]:
+  """A point's settings, per-round epsilon and bits (as its rows hold)."""
+  d = cfg.dimension
+  eps = round_epsilon(cfg, protocol)
+  return dict(
+      variant=variant, levels=levels, num_trials=m,
+      target_epsilon=min(targets) if targets else None,
+      target_epsilons=targets, x_max=protocol.linf_clip, epsilon=eps,
+      epsilon_note=CONDITION_FAILS if eps is None else None,
+      bits_per_coordinate=distributed.bits_per_coordinate(levels, m),
+      bits_fixed=distributed.bits_per_coordinate(levels, m,
+                                                 fixed_width=True),
+      bits_per_client=distributed.cpsgd_bits(protocol, d),
+      bits_per_client_fixed=distributed.cpsgd_bits(protocol, d,
+                                                   fixed_width=True))
+
+
+def _dataset(cfg, means) -> dict[str, Any]:
+  """The generated vectors, and the squared norm of their mean per input."""
+  sq = np.sum(means**2, axis=1).reshape(len(cfg.inputs), -1).mean(1)
+  return dict(name='generated unit vectors', inputs=cfg.inputs,
+              num_clients=cfg.num_clients, dimension=cfg.dimension,
+              spikes=cfg.num_spikes, clip_norm=cfg.l2_norm_clip,
+              mean_norm_sq=dict(zip(cfg.inputs, sq.tolist())))
+
+
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Every cpSGD point and Gaussian baseline on every input and seed."""
   xs, means = _data(cfg)
-  d = cfg.dimension
   rows = []
   for index, (variant, levels, m, targets) in enumerate(_protocols(cfg)):
     protocol = make_protocol(cfg, variant, levels, m)
-    eps = round_epsilon(cfg, protocol)
-    common = dict(
-        variant=variant, levels=levels, num_trials=m,
-        target_epsilon=min(targets) if targets else None,
-        target_epsilons=targets, x_max=protocol.linf_clip, epsilon=eps,
-        epsilon_note=CONDITION_FAILS if eps is None else None,
-        bits_per_coordinate=distributed.bits_per_coordinate(levels, m),
-        bits_fixed=distributed.bits_per_coordinate(levels, m,
-                                                   fixed_width=True),
-        bits_per_client=distributed.cpsgd_bits(protocol, d),
-        bits_per_client_fixed=distributed.cpsgd_bits(protocol, d,
-                                                     fixed_width=True))
-    rows += [dict(common, **p) for p in _point(cfg, index, protocol, xs,
-                                               means)]
-    ctx.say(f'{variant} k={levels} m={m} eps={eps}')
+    info = _protocol_info(cfg, variant, levels, m, targets, protocol)
+    rows += [dict(info, **p) for p in _point(cfg, index, protocol, xs,
+                                             means)]
+    ctx.say(f"{variant} k={levels} m={m} eps={info['epsilon']}")
   gaussian = _gaussian_rows(cfg, xs, means)
   for row in rows:  # compare with the Gaussian at the row's target epsilon
     g = next((g for g in gaussian if g['input'] == row['input']
               and g['target_epsilon'] == row['target_epsilon']), None)
     row['mse_vs_gaussian'] = None if g is None else row['mse'] / g['expected']
-  sq = np.sum(means**2, axis=1).reshape(len(cfg.inputs), -1).mean(1)
-  return dict(dataset=dict(name='generated unit vectors', inputs=cfg.inputs,
-                        num_clients=cfg.num_clients, dimension=d,
-                        spikes=cfg.spikes, clip_norm=cfg.clip_norm,
-                        mean_norm_sq=dict(zip(cfg.inputs, sq.tolist()))),
-              rotated_x_max=distributed.rotated_linf_clip(
-                  cfg.clip_norm, d, cfg.num_clients, cfg.delta),
-              rows=rows, gaussian=gaussian, summary=summary(cfg, rows,
-                                                            gaussian),
-              exact_checks=exact_checks(rows),
-              corollary3=corollary3(cfg, ctx))
+  return Results(dataset=_dataset(cfg, means),
+                 rotated_x_max=distributed.rotated_linf_clip(
+                     cfg.l2_norm_clip, cfg.dimension, cfg.num_clients,
+                     cfg.delta),
+                 rows=rows, gaussian=gaussian,
+                 summary=summary(cfg, rows, gaussian),
+                 exact_checks=exact_checks(rows),
+                 corollary3=corollary3(cfg, ctx))

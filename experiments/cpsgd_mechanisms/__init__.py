@@ -48,6 +48,8 @@ from experiments.cpsgd_mechanisms._config import Config
 from experiments.cpsgd_mechanisms._config import DESCRIPTION
 from experiments.cpsgd_mechanisms._config import NAME
 from experiments.cpsgd_mechanisms._report import report
+from experiments.cpsgd_mechanisms._results import Results
 from experiments.cpsgd_mechanisms._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

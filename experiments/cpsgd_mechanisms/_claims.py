@@ -1,21 +1,20 @@
 """cpsgd_mechanisms' claim: the sampling check, the only one measured on
 random draws (the exact checks of ``_run.exact_checks`` pass or fail)."""
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
 from experiments.cpsgd_mechanisms._config import Config
+from experiments.cpsgd_mechanisms._results import Results
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
   """Per seed the statistic is the largest relative deviation
   abs(measured / formula - 1) over the sampled points ("at every point"),
   claimed below ``match_tolerance`` (the tolerance, fixed in the
   configuration, is the claim's threshold)."""
   family = claims_lib.ClaimFamily()
-  validation = results['validation']
+  validation = results.validation
   if not validation:
     return family
   dev = np.max([np.abs(np.asarray(v['per_seed']) / v['formula'] - 1)

@@ -22,7 +22,7 @@ class Config(config.Config):
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       epsilons=(0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0),
-      samples=20000, num_seeds=10)}
+      num_samples=20000, num_seeds=10)}
 
   num_seeds: int = setting(3, 'seeds of the sampling check, vmapped', ge=1)
   epsilons: tuple[float, ...] = setting((0.25, 0.5, 1.0, 2.0, 4.0),
@@ -30,13 +30,14 @@ class Config(config.Config):
   validate_epsilons: tuple[float, ...] | None = setting(
       None, 'epsilons of the sampling check, among epsilons (none: the '
       "preset's that are swept, else the middle one)")
-  samples: int = setting(4000, 'coordinates sampled per seed and point',
-                         ge=2)
+  num_samples: int = setting(4000, 'coordinates sampled per seed and point',
+                             ge=2)
   delta: float = setting(1e-5, 'target delta (both mechanisms)', gt=0, lt=1)
   p: float = setting(0.5, 'Binomial success probability', gt=0, lt=1)
   scale_denominators: tuple[int, ...] = setting(
       (1, 4, 16, 64), 'lattice scales s = 1/j: the j', ge=1)
-  dims: tuple[int, ...] = setting((1, 100), 'query dimensions d', ge=1)
+  dimensions: tuple[int, ...] = setting((1, 100), 'query dimensions d',
+                                        ge=1)
   accountant: str = setting('pld', 'accountant of the tight Gaussian',
                             choices=accounting.ACCOUNTANTS)
   # The sampling claim is "the measured error is within this relative

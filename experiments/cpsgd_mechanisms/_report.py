@@ -1,37 +1,27 @@
 """cpsgd_mechanisms' report: tables, claim checks and the error plot."""
 
-from typing import Any
-
 from matplotlib import ticker
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
+from experiments.cpsgd_mechanisms._config import Config
+from experiments.cpsgd_mechanisms._results import Results
 
 
-def plot(results: dict[str, Any], out_dir: str) -> list[str]:
-  cfg = results['config']
-  dims = cfg['dims']
-  gauss = results['gaussian']
-  fig, axes = plt.subplots(1, len(dims) + 1, figsize=(4.2 * (len(dims) + 1),
-                                                      3.6))
-  eps_g = [g['epsilon'] for g in gauss]
-  for ax, d in zip(axes, dims):
-    for j in cfg['scale_denominators']:
-      rs = [r for r in results['rows']
-            if r['dim'] == d and r['scale_denominator'] == j]
-      ax.plot([r['epsilon'] for r in rs], [r['error'] for r in rs],
-              marker='o', ms=3, label=f'Binomial s=1/{j}')
-    ax.set_title(f'd = {d}, Theorem 1 (delta={cfg["delta"]:g})')
-  for ax in axes:
-    ax.plot(eps_g, [g['error_tight'] for g in gauss], 'k-', lw=2,
-            label='Gaussian (tight, PLD)')
-    cls = [g for g in gauss if g['error_classical'] is not None]
-    if cls:
-      ax.plot([g['epsilon'] for g in cls], [g['error_classical'] for g in cls],
-              'k--', label='Gaussian (classical)')
-  ax = axes[-1]
-  for j in cfg['scale_denominators']:
-    es = [e for e in results['exact'] if e['scale_denominator'] == j]
+def _gaussian_curves(ax, gauss) -> None:
+  ax.plot([g['epsilon'] for g in gauss], [g['error_tight'] for g in gauss],
+          'k-', lw=2, label='Gaussian (tight, PLD)')
+  cls = [g for g in gauss if g['error_classical'] is not None]
+  if cls:
+    ax.plot([g['epsilon'] for g in cls], [g['error_classical'] for g in cls],
+            'k--', label='Gaussian (classical)')
+
+
+def _exact_panel(ax, results: Results, cfg: Config) -> None:
+  """d = 1: Theorem 1's N at its exact epsilon, and the exactly calibrated
+  N at the target."""
+  for j in cfg.scale_denominators:
+    es = [e for e in results.exact if e['scale_denominator'] == j]
     line, = ax.plot([e['exact_epsilon'] for e in es],
                     [e['error'] for e in es], marker='o', ms=3,
                     label=f'Bin s=1/{j}, Thm-1 N at exact eps')
@@ -39,6 +29,23 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
             ls=':', marker='x', ms=4, color=line.get_color(),
             label=f'Bin s=1/{j}, exact-calibrated N')
   ax.set_title('d = 1, exact (hockey-stick) epsilon')
+
+
+def plot(results: Results, cfg: Config, out_dir: str) -> list[str]:
+  """Error vs epsilon: a Theorem 1 panel per d, and the exact one."""
+  dims = cfg.dimensions
+  fig, axes = plt.subplots(1, len(dims) + 1, figsize=(4.2 * (len(dims) + 1),
+                                                      3.6))
+  for ax, d in zip(axes, dims):
+    for j in cfg.scale_denominators:
+      rs = [r for r in results.rows
+            if r['dim'] == d and r['scale_denominator'] == j]
+      ax.plot([r['epsilon'] for r in rs], [r['error'] for r in rs],
+              marker='o', ms=3, label=f'Binomial s=1/{j}')
+    ax.set_title(f'd = {d}, Theorem 1 (delta={cfg.delta:g})')
+  for ax in axes:
+    _gaussian_curves(ax, results.gaussian)
+  _exact_panel(axes[-1], results, cfg)
   for ax in axes:
     ax.set_xscale('log')
     ax.set_yscale('log')
@@ -47,7 +54,7 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
     ax.set_xlabel('epsilon')
     ax.set_ylabel('error per coordinate (variance)')
     if ax is not axes[-1]:
-      ax.set_xticks(eps_g)
+      ax.set_xticks([g['epsilon'] for g in results.gaussian])
     ax.legend(fontsize=6)
   return [report_lib.save_figure(fig, out_dir, 'error_vs_epsilon.png')]
 
@@ -84,37 +91,36 @@ def exact_checks_table(checks) -> str:
        for c in checks], CHECK_COLUMNS)
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
-  cfg = results['config']
-  pngs = plot(results, out_dir)
-  seeds = results['seeds']
+def report(results: Results, cfg: Config, out_dir: str) -> str:
+  pngs = plot(results, cfg, out_dir)
+  seeds = cfg.seeds
   lines = [
       'No data: an abstract d-dimensional query whose neighbouring values '
       'differ by a lattice vector of L2 and L_inf norm <= 1 (L1 <= sqrt(d); '
       'd = 1: all three are 1, as in Theorem 1\'s test vector). '
-      f"delta = {cfg['delta']:g}, p = {cfg['p']:g}, scales s = 1/j for j in "
-      f"{cfg['scale_denominators']}. Binomial: smallest N with Theorem 1's "
+      f'delta = {cfg.delta:g}, p = {cfg.p:g}, scales s = 1/j for j in '
+      f"{list(cfg.scale_denominators)}. Binomial: smallest N with Theorem 1's "
       'epsilon <= target and its condition N p(1-p) >= max(23 ln(10d/delta), '
       '2 Delta_inf/s); error s^2 N p(1-p) per coordinate. Gaussian: sigma^2 '
       'with sigma from the classical bound (eps <= 1 only) and from the PLD '
       'accountant (tight). Errors are per coordinate (total = d times).', '']
-  for d in cfg['dims']:
+  for d in cfg.dimensions:
     lines += [f'Error per coordinate, d = {d}:', '',
               report_lib.markdown_table(
-                  [r for r in results['rows'] if r['dim'] == d], ROW_COLUMNS),
+                  [r for r in results.rows if r['dim'] == d], ROW_COLUMNS),
               '']
   lines += [
       'd = 1, exact privacy of the Binomial mechanism (hockey-stick '
       'divergence of Bin(N, p) against its shift by 1/s lattice steps, both '
       'directions):', '',
-      report_lib.markdown_table(results['exact'], EXACT_COLUMNS), '',
-      f"Sampling check (dpjax.noise.binomial; seeds {seeds[0]}.."
-      f"{seeds[-1]}, each {cfg['samples']} coordinates per point from its "
+      report_lib.markdown_table(results.exact, EXACT_COLUMNS), '',
+      f'Sampling check (dpjax.noise.binomial; seeds {seeds[0]}..'
+      f'{seeds[-1]}, each {cfg.num_samples} coordinates per point from its '
       'own key):', '',
-      report_lib.markdown_table(results['validation'], VALIDATION_COLUMNS), '',
+      report_lib.markdown_table(results.validation, VALIDATION_COLUMNS), '',
       'Exact checks (calibrated formulas compared with each other; no '
       'random draw enters them):', '',
-      exact_checks_table(results['exact_checks']), '',
+      exact_checks_table(results.exact_checks), '',
       'Under Theorem 1 the limit as s shrinks is not the tight Gaussian: its '
       'leading term is the classical bound, which is loose at large eps.', '']
   lines += [f'![{p}]({p})' for p in pngs]

@@ -12,6 +12,7 @@ from dpjax import accounting
 from dpjax import noise
 from experiments.common import runner
 from experiments.cpsgd_mechanisms._config import Config
+from experiments.cpsgd_mechanisms._results import Results
 
 
 def sensitivities(dimension: int) -> tuple[float, float, float]:
@@ -22,15 +23,15 @@ def sensitivities(dimension: int) -> tuple[float, float, float]:
 def _validate_sampling(cfg, rows) -> list[dict[str, Any]]:
   """Measured vs formula error at the ``validate_epsilons`` points.
 
-  Every seed draws its ``samples`` coordinates per point from its own key
-  (``fold_in(key(seed), point)``); the seeds run as one vmapped program.
+  Every seed draws its ``num_samples`` coordinates per point from its own
+  key (``fold_in(key(seed), point)``); the seeds run as one vmapped program.
   """
   out = []
   seed_keys = jax.vmap(jax.random.key)(jnp.asarray(cfg.seeds))
   for i, row in enumerate(r for r in rows
                           if r['epsilon'] in cfg.validate_epsilons):
     d, n_trials, s, p = row['dim'], row['num_trials'], row['scale'], cfg.p
-    vectors = max(2, cfg.samples // d)
+    vectors = max(2, cfg.num_samples // d)
     start = time.time()
     keys = jax.vmap(lambda k, i=i: jax.random.fold_in(k, i))(seed_keys)
     z = jax.vmap(lambda k, n=n_trials, v=vectors, d=d: noise.binomial(
@@ -56,71 +57,86 @@ def _sem(values: np.ndarray) -> float | None:
           if values.size > 1 else None)
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
-  """Calibrated Gaussian and Binomial errors, exact privacy, sampling."""
-  p, delta = cfg.p, cfg.delta
+def _gaussian(cfg: Config) -> dict[float, dict[str, Any]]:
+  """Per epsilon: sigma (Delta_2 = 1) classical (eps <= 1 only) and tight,
+  and their errors sigma^2."""
   gauss = {}
   for eps in cfg.epsilons:
-    classical = (accounting.classical_gaussian_stddev(eps, delta, 1.0)
+    classical = (accounting.classical_gaussian_stddev(eps, cfg.delta, 1.0)
                  if eps <= 1 else None)
-    tight = accounting.calibrate(accounting.gaussian_event, eps, delta,
+    tight = accounting.calibrate(accounting.gaussian_event, eps, cfg.delta,
                                  cfg.accountant)  # Delta_2 = 1: sigma = z
     gauss[eps] = dict(epsilon=eps, sigma_classical=classical,
                       sigma_tight=tight,
                       error_classical=None if classical is None else
                       classical**2, error_tight=tight**2)
+  return gauss
+
+
+def _binomial_row(cfg: Config, d: int, j: int, g: dict[str, Any]
+                  ) -> dict[str, Any]:
+  """The Binomial mechanism at s = 1/j in d dimensions, calibrated by
+  Theorem 1 to the epsilon of ``g``, the Gaussian's row."""
+  p, delta, eps, s = cfg.p, cfg.delta, g['epsilon'], 1.0 / j
+  sens = sensitivities(d)
+  least = accounting.binomial_min_trials(p, s, delta, d, sens[2])
+  n_trials = accounting.calibrate(
+      lambda n: accounting.EpsilonDeltaDpEvent(
+          accounting.binomial_epsilon(n, p, s, delta, d, *sens), delta),
+      eps, delta, start=least)
+  err = s**2 * (n_trials * p * (1 - p))
+  return dict(
+      dim=d, scale_denominator=j, scale=s, epsilon=eps,
+      num_trials=n_trials, condition_bound=n_trials == least,
+      epsilon_theorem1=accounting.binomial_epsilon(
+          n_trials, p, s, delta, d, *sens),
+      error=err, total_error=d * err,
+      gaussian_error_tight=g['error_tight'],
+      gaussian_error_classical=g['error_classical'],
+      ratio_tight=err / g['error_tight'],
+      ratio_classical=None if g['error_classical'] is None else
+      err / g['error_classical'])
+
+
+def _exact_row(cfg: Config, row: dict[str, Any], g: dict[str, Any]
+               ) -> dict[str, Any]:
+  """d = 1: the exact epsilon at Theorem 1's N, and the least N whose exact
+  epsilon meets the target."""
+  p, delta = cfg.p, cfg.delta
+  j, eps = row['scale_denominator'], row['epsilon']
+  eps_exact, largest_worst = accounting.binomial_exact_epsilon(
+      row['num_trials'], p, j, delta)
+  n_exact = accounting.calibrate(
+      lambda n: accounting.EpsilonDeltaDpEvent(
+          eps, accounting.binomial_exact_delta(n, p, j, eps)),
+      eps, delta, start=16)
+  err_exact = row['scale']**2 * n_exact * p * (1 - p)
+  return dict(
+      scale_denominator=j, scale=row['scale'], epsilon=eps,
+      num_trials=row['num_trials'], error=row['error'],
+      exact_epsilon=eps_exact, conservatism=eps / eps_exact,
+      largest_shift_worst=largest_worst, num_trials_exact=n_exact,
+      error_exact=err_exact,
+      ratio_exact_tight=err_exact / g['error_tight'])
+
+
+def run(cfg: Config, ctx: runner.Context) -> Results:
+  """Calibrated Gaussian and Binomial errors, exact privacy, sampling."""
+  gauss = _gaussian(cfg)
   ctx.say('Gaussian calibrated')
-  rows = []
-  for d in cfg.dims:
-    for j in cfg.scale_denominators:
-      s = 1.0 / j
-      sens = sensitivities(d)
-      for eps in cfg.epsilons:
-        least = accounting.binomial_min_trials(p, s, delta, d, sens[2])
-        n_trials = accounting.calibrate(
-            lambda n, s=s, d=d, sens=sens: accounting.EpsilonDeltaDpEvent(
-                accounting.binomial_epsilon(n, p, s, delta, d, *sens), delta),
-            eps, delta, start=least)
-        floor = n_trials == least
-        v = n_trials * p * (1 - p)
-        g = gauss[eps]
-        err = s**2 * v
-        rows.append(dict(
-            dim=d, scale_denominator=j, scale=s, epsilon=eps,
-            num_trials=n_trials, condition_bound=floor,
-            epsilon_theorem1=accounting.binomial_epsilon(
-                n_trials, p, s, delta, d, *sens),
-            error=err, total_error=d * err,
-            gaussian_error_tight=g['error_tight'],
-            gaussian_error_classical=g['error_classical'],
-            ratio_tight=err / g['error_tight'],
-            ratio_classical=None if g['error_classical'] is None else
-            err / g['error_classical']))
-  exact = []
-  for row in (r for r in rows if r['dim'] == 1):
-    j, eps = row['scale_denominator'], row['epsilon']
-    eps_exact, largest_worst = accounting.binomial_exact_epsilon(
-        row['num_trials'], p, j, delta)
-    n_exact = accounting.calibrate(
-        lambda n, j=j, eps=eps: accounting.EpsilonDeltaDpEvent(
-            eps, accounting.binomial_exact_delta(n, p, j, eps)),
-        eps, delta, start=16)
-    err_exact = row['scale']**2 * n_exact * p * (1 - p)
-    exact.append(dict(
-        scale_denominator=j, scale=row['scale'], epsilon=eps,
-        num_trials=row['num_trials'], error=row['error'],
-        exact_epsilon=eps_exact, conservatism=eps / eps_exact,
-        largest_shift_worst=largest_worst, num_trials_exact=n_exact,
-        error_exact=err_exact,
-        ratio_exact_tight=err_exact / gauss[eps]['error_tight']))
+  rows = [_binomial_row(cfg, d, j, gauss[eps]) for d in cfg.dimensions
+          for j in cfg.scale_denominators for eps in cfg.epsilons]
+  exact = [_exact_row(cfg, r, gauss[r['epsilon']]) for r in rows
+           if r['dim'] == 1]
   ctx.say('exact divergences done')
-  validation = _validate_sampling(cfg, rows)
-  return dict(dataset=dict(name='none: an abstract query (its '
-                           'sensitivities only)'),
-              sensitivities={str(d): sensitivities(d) for d in cfg.dims},
-              gaussian=list(gauss.values()), rows=rows, exact=exact,
-              validation=validation, summary=summary(rows, exact),
-              exact_checks=exact_checks(rows, exact))
+  return Results(dataset=dict(name='none: an abstract query (its '
+                              'sensitivities only)'),
+                 sensitivities={str(d): list(sensitivities(d))
+                                for d in cfg.dimensions},
+                 gaussian=list(gauss.values()), rows=rows, exact=exact,
+                 validation=_validate_sampling(cfg, rows),
+                 summary=summary(rows, exact),
+                 exact_checks=exact_checks(rows, exact))
 
 
 def summary(rows, exact) -> dict[str, Any]:
