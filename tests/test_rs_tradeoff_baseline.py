@@ -173,7 +173,7 @@ def test_select_per_seed_groups_orders_and_never_reads_test():
                                            tradeoff_config])
 def test_sweeps_share_one_data_model_and_train_config_setup(config_module):
   cfg = config_module.Config.preset('quick', dataset='iris', epochs=3,
-                                    expected_batch_size=10, evals=4)
+                                    expected_batch_size=10, num_evals=4)
   ds = train_lib.sweep_data(cfg)
   again = data_lib.with_validation(data_lib.load('iris', seed=cfg.seed),
                                    cfg.validation_fraction, cfg.seed)

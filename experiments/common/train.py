@@ -318,13 +318,13 @@ def sweep_data(cfg: Any) -> Dataset:
 
 def sweep_base(cfg: Any, num_examples: int) -> dict[str, Any]:
   """``TrainConfig`` fields every run of a sweep shares, from its config
-  (epochs, batch, SGD, evals, clipping, devices); C is 1 until a run sets
-  its own."""
+  (epochs, batch, SGD, evaluations, clipping, devices); C is 1 until a run
+  sets its own."""
   steps = steps_for_epochs(cfg.epochs, cfg.expected_batch_size, num_examples)
   return dict(steps=steps, expected_batch_size=cfg.expected_batch_size,
               learning_rate=cfg.learning_rate, momentum=cfg.momentum,
               l2_norm_clip=1.0, devices=getattr(cfg, 'devices', 1),
-              eval_every=max(1, steps // cfg.evals), clipping=cfg.clipping)
+              eval_every=max(1, steps // cfg.num_evals), clipping=cfg.clipping)
 
 
 def run_seeds_and_record(module: nn.Module, data: Dataset,
