@@ -20,6 +20,7 @@ from experiments.rs_privacy import _config as privacy_config
 from experiments.rs_privacy import _run as privacy_run
 from experiments.rs_tradeoff import _claims as tradeoff_claims
 from experiments.rs_tradeoff import _config as tradeoff_config
+from experiments.rs_tradeoff import _results as tradeoff_results
 from experiments.rs_tradeoff import _run as tradeoff_run
 
 SEEDS = range(6)
@@ -38,7 +39,7 @@ def test_tuned_gain_chooses_on_validation_and_scores_on_test():
   runs = (_rows('dpsgd', 4.0, 0.5, 0.0, [.5] * 6, [.60] * 6)
           + _rows('dpsgd', 4.0, 0.5, 0.5, [.7] * 6, [.55] * 6)
           + _rows('dpsgd', 4.0, 0.5, 0.9, [.6] * 6, [.90] * 6))
-  gain = tradeoff_claims.tuned_gain(dict(runs=runs), 4.0, 0.5)
+  gain = tradeoff_claims.tuned_gain(runs, 4.0, 0.5)
   np.testing.assert_allclose(gain, [-0.05] * 6)
 
 
@@ -56,7 +57,8 @@ def _results(high_gain, low_gain, ablation_loss):
     runs += _rows(setting, sigma, clip, 0.0, base, base, train=base)
     runs += _rows(setting, sigma, clip, 0.9, base, base,
                   train=base - ablation_loss + noise)
-  return dict(runs=runs)
+  return tradeoff_results.Results(dataset={}, model='mlp', num_params=1,
+                                  steps=1, runs=runs, summary=[])
 
 
 def _verdicts(results):
@@ -79,7 +81,7 @@ def test_tradeoff_claims_follow_the_paper_and_can_fail():
 
 
 def test_tradeoff_sets_aside_the_degraded_panel():
-  cfg = tradeoff_config.Config.preset('full', rates=(0.0, 0.9))
+  cfg = tradeoff_config.Config.preset('full', final_rates=(0.0, 0.9))
   assert (4.0, 1.0) in cfg.pairs() and len(cfg.pairs()) == 9
   curves = tradeoff_run.settings(cfg)
   assert {c[0] for c in curves} == {'dpsgd', 'noisy_sgd', 'clipped_sgd'}
