@@ -17,6 +17,7 @@ from experiments.dpsgd_baseline import _config as baseline_config
 from experiments.dpsgd_baseline import _run as baseline_run
 from experiments.rs_privacy import _claims as privacy_claims
 from experiments.rs_privacy import _config as privacy_config
+from experiments.rs_privacy import _results as privacy_results
 from experiments.rs_privacy import _run as privacy_run
 from experiments.rs_tradeoff import _claims as tradeoff_claims
 from experiments.rs_tradeoff import _config as tradeoff_config
@@ -154,7 +155,10 @@ def test_rs_privacy_tunes_both_methods_on_validation_over_one_clip_grid():
   assert {(r['method'], r['clip'], r['rate']) for r in chosen} == {
       ('DP-SGD', 1.0, 0.0), ('DP-SGD + RS', 0.5, 0.9)}
   cfg = privacy_config.Config.preset('quick')
-  [claim] = privacy_claims.claims(dict(selected=chosen), cfg).verdicts()
+  results = privacy_results.Results(
+      dataset={}, model='mlp', steps=1, n_train=1, n_validation=1,
+      sampling_rate=1.0, runs=runs, selected=chosen, summary=[], grid=[])
+  [claim] = privacy_claims.claims(results, cfg).verdicts()
   assert claim['mean'] == pytest.approx(0.85 - 0.90)
   assert claim['verdict'] == 'refuted'
 
