@@ -244,7 +244,7 @@ TINY = {
     'rs_privacy': dict(dataset='digits', model='', epochs=1, num_seeds=1,
                        final_rates=[0.5], l2_norm_clips=[1.0],
                        epsilons=[3.0]),
-    'rs_attack': dict(num_images=1, trials=200, attack_steps=20,
+    'rs_attack': dict(num_images=1, num_trials=200, attack_steps=20,
                       rates=[0.0, 0.9]),
     'compressive_regression': dict(steps=20, num_seeds=1, n=2000,
                                    kappas=[1, 5], epsilons=[1.0, 1000.0]),
