@@ -239,11 +239,12 @@ def test_tiny_run_writes_results_report_and_plot(tmp_path):
 
 TINY = {
     'rs_tradeoff': dict(dataset='digits', model='', epochs=1, num_seeds=2,
-                        sigmas=[4.0], clips=[0.5], panels=[4.0, 0.5],
-                        rates=[0.0, 0.5]),
+                        noise_multipliers=[4.0], l2_norm_clips=[0.5],
+                        panels=[4.0, 0.5], final_rates=[0.0, 0.5]),
     'rs_privacy': dict(dataset='digits', model='', epochs=1, num_seeds=1,
-                       rates=[0.5], clips=[1.0], epsilons=[3.0]),
-    'rs_attack': dict(num_images=1, trials=200, attack_steps=20,
+                       final_rates=[0.5], l2_norm_clips=[1.0],
+                       epsilons=[3.0]),
+    'rs_attack': dict(num_images=1, num_trials=200, attack_steps=20,
                       rates=[0.0, 0.9]),
     'compressive_regression': dict(steps=20, num_seeds=1, n=2000,
                                    kappas=[1, 5], epsilons=[1.0, 1000.0]),
@@ -340,7 +341,8 @@ def test_compressive_regression_accepts_a_csv_dataset(tmp_path):
 
 def test_rs_tradeoff_needs_the_reference_rate():
   with pytest.raises(ValueError, match='to hold 0'):
-    registry.EXPERIMENTS['rs_tradeoff'].configure('quick', rates=[0.5, 0.9])
+    registry.EXPERIMENTS['rs_tradeoff'].configure('quick',
+                                                  final_rates=[0.5, 0.9])
 
 
 def _matrix():

@@ -5,6 +5,7 @@ import pytest
 
 from experiments import registry
 from experiments.rs_attack import _claims
+from experiments.rs_attack import _results
 
 EXP = registry.get('rs_attack')
 
@@ -14,8 +15,10 @@ RATES = [0.0, 0.5, 0.9]
 def _cf(ratio, bound=0.01):
   """A closed-form result with error / bound = ``ratio`` [seeds, rates]."""
   ratio = np.asarray(ratio, np.float64)
-  return dict(rates=RATES, bound=np.full(ratio.shape, bound).tolist(),
-              mse=(ratio * bound).tolist(), trials=10)
+  return _results.ClosedForm(
+      trials=10, zeros=[int(r * 10) for r in RATES], rates=RATES,
+      mse=(ratio * bound).tolist(), sem=np.zeros(ratio.shape).tolist(),
+      bound=np.full(ratio.shape, bound).tolist())
 
 
 def _inv(noisy):
@@ -23,18 +26,19 @@ def _inv(noisy):
   the same on 2 images, plus a noiseless reference."""
   noisy = np.asarray(noisy, np.float64)
   lanes = np.concatenate([np.zeros_like(noisy[:, :1]), noisy], axis=1)
-  return dict(mse=np.repeat(lanes[:, None, :], 2, axis=1).tolist(),
-              settings=['no noise'] + ['noisy'] * len(RATES),
-              rates=[0.0] + RATES, noise_std=[0.0] + [0.01] * len(RATES),
-              images=[[0, 1]] * len(noisy))
+  return _results.Inversion(
+      settings=['no noise'] + ['noisy'] * len(RATES), rates=[0.0] + RATES,
+      noise_std=[0.0] + [0.01] * len(RATES), params=10,
+      images=[[0, 1]] * len(noisy),
+      mse=np.repeat(lanes[:, None, :], 2, axis=1).tolist())
 
 
 RISING = [[1e-3, 3e-3, 2e-2], [2e-3, 5e-3, 4e-2], [1.5e-3, 4e-3, 3e-2]]
 
 
 def _verdicts(cf, inv):
-  return _claims.claims(dict(closed_form=cf, inversion=inv),
-                        EXP.configure('quick')).verdicts()
+  results = _results.Results(dataset={}, closed_form=cf, inversion=inv)
+  return _claims.claims(results, EXP.configure('quick')).verdicts()
 
 
 def test_claims_are_one_bonferroni_family_in_order():
@@ -95,9 +99,9 @@ def test_modes_run_enough_seeds():
 
 
 def test_tiny_run_pairs_rates_within_a_seed(tmp_path):
-  cfg = EXP.configure('quick', num_seeds=3, num_images=2, trials=64,
+  cfg = EXP.configure('quick', num_seeds=3, num_images=2, num_trials=64,
                       trial_chunk=32, attack_steps=3, rates=[0.0, 0.5, 0.9],
-                      dim=10)
+                      dimension=10)
   results = EXP.results(cfg, str(tmp_path), progress=False)
   cf, inv = results['closed_form'], results['inversion']
   assert results['seeds'] == [0, 1, 2] and cf['trials'] == 64

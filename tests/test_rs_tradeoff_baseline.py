@@ -17,9 +17,11 @@ from experiments.dpsgd_baseline import _config as baseline_config
 from experiments.dpsgd_baseline import _run as baseline_run
 from experiments.rs_privacy import _claims as privacy_claims
 from experiments.rs_privacy import _config as privacy_config
+from experiments.rs_privacy import _results as privacy_results
 from experiments.rs_privacy import _run as privacy_run
 from experiments.rs_tradeoff import _claims as tradeoff_claims
 from experiments.rs_tradeoff import _config as tradeoff_config
+from experiments.rs_tradeoff import _results as tradeoff_results
 from experiments.rs_tradeoff import _run as tradeoff_run
 
 SEEDS = range(6)
@@ -38,7 +40,7 @@ def test_tuned_gain_chooses_on_validation_and_scores_on_test():
   runs = (_rows('dpsgd', 4.0, 0.5, 0.0, [.5] * 6, [.60] * 6)
           + _rows('dpsgd', 4.0, 0.5, 0.5, [.7] * 6, [.55] * 6)
           + _rows('dpsgd', 4.0, 0.5, 0.9, [.6] * 6, [.90] * 6))
-  gain = tradeoff_claims.tuned_gain(dict(runs=runs), 4.0, 0.5)
+  gain = tradeoff_claims.tuned_gain(runs, 4.0, 0.5)
   np.testing.assert_allclose(gain, [-0.05] * 6)
 
 
@@ -56,7 +58,8 @@ def _results(high_gain, low_gain, ablation_loss):
     runs += _rows(setting, sigma, clip, 0.0, base, base, train=base)
     runs += _rows(setting, sigma, clip, 0.9, base, base,
                   train=base - ablation_loss + noise)
-  return dict(runs=runs)
+  return tradeoff_results.Results(dataset={}, model='mlp', num_params=1,
+                                  steps=1, runs=runs, summary=[])
 
 
 def _verdicts(results):
@@ -79,7 +82,7 @@ def test_tradeoff_claims_follow_the_paper_and_can_fail():
 
 
 def test_tradeoff_sets_aside_the_degraded_panel():
-  cfg = tradeoff_config.Config.preset('full', rates=(0.0, 0.9))
+  cfg = tradeoff_config.Config.preset('full', final_rates=(0.0, 0.9))
   assert (4.0, 1.0) in cfg.pairs() and len(cfg.pairs()) == 9
   curves = tradeoff_run.settings(cfg)
   assert {c[0] for c in curves} == {'dpsgd', 'noisy_sgd', 'clipped_sgd'}
@@ -152,7 +155,10 @@ def test_rs_privacy_tunes_both_methods_on_validation_over_one_clip_grid():
   assert {(r['method'], r['clip'], r['rate']) for r in chosen} == {
       ('DP-SGD', 1.0, 0.0), ('DP-SGD + RS', 0.5, 0.9)}
   cfg = privacy_config.Config.preset('quick')
-  [claim] = privacy_claims.claims(dict(selected=chosen), cfg).verdicts()
+  results = privacy_results.Results(
+      dataset={}, model='mlp', steps=1, n_train=1, n_validation=1,
+      sampling_rate=1.0, runs=runs, selected=chosen, summary=[], grid=[])
+  [claim] = privacy_claims.claims(results, cfg).verdicts()
   assert claim['mean'] == pytest.approx(0.85 - 0.90)
   assert claim['verdict'] == 'refuted'
 
@@ -173,7 +179,7 @@ def test_select_per_seed_groups_orders_and_never_reads_test():
                                            tradeoff_config])
 def test_sweeps_share_one_data_model_and_train_config_setup(config_module):
   cfg = config_module.Config.preset('quick', dataset='iris', epochs=3,
-                                    expected_batch_size=10, evals=4)
+                                    expected_batch_size=10, num_evals=4)
   ds = train_lib.sweep_data(cfg)
   again = data_lib.with_validation(data_lib.load('iris', seed=cfg.seed),
                                    cfg.validation_fraction, cfg.seed)

@@ -16,6 +16,7 @@ from experiments.common import compare
 from experiments.common import config
 from experiments.common import flags
 from experiments.common import report as report_lib
+from experiments.common import results as results_lib
 from experiments.common import runner
 from experiments.common import verdict as verdict_lib
 
@@ -30,22 +31,27 @@ class Tiny(config.Config):
   shift: float = config.setting(0.5, 'treatment minus control')
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TinyResults(results_lib.Results):
+  scores: list[list[float]]  # per seed: (treatment, control)
+
+
 def _tiny(calls):
   def run(cfg, ctx):
     calls.append((cfg, ctx.out_dir))
-    return dict(dataset=dict(name='none'),
-                scores=[[s * 0.1 + cfg.shift, s * 0.1 + s % 2 * 0.01]
-                        for s in cfg.seeds])
+    return TinyResults(dataset=dict(name='none'),
+                       scores=[[s * 0.1 + cfg.shift, s * 0.1 + s % 2 * 0.01]
+                               for s in cfg.seeds])
 
   def claims(results, cfg):
     del cfg
     family = claims_lib.ClaimFamily()
-    family.add('treatment beats control', [t for t, _ in results['scores']],
-               [c for _, c in results['scores']])
+    family.add('treatment beats control', [t for t, _ in results.scores],
+               [c for _, c in results.scores])
     return family
 
-  return runner.Experiment('tiny', 'a tiny experiment', Tiny, run, claims,
-                           lambda results, out_dir: 'BODY')
+  return runner.Experiment('tiny', 'a tiny experiment', Tiny, TinyResults,
+                           run, claims, lambda results, cfg, out_dir: 'BODY')
 
 
 def test_envelope_holds_config_privacy_data_seeds_versions_and_claims(
@@ -73,14 +79,19 @@ def test_envelope_holds_config_privacy_data_seeds_versions_and_claims(
   assert 'Seeds 2..4; target epsilon 1, 4, delta 1e-05; data: none' in text
 
 
-def test_run_must_describe_its_data_and_leave_the_envelope_alone(tmp_path):
+def test_run_must_return_its_record_and_leave_the_envelope_alone(tmp_path):
   exp = _tiny([])
-  exp.run = lambda cfg, ctx: dict(scores=[])
-  with pytest.raises(ValueError, match='must return dataset'):
+  exp.run = lambda cfg, ctx: dict(dataset={}, scores=[])
+  with pytest.raises(TypeError, match='must return its TinyResults, not dict'):
     exp.results(exp.configure(), str(tmp_path))
-  exp.run = lambda cfg, ctx: dict(dataset={}, seeds=[0])
-  with pytest.raises(ValueError, match=r"none of \['seeds'\]"):
-    exp.results(exp.configure(), str(tmp_path))
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Clash(results_lib.Results):
+    seeds: list[int]
+
+  with pytest.raises(ValueError, match=r"may not hold \['seeds'\]"):
+    runner.Experiment('tiny', 'a tiny experiment', Tiny, Clash, exp.run,
+                      exp.claims, exp.report_body)
 
 
 def test_skip_if_done_and_force(tmp_path, capsys):
@@ -297,6 +308,7 @@ def _old_dpsgd_claims(runs, cfg):
 @pytest.mark.parametrize('epsilons', [(1.0, 3.0, 8.0), (8.0,)])
 def test_dpsgd_baseline_verdicts_equal_the_hand_counted_ones(epsilons):
   from experiments.dpsgd_baseline import _claims  # pylint: disable=g-import-not-at-top
+  from experiments.dpsgd_baseline import _results  # pylint: disable=g-import-not-at-top
   exp = registry.get('dpsgd_baseline')
   cfg = exp.configure('quick', epsilons=list(epsilons))
   rng = np.random.default_rng(1)
@@ -304,7 +316,10 @@ def test_dpsgd_baseline_verdicts_equal_the_hand_counted_ones(epsilons):
                test_accuracy=float(rng.uniform(0.8, 0.95)))
           for model in ('mlp', 'digits_cnn') for target in (None,) + epsilons
           for seed in cfg.seeds]
-  new = claims_lib.verdicts(_claims.claims(dict(selected=runs), cfg))
+  results = _results.Results(dataset={}, sampling_rate=0.1,
+                             max_batch_size=1, runs=runs, selected=runs,
+                             summary=[], selected_summary=[])
+  new = claims_lib.verdicts(_claims.claims(results, cfg))
   assert new == _old_dpsgd_claims(runs, cfg.to_dict())
   assert len(new) == 2 * (1 + (len(epsilons) > 1))
 

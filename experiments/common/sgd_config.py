@@ -35,4 +35,4 @@ class SgdConfig(ClassificationConfig):
   expected_batch_size: int = setting(64, 'expected Poisson batch size', ge=1)
   learning_rate: float = setting(0.05, 'SGD learning rate', gt=0)
   momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
-  evals: int = setting(5, 'evaluations per run', ge=1)
+  num_evals: int = setting(5, 'evaluations per run', ge=1)

@@ -179,94 +179,126 @@ def train_seeds(model: nn.Module, data: Dataset, config: TrainConfig,
   if not seeds or len(set(seeds)) != len(seeds):
     raise ValueError(f'Expected distinct seeds, got {seeds}.')
   start = time.time()
-  sampler = make_sampler(config, len(data.x_train))
-  evaluate = _compiled('evaluate', model, data, (),
-                       lambda: _make_evaluate(model, data))
-  init = _compiled('init', model, data, (),
-                   lambda: jax.jit(jax.vmap(model.init, in_axes=(0, None))))
-  params = init(jnp.stack([_keys(dataclasses.replace(config, seed=s))['init']
-                           for s in seeds]), data.x_train[0])
-  opt_state, step_fn = _make_step(model, config, data, params, seeds,
-                                  seeds_as)
-  state = {'params': params, 'opt_state': opt_state}
-  ledgers = [accounting.PrivacyLedger() for _ in seeds]
-  histories, step, resumed_from = [[] for _ in seeds], 0, None
-  ckpt = None
+  runs = _SeedRuns(model, data, config, seeds, delta, seeds_as)
   if checkpoint_dir is not None:
-    ckpt = checkpoint_lib.Checkpointer(
-        checkpoint_dir, dict(config.to_dict(), seed=list(seeds)))
-    restored = ckpt.restore_latest(state)
-    if restored is not None:
-      step, state, meta = restored
-      ledgers = [accounting.PrivacyLedger.from_json(j)
-                 for j in meta['ledgers']]
-      histories, resumed_from = meta['histories'], step
-      expected_events = step if config.private else 0
-      for ledger in ledgers:
-        if ledger.num_events != expected_events:
-          raise checkpoint_lib.CheckpointError(
-              f'Checkpoint at step {step} in {checkpoint_dir} has a ledger of '
-              f'{ledger.num_events} events; expected {expected_events}.')
+    runs.resume(checkpoint_dir, seeds)
+  runs.train(progress, desc, on_step)
+  return runs.results(start)
 
-  def epsilon(ledger):
-    private = config.private and ledger.num_events
-    return _epsilon(ledger, delta) if private else 0.0
 
-  def log_metrics():
-    metrics = evaluate(state['params'])
-    for i, (history, ledger) in enumerate(zip(histories, ledgers)):
-      history.append({'step': step, **{k: v[i] for k, v in metrics.items()},
-                      'epsilon': epsilon(ledger)})
+class _SeedRuns:
+  """The seeds' runs of ``train_seeds`` in progress: the stacked state, the
+  step reached, and per seed its ledger and metric history."""
 
-  def save():
-    ckpt.save(step, state, {'ledgers': [l.to_json() for l in ledgers],
-                            'histories': histories})
+  def __init__(self, model: nn.Module, data: Dataset, config: TrainConfig,
+               seeds: tuple[int, ...], delta: float, seeds_as: str):
+    self.config, self.delta = config, delta
+    self.sampler = make_sampler(config, len(data.x_train))
+    self.evaluate = _compiled('evaluate', model, data, (),
+                              lambda: _make_evaluate(model, data))
+    init = _compiled('init', model, data, (),
+                     lambda: jax.jit(jax.vmap(model.init, in_axes=(0, None))))
+    params = init(jnp.stack([_keys(dataclasses.replace(config, seed=s))[
+        'init'] for s in seeds]), data.x_train[0])
+    opt_state, self.step_fn = _make_step(model, config, data, params, seeds,
+                                         seeds_as)
+    self.state = {'params': params, 'opt_state': opt_state}
+    self.ledgers = [accounting.PrivacyLedger() for _ in seeds]
+    self.histories, self.step, self.resumed_from = [[] for _ in seeds], 0, None
+    self.ckpt = None
+    # Each step's privacy states (the sigma, divisor and noise step that ran,
+    # per seed) stay on device and are recorded at the next sync point, so
+    # the ledgers hold what ran without a device sync per step.
+    self.pending = []
 
-  bar = progress_lib.Progress(config.steps, desc, enabled=progress,
-                             initial=step)
-  params, opt_state = state['params'], state['opt_state']
-  # Each step's privacy states (the sigma, divisor and noise step that ran,
-  # per seed) stay on device and are recorded at the next sync point, so the
-  # ledgers hold what ran without a device sync per step.
-  pending = []
-  shown = {}  # metrics of the last evaluation, for the progress line
+  def resume(self, checkpoint_dir: str, seeds: tuple[int, ...]) -> None:
+    """Checkpoints go to ``checkpoint_dir``; resumes the run kept there (of
+    the same configuration and seeds), checking its ledgers."""
+    self.ckpt = checkpoint_lib.Checkpointer(
+        checkpoint_dir, dict(self.config.to_dict(), seed=list(seeds)))
+    restored = self.ckpt.restore_latest(self.state)
+    if restored is None:
+      return
+    self.step, self.state, meta = restored
+    self.ledgers = [accounting.PrivacyLedger.from_json(j)
+                    for j in meta['ledgers']]
+    self.histories, self.resumed_from = meta['histories'], self.step
+    expected_events = self.step if self.config.private else 0
+    for ledger in self.ledgers:
+      if ledger.num_events != expected_events:
+        raise checkpoint_lib.CheckpointError(
+            f'Checkpoint at step {self.step} in {checkpoint_dir} has a ledger '
+            f'of {ledger.num_events} events; expected {expected_events}.')
 
-  def record_pending():
-    for ran, drawn in pending:
+  def train(self, progress: bool, desc: str,
+            on_step: Callable[[int], None] | None) -> None:
+    """Steps to ``config.steps``: evaluates every ``eval_every`` steps and
+    at the end, checkpoints every ``checkpoint_every`` and at the end."""
+    config = self.config
+    bar = progress_lib.Progress(config.steps, desc, enabled=progress,
+                               initial=self.step)
+    params, opt_state = self.state['params'], self.state['opt_state']
+    shown = {}  # metrics of the last evaluation, for the progress line
+    while self.step < config.steps:
+      params, opt_state, drawn = self.step_fn(params, opt_state,
+                                              jnp.int32(self.step))
+      self.step += 1
+      if config.private:
+        self.pending.append((accounting.privacy_states(opt_state), drawn))
+      self.state = {'params': params, 'opt_state': opt_state}
+      if self.step % config.eval_every == 0 or self.step == config.steps:
+        self.record_pending()
+        self.log_metrics()
+        shown = {k: v for k, v in self.histories[0][-1].items()
+                 if k in ('train_loss', 'test_accuracy', 'epsilon')}
+      if self.ckpt is not None and (self.step == config.steps or (
+          config.checkpoint_every and
+          self.step % config.checkpoint_every == 0)):
+        self.record_pending()
+        self.save()
+      bar.update(1, **shown)
+      shown = {}
+      if on_step is not None:
+        on_step(self.step)
+    bar.close()
+    self.record_pending()
+    if not self.histories[0] or self.histories[0][-1]['step'] != self.step:
+      self.log_metrics()
+
+  def record_pending(self) -> None:
+    """Records the pending steps in the seeds' ledgers."""
+    for ran, drawn in self.pending:
       # Each seed's part of the step's states and batch, fetched at once.
-      per_seed = jax.device_get(_unstack(len(ledgers), (ran, drawn)))
-      for ledger, (ran_i, drawn_i) in zip(ledgers, per_seed):
-        ledger.record_step(ran_i, sampler, drawn_i)
-    pending.clear()
+      per_seed = jax.device_get(_unstack(len(self.ledgers), (ran, drawn)))
+      for ledger, (ran_i, drawn_i) in zip(self.ledgers, per_seed):
+        ledger.record_step(ran_i, self.sampler, drawn_i)
+    self.pending.clear()
 
-  while step < config.steps:
-    params, opt_state, drawn = step_fn(params, opt_state, jnp.int32(step))
-    step += 1
-    if config.private:
-      pending.append((accounting.privacy_states(opt_state), drawn))
-    state = {'params': params, 'opt_state': opt_state}
-    if step % config.eval_every == 0 or step == config.steps:
-      record_pending()
-      log_metrics()
-      shown = {k: v for k, v in histories[0][-1].items()
-               if k in ('train_loss', 'test_accuracy', 'epsilon')}
-    if ckpt is not None and (step == config.steps or (
-        config.checkpoint_every and step % config.checkpoint_every == 0)):
-      record_pending()
-      save()
-    bar.update(1, **shown)
-    shown = {}
-    if on_step is not None:
-      on_step(step)
-  bar.close()
-  record_pending()
-  if not histories[0] or histories[0][-1]['step'] != step:
-    log_metrics()
-  final = jax.device_get(state['params'])
-  seconds = time.time() - start
-  return [TrainResult(jax.tree.map(lambda x, i=i: x[i], final), ledger,
-                      history, history[-1], resumed_from, seconds)
-          for i, (ledger, history) in enumerate(zip(ledgers, histories))]
+  def epsilon(self, ledger: accounting.PrivacyLedger) -> float:
+    private = self.config.private and ledger.num_events
+    return _epsilon(ledger, self.delta) if private else 0.0
+
+  def log_metrics(self) -> None:
+    """Appends the current metrics (and epsilon so far) to each history."""
+    metrics = self.evaluate(self.state['params'])
+    for i, (history, ledger) in enumerate(zip(self.histories, self.ledgers)):
+      history.append({'step': self.step,
+                      **{k: v[i] for k, v in metrics.items()},
+                      'epsilon': self.epsilon(ledger)})
+
+  def save(self) -> None:
+    self.ckpt.save(self.step, self.state,
+                   {'ledgers': [l.to_json() for l in self.ledgers],
+                    'histories': self.histories})
+
+  def results(self, start: float) -> list[TrainResult]:
+    """One ``TrainResult`` per seed; ``start`` is the call's start time."""
+    final = jax.device_get(self.state['params'])
+    seconds = time.time() - start
+    return [TrainResult(jax.tree.map(lambda x, i=i: x[i], final), ledger,
+                        history, history[-1], self.resumed_from, seconds)
+            for i, (ledger, history) in enumerate(zip(self.ledgers,
+                                                      self.histories))]
 
 
 def steps_for_epochs(epochs: float, expected_batch_size: int,
@@ -286,13 +318,13 @@ def sweep_data(cfg: Any) -> Dataset:
 
 def sweep_base(cfg: Any, num_examples: int) -> dict[str, Any]:
   """``TrainConfig`` fields every run of a sweep shares, from its config
-  (epochs, batch, SGD, evals, clipping, devices); C is 1 until a run sets
-  its own."""
+  (epochs, batch, SGD, evaluations, clipping, devices); C is 1 until a run
+  sets its own."""
   steps = steps_for_epochs(cfg.epochs, cfg.expected_batch_size, num_examples)
   return dict(steps=steps, expected_batch_size=cfg.expected_batch_size,
               learning_rate=cfg.learning_rate, momentum=cfg.momentum,
               l2_norm_clip=1.0, devices=getattr(cfg, 'devices', 1),
-              eval_every=max(1, steps // cfg.evals), clipping=cfg.clipping)
+              eval_every=max(1, steps // cfg.num_evals), clipping=cfg.clipping)
 
 
 def run_seeds_and_record(module: nn.Module, data: Dataset,

@@ -237,48 +237,9 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
             None if schedule is None else
             (schedule.steps_per_epoch, schedule.refresh_per_epoch),
             len(seeds), seeds_as, config.devices)
-
-  def build():
-    loss_fn = per_example_loss(model, data.task)
-    sampler = make_sampler(config, len(data.x_train))
-    x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
-    batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
-    plain_sum = jax.grad(
-        lambda p, ex, mask: jnp.sum(jnp.where(mask, batch_loss(p, ex), 0.0)))
-    if config.devices > 1:
-      mesh = data_mesh(config.devices)
-      clipped_sum = lambda clip: dpjax.clipping.sharded_clipped_grad_sum(
-          loss_fn, clip, config.clipping, mesh=mesh, axis_name='data')
-    else:
-      clipped_sum = lambda clip: dpjax.clipped_grad_sum(
-          loss_fn, clip, method=config.clipping)
-
-    def step(params, opt_state, t, hp):
-      batch = sampler.sample(hp['batch_key'], t)
-      examples = (x[batch.indices], y[batch.indices])
-      # The mask the chain applies to the noisy sum at this step, read from
-      # its state (computed once, by the chain).
-      m = None if schedule is None else dpjax.transforms.next_sparsity_mask(
-          opt_state)
-      if config.clips:
-        grad_sum = clipped_sum(hp['clip'])(
-            params, examples, batch.mask, coordinate_mask=m).grad_sum
-      else:
-        grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
-        if config.noise_multiplier is not None:  # noisy_sgd
-          grad_sum = dpjax.clipping.unclipped_sum(grad_sum, hp['clip'])
-      tx = _transform(config, sampler, {'noise': hp['noise_key']}, schedule,
-                      hp)
-      updates, opt_state = tx.update(grad_sum, opt_state, params)
-      return (optax.apply_updates(params, updates), opt_state,
-              (batch.key, batch.step))
-
-    if seeds_as == 'vmap':
-      return jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0)))
-    return jax.jit(lambda p, o, t, h: jax.lax.map(
-        lambda a: step(a[0], a[1], t, a[2]), (p, o, h)))
-
-  step = _compiled('step', model, data, static, build)
+  step = _compiled('step', model, data, static,
+                   lambda: _build_step(model, config, data, schedule,
+                                       seeds_as))
   hp = _stack([_hyperparameters(dataclasses.replace(config, seed=s), schedule)
                for s in seeds])
   sampler = make_sampler(config, len(data.x_train))
@@ -287,6 +248,54 @@ def _make_step(model, config: TrainConfig, data: Dataset, params,
                               schedule, h).init(p))(hp, params)
   return init_state, lambda params, opt_state, t: step(params, opt_state, t,
                                                        hp)
+
+
+def _clipped_sum(loss_fn, config: TrainConfig):
+  """The run's clipped gradient sum as a function of its bound C
+  (``config.clipping``; data-parallel over ``config.devices`` > 1)."""
+  if config.devices > 1:
+    mesh = data_mesh(config.devices)
+    return lambda clip: dpjax.clipping.sharded_clipped_grad_sum(
+        loss_fn, clip, config.clipping, mesh=mesh, axis_name='data')
+  return lambda clip: dpjax.clipped_grad_sum(
+      loss_fn, clip, method=config.clipping)
+
+
+def _build_step(model, config: TrainConfig, data: Dataset, schedule,
+                seeds_as: str):
+  """The jitted ``step(params, opt_state, t, hp)`` of ``_make_step``, seeds
+  mapped over the leading axis of ``params``, ``opt_state`` and ``hp``."""
+  loss_fn = per_example_loss(model, data.task)
+  sampler = make_sampler(config, len(data.x_train))
+  x, y = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
+  batch_loss = jax.vmap(loss_fn, in_axes=(None, 0))
+  plain_sum = jax.grad(
+      lambda p, ex, mask: jnp.sum(jnp.where(mask, batch_loss(p, ex), 0.0)))
+  clipped_sum = _clipped_sum(loss_fn, config)
+
+  def step(params, opt_state, t, hp):
+    batch = sampler.sample(hp['batch_key'], t)
+    examples = (x[batch.indices], y[batch.indices])
+    # The mask the chain applies to the noisy sum at this step, read from
+    # its state (computed once, by the chain).
+    m = None if schedule is None else dpjax.transforms.next_sparsity_mask(
+        opt_state)
+    if config.clips:
+      grad_sum = clipped_sum(hp['clip'])(
+          params, examples, batch.mask, coordinate_mask=m).grad_sum
+    else:
+      grad_sum = _apply_mask(plain_sum(params, examples, batch.mask), m)
+      if config.noise_multiplier is not None:  # noisy_sgd
+        grad_sum = dpjax.clipping.unclipped_sum(grad_sum, hp['clip'])
+    tx = _transform(config, sampler, {'noise': hp['noise_key']}, schedule, hp)
+    updates, opt_state = tx.update(grad_sum, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state,
+            (batch.key, batch.step))
+
+  if seeds_as == 'vmap':
+    return jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0)))
+  return jax.jit(lambda p, o, t, h: jax.lax.map(
+      lambda a: step(a[0], a[1], t, a[2]), (p, o, h)))
 
 
 def _stack(trees):

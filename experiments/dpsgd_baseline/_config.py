@@ -19,8 +19,8 @@ class Config(config.Config):
   1} of Zhu & Blaschko Sec. 6.2, 30 epochs. The MLP clips with ``clipping``,
   the CNN with ``cnn_clipping``: both give the same clipped sum."""
   NAME = NAME
-  PRESETS = {'quick': {}, 'full': dict(clips=(0.1, 0.5, 1.0), epochs=30,
-                                       cnn=True, num_seeds=10)}
+  PRESETS = {'quick': {}, 'full': dict(l2_norm_clips=(0.1, 0.5, 1.0),
+                                       epochs=30, cnn=True, num_seeds=10)}
 
   num_seeds: int = setting(6, 'seeds, trained as one vmapped program', ge=1)
   dataset: str = setting('mnist5k', 'a classification dataset (see list)')
@@ -34,7 +34,7 @@ class Config(config.Config):
   expected_batch_size: int = setting(256, 'expected Poisson batch size', ge=1)
   learning_rate: float = setting(0.2, 'SGD learning rate', gt=0)
   momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
-  clips: tuple[float, ...] = setting(
+  l2_norm_clips: tuple[float, ...] = setting(
       (0.5, 1.0), 'per-example clip norms C; each seed uses the one with the '
       'best validation accuracy', gt=0)
   validation_fraction: float = setting(
@@ -54,7 +54,7 @@ class Config(config.Config):
                                         min_len=0)
   activation: str = setting('tanh', 'MLP activation',
                             choices=models.ACTIVATIONS)
-  evals: int = setting(5, 'evaluations per run', ge=1)
+  num_evals: int = setting(5, 'evaluations per run', ge=1)
   within: float = setting(0.05, 'claimed largest accuracy loss at the '
                           'largest epsilon', ge=0)
   devices: int = setting(1, 'data-parallel DP-SGD over the first N devices '

@@ -53,7 +53,7 @@ def report(results: Results, cfg: Config, out_dir: str) -> str:
       f'{cfg.expected_batch_size}, cap {results.max_batch_size}), '
       f"{results.runs[0]['steps']} steps ({cfg.epochs} epochs), lr "
       f'{cfg.learning_rate}, momentum {cfg.momentum}; sigma calibrated '
-      f'under RDP. Each seed chooses C from {list(cfg.clips)} on the '
+      f'under RDP. Each seed chooses C from {list(cfg.l2_norm_clips)} on the '
       'validation split; the claims use the test accuracy at that C.', '',
       report_lib.markdown_table(results.selected_summary,
                                 SELECTED_COLUMNS), '',

@@ -54,7 +54,7 @@ def run(cfg: Config, ctx: runner.Context) -> Results:
     _, model = models.for_dataset(ds, model_name, **model_kwargs)
     for target in [None] + list(cfg.epsilons):
       # Non-private training does not clip: one run, C recorded as None.
-      for clip in cfg.clips if target is not None else (None,):
+      for clip in cfg.l2_norm_clips if target is not None else (None,):
         tc = train_lib.TrainConfig(
             **dict(base, l2_norm_clip=clip or 1.0, clipping=clipping),
             noise_multiplier=sigmas.get(target))

@@ -23,6 +23,8 @@ from experiments.rs_attack._config import Config
 from experiments.rs_attack._config import DESCRIPTION
 from experiments.rs_attack._config import NAME
 from experiments.rs_attack._report import report
+from experiments.rs_attack._results import Results
 from experiments.rs_attack._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

@@ -6,17 +6,16 @@ equality, so it is no claim there), then the inversion error rising between
 consecutive rates (log of the mean MSE over a seed's images).
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
 from experiments.rs_attack._config import Config
+from experiments.rs_attack._results import Results
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
   del cfg
-  cf, inv = results['closed_form'], results['inversion']
+  cf, inv = results.closed_form, results.inversion
   rates = cf['rates']
   ratio = np.asarray(cf['mse']) / np.asarray(cf['bound'])
   positive = [i for i, r in enumerate(rates) if r > 0]

@@ -1,11 +1,14 @@
 """rs_attack's report body: the two attacks' tables and a plot."""
 
-from typing import Any
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
+from experiments.rs_attack._config import Config
+from experiments.rs_attack._results import ClosedForm
+from experiments.rs_attack._results import Inversion
+from experiments.rs_attack._results import Results
 
 
 def _over_seeds(values) -> tuple[np.ndarray, np.ndarray]:
@@ -16,7 +19,7 @@ def _over_seeds(values) -> tuple[np.ndarray, np.ndarray]:
   return v.mean(0), sem
 
 
-def closed_form_rows(cf) -> list[dict[str, Any]]:
+def closed_form_rows(cf: ClosedForm) -> Rows:
   mse, mse_sem = _over_seeds(cf['mse'])
   bound, _ = _over_seeds(cf['bound'])
   ratio, ratio_sem = _over_seeds(np.asarray(cf['mse']) /
@@ -26,7 +29,7 @@ def closed_form_rows(cf) -> list[dict[str, Any]]:
           for i, r in enumerate(cf['rates'])]
 
 
-def inversion_rows(inv) -> list[dict[str, Any]]:
+def inversion_rows(inv: Inversion) -> Rows:
   per_seed = np.asarray(inv['mse']).mean(axis=1)  # [S, settings]
   mean, sem = _over_seeds(per_seed)
   return [dict(setting=s, rate=r, noise_std=n, mse=mean[i], sem=sem[i],
@@ -35,16 +38,16 @@ def inversion_rows(inv) -> list[dict[str, Any]]:
                                              inv['noise_std']))]
 
 
-def plot(results: dict[str, Any], out_dir: str) -> list[str]:
+def plot(results: Results, out_dir: str) -> list[str]:
   fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-  cf = closed_form_rows(results['closed_form'])
+  cf = closed_form_rows(results.closed_form)
   axes[0].errorbar([r['rate'] for r in cf], [r['mse'] for r in cf],
                    yerr=[r['mse_sem'] for r in cf], marker='o',
                    label='measured (mean over seeds)')
   axes[0].plot([r['rate'] for r in cf], [r['bound'] for r in cf], 'k--',
                label='Thm 5.1 bound')
   axes[0].set_title('least squares, linear layer')
-  rows = inversion_rows(results['inversion'])
+  rows = inversion_rows(results.inversion)
   inv = [r for r in rows if r['setting'] == 'noisy']
   axes[1].errorbar([r['rate'] for r in inv], [r['mse'] for r in inv],
                    yerr=[r['sem'] for r in inv], marker='o',
@@ -61,32 +64,32 @@ def plot(results: dict[str, Any], out_dir: str) -> list[str]:
   return [report_lib.save_figure(fig, out_dir, 'reconstruction_vs_rate.png')]
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
-  cfg, seeds = results['config'], results['seeds']
+def report(results: Results, cfg: Config, out_dir: str) -> str:
+  seeds = cfg.seeds
   pngs = plot(results, out_dir)
-  cf = results['closed_form']
+  cf = results.closed_form
   rows = closed_form_rows(cf)
   zero = next((r for r in rows if r['rate'] == 0), None)
   first = next(i for i, r in enumerate(cf['rates']) if r > 0)
   mc = float(np.mean(np.asarray(cf['sem'])[:, first] /
                      np.asarray(cf['bound'])[:, first]))
   lines = [
-      report_lib.dataset_line(results['dataset']), '',
+      report_lib.dataset_line(results.dataset), '',
       f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}); ± is one SEM over "
       f"seeds; every rate of a seed reuses that seed's keys (paired).", '',
-      f"(a) Least squares on a one-input linear layer, d = {cfg['dim']}, "
-      f"sigma = {cfg['sigma']}, k ~ N(0, I) drawn per seed, "
+      f'(a) Least squares on a one-input linear layer, d = {cfg.dimension}, '
+      f'sigma = {cfg.closed_form_stddev}, k ~ N(0, I) drawn per seed, '
       f"{cf['trials']} trials (mask and noise) per rate and seed:", '',
       report_lib.markdown_table(rows, [
           ('rate', 'r'), ('mse', 'E[(x - x_hat)^2]'), ('mse_sem', 'SEM'),
           ('bound', 'Thm 5.1 bound'), ('ratio', 'error / bound'),
           ('ratio_sem', 'SEM')]),
       '',
-      f"(b) Inverting gradients on {cfg['num_images']} test images per seed "
-      f"(drawn per seed), MLP {list(cfg['hidden'])} sigmoid at init (drawn "
-      f"per seed), {cfg['attack_steps']} Adam steps; MSE is the mean over the "
-      f"images of a seed, then over seeds:", '',
-      report_lib.markdown_table(inversion_rows(results['inversion']), [
+      f'(b) Inverting gradients on {cfg.num_images} test images per seed '
+      f'(drawn per seed), MLP {list(cfg.hidden)} sigmoid at init (drawn '
+      f'per seed), {cfg.attack_steps} Adam steps; MSE is the mean over the '
+      'images of a seed, then over seeds:', '',
+      report_lib.markdown_table(inversion_rows(results.inversion), [
           ('setting', 'setting'), ('rate', 'r'), ('noise_std', 'noise std'),
           ('mse', 'MSE'), ('sem', 'SEM'), ('images', 'images per seed')]),
       '',

@@ -1,8 +1,6 @@
 """rs_attack's run: (a) the closed-form least-squares attack, (b) inverting
 gradients, every seed and rate."""
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +12,9 @@ from experiments.common import report as report_lib
 from experiments.common import runner
 from experiments.common import train as train_lib
 from experiments.rs_attack._config import Config
+from experiments.rs_attack._results import ClosedForm
+from experiments.rs_attack._results import Inversion
+from experiments.rs_attack._results import Results
 
 
 def _mask(key, like, zeros):
@@ -24,13 +25,13 @@ def _mask(key, like, zeros):
   return dpjax.transforms.next_sparsity_mask(sparsify.init(like))
 
 
-def closed_form(cfg, seeds) -> dict[str, Any]:
+def closed_form(cfg: Config, seeds) -> ClosedForm:
   """Per seed and rate: the least-squares attack's mean squared error (over
-  ``trials`` draws of mask and noise), its SEM and the Thm 5.1 bound."""
-  dim, sigma, x = cfg.dim, cfg.sigma, 1.0
+  ``num_trials`` draws of mask and noise), its SEM and the Thm 5.1 bound."""
+  dim, sigma, x = cfg.dimension, cfg.closed_form_stddev, 1.0
   zeros = [int(r * dim) for r in cfg.rates]
-  chunk = min(cfg.trial_chunk, cfg.trials)
-  chunks = max(cfg.trials // chunk, 1)
+  chunk = min(cfg.trial_chunk, cfg.num_trials)
+  chunks = max(cfg.num_trials // chunk, 1)
 
   def trial(k, key):  # every rate sees the same mask key and noise
     mkey, nkey = jax.random.split(key)
@@ -64,11 +65,11 @@ def closed_form(cfg, seeds) -> dict[str, Any]:
       np.zeros_like(mse))
   bound = np.asarray([[float(dpjax.audit.reconstruction_error_bound(
       sigma, z / dim, ks)) for z in zeros] for ks in np.asarray(k)])
-  return dict(trials=n, zeros=zeros, rates=list(cfg.rates),
-              mse=mse.tolist(), sem=sem.tolist(), bound=bound.tolist())
+  return ClosedForm(trials=n, zeros=zeros, rates=list(cfg.rates),
+                    mse=mse.tolist(), sem=sem.tolist(), bound=bound.tolist())
 
 
-def inversion(cfg, ds, seeds) -> dict[str, Any]:
+def inversion(cfg: Config, ds, seeds) -> Inversion:
   """Gradient-inversion MSE [seeds, images, settings]; setting 0 is the
   noiseless dense reference, then one noisy setting per rate."""
   model = models.make_model('mlp', ds.num_classes, input_shape=ds.input_shape,
@@ -84,7 +85,7 @@ def inversion(cfg, ds, seeds) -> dict[str, Any]:
   image_keys = jax.vmap(lambda k: jax.random.split(
       jax.random.fold_in(k, 1), cfg.num_images))(keys)
   rates = [0.0] + list(cfg.rates)
-  stds = [0.0] + [cfg.gradient_noise] * len(cfg.rates)
+  stds = [0.0] + [cfg.inversion_stddev] * len(cfg.rates)
   zeros = jnp.asarray([int(r * d) for r in rates], jnp.int32)
 
   def attack(params, x, y, key, zeros, noise_std):
@@ -99,7 +100,7 @@ def inversion(cfg, ds, seeds) -> dict[str, Any]:
     observed = jax.tree.map(lambda g, n, mm: mm * (g + n), grad, noise, m)
     x_hat = dpjax.audit.invert_gradients(
         lf, params, observed, x, key=akey, steps=cfg.attack_steps,
-        learning_rate=cfg.attack_lr, visible=m)
+        learning_rate=cfg.attack_learning_rate, visible=m)
     return jnp.mean((x_hat - x) ** 2)
 
   # One flat vmap over (seed, image, setting) lanes: nested vmaps compile
@@ -111,15 +112,15 @@ def inversion(cfg, ds, seeds) -> dict[str, Any]:
       jax.tree.map(lambda p: p[s], params), xs[s, i], ys[s, i],
       image_keys[s, i], zeros[j], jnp.asarray(stds, jnp.float32)[j])
   mse = np.asarray(lanes).reshape(len(seeds), cfg.num_images, len(rates))
-  return dict(settings=['no noise'] + ['noisy'] * len(cfg.rates),
-              rates=rates, noise_std=stds, params=d, images=idx.tolist(),
-              mse=np.asarray(mse, np.float64).tolist())
+  return Inversion(settings=['no noise'] + ['noisy'] * len(cfg.rates),
+                   rates=rates, noise_std=stds, params=d, images=idx.tolist(),
+                   mse=np.asarray(mse, np.float64).tolist())
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """(a) and (b) for every seed and rate; returns the numbers."""
   del ctx
   ds = data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback)
-  return dict(dataset=report_lib.dataset_info(ds),
-              closed_form=closed_form(cfg, cfg.seeds),
-              inversion=inversion(cfg, ds, cfg.seeds))
+  return Results(dataset=report_lib.dataset_info(ds),
+                 closed_form=closed_form(cfg, cfg.seeds),
+                 inversion=inversion(cfg, ds, cfg.seeds))

@@ -24,6 +24,8 @@ from experiments.rs_privacy._config import Config
 from experiments.rs_privacy._config import DESCRIPTION
 from experiments.rs_privacy._config import NAME
 from experiments.rs_privacy._report import report
+from experiments.rs_privacy._results import Results
 from experiments.rs_privacy._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

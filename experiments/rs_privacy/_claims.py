@@ -7,16 +7,15 @@ same C grid (``_run.choose``). Zhu & Blaschko, Table 2, report gains of +0.3
 to +3.1 points.
 """
 
-from typing import Any
-
 from experiments.common import claims as claims_lib
 from experiments.rs_privacy._config import Config
+from experiments.rs_privacy._results import Results
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
   del cfg
   by_eps: dict[float, dict[str, list]] = {}
-  for r in sorted(results['selected'], key=lambda r: r['seed']):
+  for r in sorted(results.selected, key=lambda r: r['seed']):
     by_eps.setdefault(r['target_epsilon'], {}).setdefault(
         r['method'], []).append(r['test_accuracy'])
   family = claims_lib.ClaimFamily()

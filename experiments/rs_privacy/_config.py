@@ -18,8 +18,9 @@ class Config(sgd_config.SgdConfig):
   0.7, 0.9}, 30 epochs."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      clipping='vmap', model='', clips=(0.1, 0.5, 1.0), rates=(0.5, 0.7, 0.9),
-      epochs=30, epsilons=(1.0, 3.0), num_seeds=10)}
+      clipping='vmap', model='', l2_norm_clips=(0.1, 0.5, 1.0),
+      final_rates=(0.5, 0.7, 0.9), epochs=30, epsilons=(1.0, 3.0),
+      num_seeds=10)}
 
   dataset: str = setting('mnist5k', 'a classification dataset (see list)')
   model: str = setting('mlp', "the network; '' is the dataset's default "
@@ -34,10 +35,10 @@ class Config(sgd_config.SgdConfig):
   momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
   epsilons: tuple[float, ...] = setting((1.0,), 'target epsilons', gt=0)
   delta: float = setting(1e-5, 'target delta', gt=0, lt=1)
-  rates: tuple[float, ...] = setting(
+  final_rates: tuple[float, ...] = setting(
       (0.5, 0.9), 'final sparsification rates r* RS is tuned over', gt=0,
       lt=1)
-  clips: tuple[float, ...] = setting(
+  l2_norm_clips: tuple[float, ...] = setting(
       (0.5, 1.0), 'clip norms C both methods are tuned over', gt=0)
   clipping: str = setting(
       'ghost', "per-example clipping: 'ghost' (no per-example gradients; the "

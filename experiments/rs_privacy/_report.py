@@ -1,8 +1,8 @@
 """rs_privacy's report body: the setting, the tuned and the grid tables."""
 
-from typing import Any
-
 from experiments.common import report as report_lib
+from experiments.rs_privacy._config import Config
+from experiments.rs_privacy._results import Results
 
 COLUMNS = [('target_epsilon', 'target eps'), ('method', 'method'),
            ('noise_multiplier', 'sigma'), ('epsilon_rdp', 'eps (RDP)'),
@@ -15,18 +15,17 @@ GRID_COLUMNS = [('target_epsilon', 'target eps'), ('clip', 'C'),
                 ('test_accuracy_sem', 'SEM'), ('seeds', 'seeds')]
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
+def report(results: Results, cfg: Config, out_dir: str) -> str:
   del out_dir
-  cfg = results['config']
   return '\n'.join([
-      report_lib.dataset_line(results['dataset']), '',
-      f"Model {results['model']}; {results['n_train']} training examples, "
-      f"{results['n_validation']} validation, {results['steps']} steps "
-      f"({cfg['epochs']} epochs, q = {results['sampling_rate']:.4f}), lr "
-      f"{cfg['learning_rate']}, momentum {cfg['momentum']}. Per seed, DP-SGD "
-      f"chooses C from {list(cfg['clips'])} and RS chooses C and r* from "
-      f"{list(cfg['rates'])} on the validation split; each is scored on the "
-      'test split at its choice.', '',
-      report_lib.markdown_table(results['summary'], COLUMNS), '',
+      report_lib.dataset_line(results.dataset), '',
+      f'Model {results.model}; {results.n_train} training examples, '
+      f'{results.n_validation} validation, {results.steps} steps '
+      f'({cfg.epochs} epochs, q = {results.sampling_rate:.4f}), lr '
+      f'{cfg.learning_rate}, momentum {cfg.momentum}. Per seed, DP-SGD '
+      f'chooses C from {list(cfg.l2_norm_clips)} and RS chooses C and r* '
+      f'from {list(cfg.final_rates)} on the validation split; each is scored '
+      'on the test split at its choice.', '',
+      report_lib.markdown_table(results.summary, COLUMNS), '',
       'Every (C, r*) (r* = 0 is DP-SGD):', '',
-      report_lib.markdown_table(results['grid'], GRID_COLUMNS)])
+      report_lib.markdown_table(results.grid, GRID_COLUMNS)])

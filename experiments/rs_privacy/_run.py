@@ -18,6 +18,7 @@ from experiments.common import runner
 from experiments.common import train as train_lib
 from experiments.common import verdict
 from experiments.rs_privacy._config import Config
+from experiments.rs_privacy._results import Results
 
 METHODS = ('DP-SGD', 'DP-SGD + RS')
 
@@ -29,7 +30,7 @@ def choose(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                  ('clip', 'rate'))
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Trains every (epsilon, C, r*, seed); returns the numbers."""
   ds = train_lib.sweep_data(cfg)
   model_name, model = models.for_dataset(ds, cfg.model)
@@ -41,8 +42,8 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   for eps in cfg.epsilons:
     sigma = accounting.calibrate(sampler.dp_event, eps, cfg.delta,
                                  steps=steps)
-    for clip in cfg.clips:
-      for rate in (0.0,) + tuple(cfg.rates):
+    for clip in cfg.l2_norm_clips:
+      for rate in (0.0,) + tuple(cfg.final_rates):
         tc = train_lib.TrainConfig(**dict(base, l2_norm_clip=clip),
                                    noise_multiplier=sigma, sparsify_rate=rate)
         rows = train_lib.run_seeds_and_record(
@@ -54,12 +55,13 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
           r.pop('history', None)
         runs += rows
   selected = choose(runs)
-  return dict(dataset=report_lib.dataset_info(ds), model=model_name,
-              steps=steps, n_train=n, n_validation=len(ds.x_val),
-              sampling_rate=sampler.sampling_rate, runs=runs,
-              selected=selected,
-              summary=report_lib.summarize_over_seeds(
-                  selected, ('target_epsilon', 'method'), ('test_accuracy',)),
-              grid=report_lib.summarize_over_seeds(
-                  runs, ('target_epsilon', 'clip', 'rate'),
-                  ('val_accuracy', 'test_accuracy')))
+  return Results(dataset=report_lib.dataset_info(ds), model=model_name,
+                 steps=steps, n_train=n, n_validation=len(ds.x_val),
+                 sampling_rate=sampler.sampling_rate, runs=runs,
+                 selected=selected,
+                 summary=report_lib.summarize_over_seeds(
+                     selected, ('target_epsilon', 'method'),
+                     ('test_accuracy',)),
+                 grid=report_lib.summarize_over_seeds(
+                     runs, ('target_epsilon', 'clip', 'rate'),
+                     ('val_accuracy', 'test_accuracy')))

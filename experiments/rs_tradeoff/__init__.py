@@ -31,6 +31,8 @@ from experiments.rs_tradeoff._config import Config
 from experiments.rs_tradeoff._config import DESCRIPTION
 from experiments.rs_tradeoff._config import NAME
 from experiments.rs_tradeoff._report import report
+from experiments.rs_tradeoff._results import Results
 from experiments.rs_tradeoff._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

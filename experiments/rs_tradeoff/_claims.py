@@ -14,40 +14,40 @@ Zhu & Blaschko, Sec. 6.1, on Figs. 2-3:
   the largest r* loses train accuracy against r* = 0.
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
 from experiments.common import verdict
+from experiments.common.results import Rows
 from experiments.rs_tradeoff._config import Config
 from experiments.rs_tradeoff._config import DEGRADED
+from experiments.rs_tradeoff._results import Results
 
 
-def _by_rate(results, setting, sigma, clip, metric):
+def _by_rate(runs: Rows, setting, sigma, clip, metric):
   """{rate: per-seed metric (sorted by seed)} of one curve."""
   out: dict[float, list] = {}
-  for r in sorted(results['runs'], key=lambda r: r['seed']):
+  for r in sorted(runs, key=lambda r: r['seed']):
     if (r['setting'], r['sigma'], r['clip']) == (setting, sigma, clip):
       out.setdefault(r['rate'], []).append(r[metric])
   return out
 
 
-def tuned_gain(results: dict[str, Any], sigma: float, clip: float
-               ) -> np.ndarray:
+def tuned_gain(runs: Rows, sigma: float, clip: float) -> np.ndarray:
   """Per seed: test accuracy at the r* chosen on validation (r* = 0
-  included) minus test accuracy at r* = 0, for the DP-SGD panel."""
-  val = _by_rate(results, 'dpsgd', sigma, clip, 'val_accuracy')
-  test = _by_rate(results, 'dpsgd', sigma, clip, 'test_accuracy')
+  included) minus test accuracy at r* = 0, for the DP-SGD panel of
+  ``runs`` (``Results.runs``)."""
+  val = _by_rate(runs, 'dpsgd', sigma, clip, 'val_accuracy')
+  test = _by_rate(runs, 'dpsgd', sigma, clip, 'test_accuracy')
   rates = sorted(val)  # 0 first: the baseline index and the tie-break
   return verdict.selected_gain(np.array([val[r] for r in rates]).T,
                                np.array([test[r] for r in rates]).T)
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
   family = claims_lib.ClaimFamily()
   pairs = [p for p in cfg.pairs() if p not in DEGRADED]
-  gains = {p: tuned_gain(results, *p) for p in pairs}
+  gains = {p: tuned_gain(results.runs, *p) for p in pairs}
   for (sigma, clip), gain in gains.items():
     noise = sigma * clip
     name = f'DP-SGD sigma={sigma:g} C={clip:g} (sigma C={noise:g})'
@@ -66,13 +66,13 @@ def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
                f'C={lo[0] * lo[1]:g} (tuned test-acc gains)', gains[hi],
                gains[lo], setting='dpsgd', treatment=list(hi),
                control=list(lo))
-  top = max(cfg.rates)
+  top = max(cfg.final_rates)
   for setting, key in (('noisy_sgd', 'sigma'), ('clipped_sgd', 'clip')):
-    curves = sorted({(r['sigma'], r['clip']) for r in results['runs']
+    curves = sorted({(r['sigma'], r['clip']) for r in results.runs
                      if r['setting'] == setting},
                     key=lambda p: (p[0] or 0.0, p[1]))
     for sigma, clip in curves:
-      acc = _by_rate(results, setting, sigma, clip, 'train_accuracy')
+      acc = _by_rate(results.runs, setting, sigma, clip, 'train_accuracy')
       value = sigma if key == 'sigma' else clip
       family.add(f'{setting} {key}={value:g}: r*={top:g} loses to r*=0 '
                  '(train acc)', acc[top], acc[0.0], higher_is_better=False,

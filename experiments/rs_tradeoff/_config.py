@@ -24,9 +24,9 @@ class Config(sgd_config.SgdConfig):
   power)."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      clipping='vmap', model='', sigmas=(1.0, 2.0, 4.0),
-      clips=(0.25, 0.5, 1.0), rates=(0.0, 0.3, 0.5, 0.7, 0.9), epochs=30,
-      panels=(), num_seeds=10)}
+      clipping='vmap', model='', noise_multipliers=(1.0, 2.0, 4.0),
+      l2_norm_clips=(0.25, 0.5, 1.0), final_rates=(0.0, 0.3, 0.5, 0.7, 0.9),
+      epochs=30, panels=(), num_seeds=10)}
 
   dataset: str = setting('mnist5k', 'a classification dataset (see list)')
   validation_fraction: float = setting(
@@ -41,13 +41,15 @@ class Config(sgd_config.SgdConfig):
                                      ge=1)
   learning_rate: float = setting(0.2, 'SGD learning rate', gt=0)
   momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
-  sigmas: tuple[float, ...] = setting((1.0, 4.0), 'noise multipliers sigma',
-                                      gt=0)
-  clips: tuple[float, ...] = setting((0.25, 0.5), 'clip norms C', gt=0)
+  noise_multipliers: tuple[float, ...] = setting(
+      (1.0, 4.0), 'noise multipliers sigma', gt=0)
+  l2_norm_clips: tuple[float, ...] = setting((0.25, 0.5), 'clip norms C',
+                                             gt=0)
   panels: tuple[float, ...] = setting(
       (1.0, 0.25, 4.0, 0.5), 'the (sigma, C) pairs to run, flattened; '
-      'empty: every pair of sigmas x clips', gt=0, min_len=0)
-  rates: tuple[float, ...] = setting(
+      'empty: every pair of noise_multipliers x l2_norm_clips', gt=0,
+      min_len=0)
+  final_rates: tuple[float, ...] = setting(
       (0.0, 0.5, 0.9), 'final sparsification rates r* (0 is the reference '
       'of every claim)', ge=0, lt=1)
   flat_tolerance: float = setting(
@@ -61,21 +63,24 @@ class Config(sgd_config.SgdConfig):
 
   def validate(self) -> None:
     super().validate()
-    if 0.0 not in self.rates or len(self.rates) < 2:
-      raise ValueError(f'Expected rates={list(self.rates)} to hold 0 (the '
-                       'reference every claim compares with) and one rate '
-                       '> 0.')
+    if 0.0 not in self.final_rates or len(self.final_rates) < 2:
+      raise ValueError(f'Expected final_rates={list(self.final_rates)} to '
+                       'hold 0 (the reference every claim compares with) '
+                       'and one rate > 0.')
     if len(self.panels) % 2:
       raise ValueError(f'Expected panels={list(self.panels)} to be (sigma, '
                        'C) pairs.')
     for sigma, clip in self.pairs():
-      if sigma not in self.sigmas or clip not in self.clips:
+      if (sigma not in self.noise_multipliers
+          or clip not in self.l2_norm_clips):
         raise ValueError(f'Expected the panel sigma={sigma:g}, C={clip:g} '
-                         f'to be in sigmas={list(self.sigmas)} x '
-                         f'clips={list(self.clips)}.')
+                         'to be in noise_multipliers='
+                         f'{list(self.noise_multipliers)} x l2_norm_clips='
+                         f'{list(self.l2_norm_clips)}.')
 
   def pairs(self) -> list[tuple[float, float]]:
     """The (sigma, C) panels of DP-SGD that run."""
     if not self.panels:
-      return [(s, c) for c in self.clips for s in self.sigmas]
+      return [(s, c) for c in self.l2_norm_clips
+              for s in self.noise_multipliers]
     return list(zip(self.panels[::2], self.panels[1::2]))

@@ -19,6 +19,7 @@ from experiments.common import report as report_lib
 from experiments.common import runner
 from experiments.common import train as train_lib
 from experiments.rs_tradeoff._config import Config
+from experiments.rs_tradeoff._results import Results
 
 METRICS = ('train_accuracy', 'val_accuracy', 'test_accuracy')
 
@@ -31,16 +32,16 @@ def settings(cfg: Config) -> list[tuple[str, Any, float, Any, tuple]]:
   sigma * max C, no clipping), clipped SGD at each C of the panels.
   """
   pairs = cfg.pairs()
-  ends = (0.0, max(cfg.rates))
-  out = [('dpsgd', s, c, None, cfg.rates) for s, c in pairs]
-  out += [('noisy_sgd', s, max(cfg.clips), 'noisy_sgd', ends)
+  ends = (0.0, max(cfg.final_rates))
+  out = [('dpsgd', s, c, None, cfg.final_rates) for s, c in pairs]
+  out += [('noisy_sgd', s, max(cfg.l2_norm_clips), 'noisy_sgd', ends)
           for s in sorted({s for s, _ in pairs})]
   out += [('clipped_sgd', None, c, 'clipped_sgd', ends)
           for c in sorted({c for _, c in pairs})]
   return out
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Trains every (curve, rate, seed); returns the numbers."""
   ds = train_lib.sweep_data(cfg)
   model_name, model = models.for_dataset(ds, cfg.model)
@@ -71,10 +72,10 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   bits = {r: dpjax.transforms.rs_dpsgd_bits(
       dpjax.transforms.SparsityMaskSchedule.cooling(
           r, math.ceil(steps / spe), spe, params), d)[:steps]
-          for r in set(cfg.rates)}
+          for r in set(cfg.final_rates)}
   dense = dpjax.transforms.dpsgd_bits(d)
   for row in summary:  # sparse messages: values + positions once per epoch
     if row['setting'] != 'non_private':
       row['bits_vs_dense'] = float(bits[row['rate']].mean()) / dense
-  return dict(dataset=report_lib.dataset_info(ds), model=model_name,
-              num_params=d, steps=steps, runs=runs, summary=summary)
+  return Results(dataset=report_lib.dataset_info(ds), model=model_name,
+                 num_params=d, steps=steps, runs=runs, summary=summary)
