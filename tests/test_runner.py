@@ -396,7 +396,8 @@ def test_compare_results_reports_every_moved_leaf(tmp_path, capsys):
 def test_examples():
   import doctest  # pylint: disable=g-import-not-at-top
   from experiments.common import flags  # pylint: disable=g-import-not-at-top
-  for module in (claims_lib, compare, flags):
+  from experiments.common import results  # pylint: disable=g-import-not-at-top
+  for module in (claims_lib, compare, flags, results):
     assert doctest.testmod(module).failed == 0, module.__name__
 
 
@@ -426,3 +427,30 @@ def test_claims_docstring_examples():
   result = doctest.testmod(claims_lib,
                            optionflags=doctest.NORMALIZE_WHITESPACE)
   assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_record_reads_back_nested_parts_and_refuses_a_missing_field():
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from experiments.common import results  # pylint: disable=g-import-not-at-top
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Part(results.Record):
+    value: float
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Out(results.Results):
+    part: Part
+    maybe: Part | None = None
+    parts: list[Part]
+    rows: results.Rows
+
+  rec = Out(dataset={'name': 'x'}, part=Part(value=1.0), parts=[
+      Part(value=2.0)], rows=[{'a': 1}])
+  data = json.loads(json.dumps(rec.to_dict()))
+  assert data == {'dataset': {'name': 'x'}, 'part': {'value': 1.0},
+                  'maybe': None, 'parts': [{'value': 2.0}],
+                  'rows': [{'a': 1}]}
+  back = Out.from_dict(data)
+  assert back == rec and isinstance(back.parts[0], Part)
+  with pytest.raises(ValueError, match='Out: results hold no part'):
+    Out.from_dict({k: v for k, v in data.items() if k != 'part'})

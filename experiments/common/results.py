@@ -4,15 +4,15 @@ Each experiment declares what its ``run`` returns as a frozen dataclass
 derived from ``Results``; ``_claims`` and ``_report`` read it by attribute.
 Every record holds ``dataset`` (a description of the data that ran); its
 other fields are the experiment's. A field may be a number, a string, a
-list or dict of them (a table is a list of row dicts keyed by column), another
-``Results`` record, or a list or dict of records. ``to_dict`` gives the
+list or dict of them (a table is a list of row dicts keyed by column), a
+``Record`` (a part with fields of its own: no ``dataset``), or a list or dict
+of records. ``to_dict`` gives the
 JSON leaves results.json holds and ``from_dict`` reads them back, so a report
 rendered from the file sees the same record the run returned:
 
   >>> import dataclasses
   >>> @dataclasses.dataclass(frozen=True, kw_only=True)
-  ... class Row(Results):
-  ...   dataset: dict | None = None
+  ... class Row(Record):
   ...   accuracy: float
   >>> @dataclasses.dataclass(frozen=True, kw_only=True)
   ... class Demo(Results):
@@ -22,7 +22,7 @@ rendered from the file sees the same record the run returned:
   ...            by_epsilon={'1': Row(accuracy=0.8)})
   >>> d = rec.to_dict()
   >>> d['rows'], d['by_epsilon']['1']['accuracy']
-  ([{'dataset': None, 'accuracy': 0.9}], 0.8)
+  ([{'accuracy': 0.9}], 0.8)
   >>> Demo.from_dict(dict(d, experiment='demo')) == rec  # envelope ignored
   True
   >>> Demo.from_dict({'dataset': {}})
@@ -42,9 +42,8 @@ Rows = list[dict[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Results:
-  """Base of an experiment's record; ``dataset`` describes the data."""
-  dataset: dict[str, Any]
+class Record:
+  """Base of a typed record: its fields become results.json's leaves."""
 
   def to_dict(self) -> dict[str, Any]:
     """The record as results.json's leaves (records become dicts)."""
@@ -52,7 +51,7 @@ class Results:
             for f in dataclasses.fields(self)}
 
   @classmethod
-  def from_dict(cls, data: Mapping[str, Any]) -> 'Results':
+  def from_dict(cls, data: Mapping[str, Any]) -> 'Record':
     """The record from results.json's content (other keys, such as the
     runner's envelope, are ignored); refuses one missing a field."""
     hints = typing.get_type_hints(cls)
@@ -68,8 +67,15 @@ class Results:
                   for f in fields if f.name in data})
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Results(Record):
+  """Base of an experiment's record (what ``run`` returns); ``dataset``
+  describes the data that ran."""
+  dataset: dict[str, Any]
+
+
 def _leaves(value: Any) -> Any:
-  if isinstance(value, Results):
+  if isinstance(value, Record):
     return value.to_dict()
   if isinstance(value, (list, tuple)):
     return [_leaves(v) for v in value]
@@ -78,8 +84,8 @@ def _leaves(value: Any) -> Any:
   return value
 
 
-def _record_type(tp) -> type[Results] | None:
-  return tp if isinstance(tp, type) and issubclass(tp, Results) else None
+def _record_type(tp) -> type[Record] | None:
+  return tp if isinstance(tp, type) and issubclass(tp, Record) else None
 
 
 def _read(tp, value: Any) -> Any:
