@@ -261,7 +261,7 @@ TINY = {
                    data_options=dict(n_samples=400, n_features=16,
                                      n_classes=3)),
     'distributed_dp': dict(num_clients=4, dimension=16, bits=[16],
-                           num_seeds=2, reps=2, levels=[4],
+                           num_seeds=2, num_repetitions=2, levels=[4],
                            epsilons=[4.0]),
     'compgd': dict(num_seeds=2, dims=[20], epochs=[1], n=200, n_val=20,
                    n_test=20, solver_iterations=5),

@@ -13,7 +13,6 @@ from dpjax import accounting
 from dpjax import distributed as dist
 from experiments import cpsgd_training as exp
 from experiments.common import claims as claims_lib
-from experiments.common import federated
 from experiments.common import flags
 from experiments.common import report as report_lib
 from experiments.common import verdict as verdict_lib
@@ -50,7 +49,7 @@ def test_unrotated_pairs_come_flattened_from_the_command_line():
     (dict(frobnicate=1), 'unknown setting frobnicate'),
     (dict(rounds=0), 'rounds=0'),
     (dict(clients_per_round=101), 'clients_per_round=101'),
-    (dict(clip_norm=-1.0), 'clip_norm=-1.0'),
+    (dict(l2_norm_clip=-1.0), 'l2_norm_clip=-1.0'),
     (dict(momentum=1.0), 'momentum=1.0'),
     (dict(delta=1.5), 'delta=1.5'),
     (dict(levels=[1]), r'levels\[0\]=1'),
@@ -87,8 +86,8 @@ def test_tiny_run_and_report(tmp_path):
   big = by['cpSGD k=2 m=512']
   delta_r = _privacy.round_delta(cfg)
   protocol = dist.CpsgdConfig(
-      l2_norm_clip=cfg.clip_norm, levels=2, trials=512, rotate=True,
-      linf_clip=dist.rotated_linf_clip(cfg.clip_norm, d, 10, delta_r))
+      l2_norm_clip=cfg.l2_norm_clip, levels=2, trials=512, rotate=True,
+      linf_clip=dist.rotated_linf_clip(cfg.l2_norm_clip, d, 10, delta_r))
   assert big['x_max'] == protocol.linf_clip
   assert big['bits_per_client'] == dist.cpsgd_bits(protocol, d)
   event = dist.cpsgd_event(protocol, d, 10, delta_r)
@@ -162,8 +161,11 @@ def _runs(accuracies):
 
 def _verdicts(plan, runs, summary, num_seeds):
   """The claims' verdicts on seeds 0 .. num_seeds - 1, 100 test points."""
-  results = dict(plan=plan, runs=runs, summary=summary,
-                 dataset=dict(n_test=100))
+  results = exp.Results(
+      dataset=dict(n_test=100), model='logistic', dimension=650,
+      padded_dimension=1024, clients_per_round=10, delta_round=1e-7,
+      privacy=[], runs=runs, summary=summary, curves=[], comparisons=[],
+      plan=plan, exact_checks=[])
   return claims_lib.verdicts(_claims.claims(results,
                                             exp.Config(num_seeds=num_seeds)))
 
@@ -215,14 +217,15 @@ def test_exact_checks_pass_and_fail():
   assert _claims.exact_checks([dict(epsilon_round=None)]) == []
 
 
-def test_switch_mean_runs_each_configuration_as_its_own_mean():
-  configs = [dist.CpsgdConfig(l2_norm_clip=1.0, levels=4, trials=64),
-             dist.CpsgdConfig(l2_norm_clip=1.0, levels=16, trials=256,
+def test_switch_mean_runs_each_configuration_as_its_own_protocol():
+  configs = [dist.CpsgdConfig(l2_norm_clip=1.0, levels=4, trials=1024),
+             dist.CpsgdConfig(l2_norm_clip=1.0, levels=16, trials=2048,
                               rotate=True, linf_clip=0.3)]
   mean = jax.jit(_privacy.cpsgd_switch_mean(configs))
   key = jax.random.key(3)
   vectors = jax.random.normal(jax.random.key(4), (8, 20)) * 0.2
   for i, config in enumerate(configs):
-    want = federated.cpsgd_mean(config)(key, vectors, 0.0)
+    protocol = dist.cpsgd_protocol(config, 20, 8, 1e-5)
+    want = protocol.mean(key, vectors, protocol.param)
     np.testing.assert_allclose(mean(key, vectors, np.float32(i)), want,
                                rtol=1e-6, atol=1e-7)

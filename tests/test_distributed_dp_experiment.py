@@ -1,11 +1,16 @@
 """The distributed_dp experiment: configuration, a tiny run, its claims."""
 
+import math
+
 import numpy as np
 import pytest
 
+from dpjax import accounting
+from dpjax import distributed as dist
 from experiments import distributed_dp
 from experiments.common import verdict
 from experiments.distributed_dp import _claims
+from experiments.distributed_dp import _training
 
 
 def test_config_modes_and_validation():
@@ -68,6 +73,31 @@ def test_training_is_full_mode_only_and_validated():
       preset('quick', **overrides)
 
 
+def test_training_protocols_are_the_librarys_accounted_replace_one():
+  cfg = distributed_dp.Config(train_rounds=2, train_num_clients=6,
+                              train_bits=[12], levels=[4])
+  d, n = 650, 6
+  the_plan = _training.plan_settings(cfg, d, n)
+  # cpSGD fits no 12-bit sum: it runs at the fewest bits where it fits
+  by = {s['method']: s for s in the_plan['settings'] if 'event' in s}
+  assert set(by) == {'ddg', 'skellam', 'cpsgd', 'gaussian'}
+  for mech in ('ddg', 'skellam'):
+    s = by[mech]
+    config = the_plan['ddp_configs'][s['index']]
+    replace_one = dist.distributed_dp_event(config, d, replace_one=True)
+    # the builder's own event is add/remove-one; the run charges replace-one
+    assert s['event'] == s['protocol'].event == replace_one
+    assert s['event'] != dist.distributed_dp_protocol(config, d).event
+    assert s['bits_per_client'] == dist.distributed_dp_bits(config, d)
+  cp = by['cpsgd']
+  assert cp['event'] == cp['protocol'].event
+  assert cp['epsilon_round'] == pytest.approx(cp['event'].epsilon)
+  g = by['gaussian']
+  assert g['event'] == accounting.gaussian_event(
+      math.sqrt(n) * g['client_stddev'] / (2 * cfg.train_l2_norm_clip))
+  assert g['protocol'].param == g['client_stddev']
+
+
 def _setting(method, bits, name):
   return dict(setting=name, method=method, bits=bits, event=object())
 
@@ -95,10 +125,10 @@ def test_training_claims_are_planned_from_the_settings():
 def test_tiny_run_measures_every_mechanism_and_trains(tmp_path):
   # One run for both parts (the training is on only with training=True).
   cfg = distributed_dp.Config(num_clients=4, dimension=16,
-                              bits=[16], num_seeds=2, reps=2, levels=[4],
-                              epsilons=[4.0], training=True, train_rounds=2,
-                              train_seeds=2, train_num_clients=6,
-                              train_bits=[16])
+                              bits=[16], num_seeds=2, num_repetitions=2,
+                              levels=[4], epsilons=[4.0], training=True,
+                              train_rounds=2, train_num_seeds=2,
+                              train_num_clients=6, train_bits=[16])
   res = distributed_dp.EXPERIMENT.results(cfg, str(tmp_path), progress=False)
   mechs = {r['mechanism'] for r in res['rows']}
   assert mechs == {'ddg', 'skellam', 'cpsgd'}

@@ -1,4 +1,5 @@
-"""experiments/common/federated.py: shards, round loop, protocols, ledger."""
+"""experiments/common/federated.py: shards, round loop, the library's
+protocols, ledger."""
 
 import dp_accounting
 import jax
@@ -49,39 +50,47 @@ def test_trainer_is_deterministic_per_key(setup):
                                                       ds.x_train[0]))
   idx, mask = (jnp.asarray(a)[None]
                for a in federated.client_shards(len(ds.x_train), 10, 0))
-  train = federated.make_trainer(model, ds, federated.gaussian_mean(0.25),
-                                 **LOOP)
+  gaussian = dist.gaussian_distributed_mean_protocol(0.25, 0.1, 10, 650)
+  train = federated.make_trainer(model, ds, gaussian.mean, **LOOP)
   loss = lambda k: train(jax.random.key(k)[None], params, idx, mask,
-                         jnp.float32(0.1))['train_loss']
+                         jnp.float32(gaussian.param))['train_loss']
   first = loss(1)
   assert first.shape == (1, 2)
   assert jnp.array_equal(first, loss(1))
   assert not jnp.array_equal(first, loss(2))
 
 
-def test_loop_runs_any_protocol_and_records_its_rounds(setup):
+def test_loop_runs_the_library_protocols_and_records_their_rounds(setup):
   model, ds = setup
   clients = federated.init_clients(model, ds, [0], 10)
+  d = clients.dimension
   loop = federated.FederatedLoop(model, ds, **LOOP)
-  curves, ledger = loop.run(clients, federated.Protocol(federated.plain_mean))
+  curves, ledger = loop.run(clients, dist.plain_mean_protocol(10, d))
   assert ledger is None  # no event: not private
   assert set(curves) == {'train_loss', 'train_accuracy', 'test_accuracy',
                          'clipped_fraction', 'grad_norm'}
   assert curves['train_loss'].shape == (1, 2)
   config = dist.CpsgdConfig(l2_norm_clip=0.25, levels=16, trials=512)
-  event = dist.cpsgd_event(config, clients.dimension, 10, 1e-5)
-  bits = dist.cpsgd_bits(config, clients.dimension)
-  cp_curves, ledger = loop.run(clients, federated.Protocol(
-      federated.cpsgd_mean(config), event=event, bits_per_client=bits))
+  cp_curves, ledger = loop.run(clients,
+                               dist.cpsgd_protocol(config, d, 10, 1e-5))
+  # one round's event (cpSGD's companion) per round, with the bits
+  event = dist.cpsgd_event(config, d, 10, 1e-5)
+  bits = dist.cpsgd_bits(config, d)
   assert ledger.num_events == 2 and ledger.bits == 2 * bits
   assert ledger.event() == dp_accounting.ComposedDpEvent(
       [dp_accounting.SelfComposedDpEvent(event, 2)])
   assert np.all(np.isfinite(cp_curves['train_loss']))
-  # The Gaussian mean with stddev 0 is the clipped mean; a trainer is reused
-  # across stddevs (one compilation), and the noise changes the run.
-  gaussian = federated.gaussian_mean(0.25)
-  assert gaussian is federated.gaussian_mean(0.25)
-  clean, _ = loop.run(clients, federated.Protocol(gaussian))
-  noisy, _ = loop.run(clients, federated.Protocol(gaussian, param=0.05))
+  # The Gaussian protocol with stddev 0 is the clipped mean, without an
+  # event; protocols differing only in stddev share one mean, hence one
+  # trainer (one compilation), and the noise changes the run.
+  clean = dist.gaussian_distributed_mean_protocol(0.25, 0.0, 10, d)
+  noisy = dist.gaussian_distributed_mean_protocol(0.25, 0.05, 10, d)
+  assert clean.mean is noisy.mean
+  clean_curves, ledger = loop.run(clients, clean)
+  assert ledger is None
+  noisy_curves, ledger = loop.run(clients, noisy)
+  assert ledger.event() == dp_accounting.ComposedDpEvent(
+      [dp_accounting.SelfComposedDpEvent(noisy.event, 2)])
   assert len(loop._trainers) == 3  # pylint: disable=protected-access
-  assert not np.array_equal(clean['train_loss'], noisy['train_loss'])
+  assert not np.array_equal(clean_curves['train_loss'],
+                            noisy_curves['train_loss'])

@@ -8,17 +8,19 @@ split into a selection key and a protocol key:
    random subset: no amplification by subsampling is implied);
 2. each computes the gradient of the mean loss over its shard at the current
    model, flattened (``jax.flatten_util.ravel_pytree``);
-3. the protocol turns the [n, d] client gradients into one estimate of their
-   mean (``Protocol.mean``: cpSGD's ``dpjax.distributed.distributed_mean``,
-   the Gaussian baseline's ``gaussian_distributed_mean``, a plain mean, or any
-   other secure-sum protocol on the ``dpjax.distributed`` client harness);
+3. the protocol (a ``dpjax.distributed.Protocol``, built by the library's
+   ``cpsgd_protocol``, ``distributed_dp_protocol``,
+   ``gaussian_distributed_mean_protocol`` or ``plain_mean_protocol``) turns
+   the [n, d] client gradients into one estimate of their mean
+   (``Protocol.mean``);
 4. the server takes an SGD step with heavy-ball momentum
    (v <- mu v + g_hat, w <- w - lr v).
 
 The whole run is one ``lax.scan`` over rounds, vmapped over seeds and jitted
-(``FederatedLoop``); the loop knows nothing of the protocol beyond its mean.
-After a run, the protocol's per-round event is recorded once per round that
-ran in a ``dpjax.accounting.PrivacyLedger``, with its bits per client.
+(``FederatedLoop``); the loop knows the protocol only as a
+``dpjax.distributed.Protocol``: its mean, param, event and bits. After a
+run, the protocol's per-round event is recorded once per round that ran in
+a ``dpjax.accounting.PrivacyLedger``, with its bits per client.
 Everything random derives from the seeds (``init_clients``): model init
 ``fold_in(key(seed), 0)``, the run's key ``fold_in(key(seed), 1)`` and the
 shards ``numpy.random.default_rng(seed)``.
@@ -37,37 +39,8 @@ from dpjax import distributed
 from experiments.common import models
 from experiments.common import train as train_lib
 
+# ``Protocol.mean``: (round key, client vectors [n, d], param) -> estimate [d].
 Mean = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
-# The protocol type lives in dpjax.distributed; re-exported for the loops here.
-Protocol = distributed.Protocol
-
-
-def plain_mean(key: jax.Array, vectors: jax.Array,
-               param: jax.Array) -> jax.Array:
-  """The non-private mean of the client vectors (no clipping, no noise)."""
-  del key, param
-  return jnp.mean(vectors, axis=0)
-
-
-@functools.lru_cache(maxsize=None)
-def gaussian_mean(l2_norm_clip: float) -> Mean:
-  """The Gaussian protocol at clip D; ``param`` is each client's stddev."""
-
-  def mean(key, vectors, stddev):
-    return distributed.gaussian_distributed_mean(key, vectors, l2_norm_clip,
-                                                 stddev)
-
-  return mean
-
-
-def cpsgd_mean(config: distributed.CpsgdConfig) -> Mean:
-  """cpSGD's ``distributed_mean`` with ``config``; ``param`` is unused."""
-
-  def mean(key, vectors, param):
-    del param
-    return distributed.distributed_mean(config, key, vectors)
-
-  return mean
 
 
 def client_shards(num_examples: int, num_clients: int,
@@ -111,6 +84,47 @@ def init_clients(model, data, seeds: Sequence[int],
       dimension=models.num_params(params0[0]))
 
 
+def _shard_grads(loss_fn, x_tr, y_tr, unravel):
+  """``(flat, idx [n, size], mask) -> [n, d]``: each selected client's
+  gradient of its shard's mean loss at the flat parameters."""
+
+  def shard_grad(flat, i, mk):
+    def shard_loss(f):
+      losses = jax.vmap(loss_fn, in_axes=(None, 0))(unravel(f),
+                                                    (x_tr[i], y_tr[i]))
+      return jnp.sum(losses * mk) / jnp.sum(mk)
+    return jax.grad(shard_loss)(flat)
+
+  return jax.vmap(shard_grad, in_axes=(None, 0, 0))
+
+
+def _metrics(model, loss_fn, data, unravel):
+  """``flat -> {train_loss, train_accuracy, test_accuracy}``."""
+  x_tr, y_tr, x_te, y_te = data
+
+  def metrics(flat):
+    params = unravel(flat)
+    logits_tr = model.apply(params, x_tr)
+    logits_te = model.apply(params, x_te)
+    loss = jnp.mean(jax.vmap(loss_fn, in_axes=(None, 0))(params,
+                                                         (x_tr, y_tr)))
+    acc = lambda lg, y: jnp.mean((jnp.argmax(lg, -1) == y).astype(
+        jnp.float32))
+    return dict(train_loss=loss, train_accuracy=acc(logits_tr, y_tr),
+                test_accuracy=acc(logits_te, y_te))
+
+  return metrics
+
+
+def _select(key, num_clients: int, clients_per_round: int) -> jax.Array:
+  """The round's clients: all, or a fixed-size random subset (no
+  amplification)."""
+  if clients_per_round < num_clients:
+    return jax.random.choice(key, num_clients, (clients_per_round,),
+                             replace=False)
+  return jnp.arange(num_clients)
+
+
 def make_trainer(model, data, mean: Mean, *, num_clients: int,
                  clients_per_round: int, rounds: int, learning_rate: float,
                  momentum: float, l2_norm_clip: float):
@@ -121,46 +135,25 @@ def make_trainer(model, data, mean: Mean, *, num_clients: int,
   ``train_accuracy``, ``test_accuracy`` after each round, ``grad_norm``
   (mean client gradient norm) and ``clipped_fraction`` (clients whose
   gradient norm exceeds ``l2_norm_clip``; the protocol does the clipping).
+  ``mean`` is a ``Protocol.mean``, called with the round's protocol key.
   """
   loss_fn = train_lib.per_example_loss(model, 'classification')
-  x_tr, y_tr = jnp.asarray(data.x_train), jnp.asarray(data.y_train)
-  x_te, y_te = jnp.asarray(data.x_test), jnp.asarray(data.y_test)
-  n = clients_per_round
+  arrays = tuple(jnp.asarray(a) for a in (data.x_train, data.y_train,
+                                          data.x_test, data.y_test))
   lr, mu, clip = learning_rate, momentum, l2_norm_clip
 
   def train(key, params0, idx, mask, param):
     flat0, unravel = flatten_util.ravel_pytree(params0)
-
-    def shard_grad(flat, i, mk):
-      def shard_loss(f):
-        losses = jax.vmap(loss_fn, in_axes=(None, 0))(unravel(f),
-                                                      (x_tr[i], y_tr[i]))
-        return jnp.sum(losses * mk) / jnp.sum(mk)
-      return jax.grad(shard_loss)(flat)
-
-    def metrics(flat):
-      params = unravel(flat)
-      logits_tr = model.apply(params, x_tr)
-      logits_te = model.apply(params, x_te)
-      loss = jnp.mean(jax.vmap(loss_fn, in_axes=(None, 0))(params,
-                                                           (x_tr, y_tr)))
-      acc = lambda lg, y: jnp.mean((jnp.argmax(lg, -1) == y).astype(
-          jnp.float32))
-      return dict(train_loss=loss, train_accuracy=acc(logits_tr, y_tr),
-                  test_accuracy=acc(logits_te, y_te))
+    grads_of = _shard_grads(loss_fn, arrays[0], arrays[1], unravel)
+    metrics = _metrics(model, loss_fn, arrays, unravel)
 
     def round_fn(carry, t):
       flat, velocity = carry
       sel_key, agg_key = jax.random.split(jax.random.fold_in(key, t))
-      if n < num_clients:  # fixed-size random subset (no amplification)
-        sel = jax.random.choice(sel_key, num_clients, (n,), replace=False)
-      else:
-        sel = jnp.arange(num_clients)
-      grads = jax.vmap(shard_grad, in_axes=(None, 0, 0))(flat, idx[sel],
-                                                         mask[sel])
+      sel = _select(sel_key, num_clients, clients_per_round)
+      grads = grads_of(flat, idx[sel], mask[sel])
       norms = jnp.sqrt(jnp.sum(jnp.square(grads), axis=1))
-      estimate = mean(agg_key, grads, param)
-      velocity = mu * velocity + estimate
+      velocity = mu * velocity + mean(agg_key, grads, param)
       flat = flat - lr * velocity
       out = metrics(flat)
       out['clipped_fraction'] = jnp.mean((norms > clip).astype(jnp.float32))
@@ -177,8 +170,10 @@ def make_trainer(model, data, mean: Mean, *, num_clients: int,
 class FederatedLoop:
   """Federated runs of one model on one dataset, one trainer per mean.
 
-  ``run(clients, protocol)`` trains every seed of ``clients`` with the
-  protocol and returns the curves and the ledger of what ran.
+  ``run(clients, protocol)`` trains every seed of ``clients`` with a
+  ``dpjax.distributed.Protocol`` and returns the curves and the ledger of
+  what ran. Protocols that share ``mean`` (and differ in ``param``) share
+  one compiled trainer.
   """
 
   def __init__(self, model, data, *, num_clients: int,
@@ -192,7 +187,7 @@ class FederatedLoop:
         l2_norm_clip=l2_norm_clip)
     self._trainers = {}
 
-  def run(self, clients: Clients, protocol: Protocol
+  def run(self, clients: Clients, protocol: distributed.Protocol
           ) -> tuple[dict[str, np.ndarray], accounting.PrivacyLedger | None]:
     """(curves [S, rounds] as numpy, ledger or None if not private)."""
     if protocol.mean not in self._trainers:

@@ -28,6 +28,7 @@ import numpy as np
 from experiments.common import claims as claims_lib
 from experiments.cpsgd_training._config import Config
 from experiments.cpsgd_training._privacy import label
+from experiments.cpsgd_training._results import Results
 
 CLOSE = 0.05  # "close to the Gaussian baseline": within 0.05 test accuracy
 EPS_RATIO = 1.25  # "comparable" per-round epsilons: within 25%
@@ -75,12 +76,11 @@ def _describe(row) -> str:
           f"eps/round {row['epsilon_round']:.3g})")
 
 
-def claims(results: dict[str, Any], cfg: Config
-           ) -> list[claims_lib.ClaimFamily]:
+def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   """The planned checks, three families: primary, close and bits."""
-  the_plan, runs = results['plan'], results['runs']
-  seeds, test_size = cfg.seeds, results['dataset']['n_test']
-  by = {r['setting']: r for r in results['summary']}
+  the_plan, runs = results.plan, results.runs
+  seeds, test_size = cfg.seeds, results.dataset['n_test']
+  by = {r['setting']: r for r in results.summary}
   primary, close, bits = (claims_lib.ClaimFamily(name)
                           for name in ('primary', 'close', 'bits'))
 

@@ -38,7 +38,8 @@ class Config(sgd_config.ClassificationConfig):
   num_clients: int = setting(100, 'clients (one shard each)', ge=1)
   clients_per_round: int | None = setting(
       None, 'clients per round (none: all)', ge=1)
-  clip_norm: float = setting(0.25, 'client gradient clip norm D', gt=0)
+  l2_norm_clip: float = setting(0.25, 'client gradient L2 clip bound D',
+                                gt=0)
   learning_rate: float = setting(0.5, 'server learning rate', gt=0)
   momentum: float = setting(0.9, 'server heavy-ball momentum', ge=0, lt=1)
   p: float = setting(0.5, 'Binomial success probability', gt=0, lt=1)

@@ -17,95 +17,111 @@ from experiments.cpsgd_training import _claims
 from experiments.cpsgd_training._config import Config
 from experiments.cpsgd_training._config import GAUSSIAN_BITS
 from experiments.cpsgd_training._config import NAME
-from experiments.cpsgd_training._privacy import privacy_rows
+from experiments.cpsgd_training._privacy import configurations
 from experiments.cpsgd_training._privacy import round_delta
 from experiments.cpsgd_training._privacy import settings
+from experiments.cpsgd_training._results import Results
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def eval_rounds(cfg: Config) -> list[int]:
+  """The rounds of the accuracy curves: ``evals`` of them, evenly spread."""
+  return sorted({min(cfg.rounds, max(1, round(
+      (i + 1) * cfg.rounds / cfg.evals))) for i in range(cfg.evals)})
+
+
+def _setting_row(cfg: Config, setting, method, pr, name, d, n):
+  """What every seed's run of a setting shares: its protocol's privacy and
+  bits (``pr``: the privacy row, None for the non-private references)."""
+  base = dict(
+      setting=setting, method=method,
+      levels=pr['levels'] if pr else None,
+      trials=pr['trials'] if pr else None,
+      rotate=pr['rotate'] if pr else None,
+      dataset=name, delta=cfg.delta,
+      delta_round=round_delta(cfg) if pr else None,
+      rounds=cfg.rounds, clients_per_round=n,
+      num_clients=cfg.num_clients, dimension=d)
+  if method == 'cpsgd':
+    base.update({k: pr[k] for k in (
+        'x_max', 'spacing', 'message_length', 'bits_per_coordinate',
+        'bits_fixed', 'bits_per_client', 'l2_sensitivity', 'epsilon_round',
+        'epsilon_total', 'no_guarantee')})
+  else:
+    base.update(bits_per_coordinate=GAUSSIAN_BITS, bits_fixed=GAUSSIAN_BITS,
+                message_length=d,
+                bits_per_client=dist.gaussian_protocol_bits(d))
+  if method == 'gaussian' and pr is not None:
+    base.update(epsilon_round=pr['gauss_epsilon_round'],
+                epsilon_total=pr['gauss_epsilon_total'],
+                matched_epsilon_round=pr['epsilon_round'],
+                noise_multiplier=pr['gauss_noise_multiplier'],
+                client_stddev=pr['gauss_client_stddev'])
+  elif method == 'gaussian':
+    base.update(client_stddev=0.0)  # not private: no epsilon
+  return base
+
+
+def _seed_rows(cfg: Config, base, curves, n) -> list[dict[str, Any]]:
+  """One row per seed: the setting's ``base``, its training, its finals."""
+  return [dict(
+      base, seed=seed, train_config=dict(
+          rounds=cfg.rounds, learning_rate=cfg.learning_rate,
+          momentum=cfg.momentum, clip_norm=cfg.l2_norm_clip,
+          num_clients=cfg.num_clients, clients_per_round=n,
+          model=cfg.model, seed=seed),
+      **{m: float(curves[m][j, -1]) for m in (
+          'test_accuracy', 'train_accuracy', 'train_loss')},
+      clipped_fraction=float(np.mean(curves['clipped_fraction'][j])),
+      grad_norm_first=float(curves['grad_norm'][j, 0]),
+      grad_norm_last=float(curves['grad_norm'][j, -1]))
+          for j, seed in enumerate(cfg.seeds)]
+
+
+def _curve(setting, curves, rounds) -> dict[str, Any]:
+  """The setting's test accuracy after each of ``rounds``, mean of seeds."""
+  acc = np.asarray(curves['test_accuracy'])
+  return dict(setting=setting, rounds=rounds,
+              test_accuracy=[float(acc[:, r - 1].mean()) for r in rounds])
+
+
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Every protocol on the federated loop, all seeds at once."""
   ds = data_lib.load(cfg.dataset, seed=cfg.seed, fallback=cfg.allow_fallback)
   if ds.task != 'classification':
     raise ValueError(f'{NAME} needs a classification dataset, got {ds.name}')
   model = models.make_model(cfg.model, ds.num_classes,
                             input_shape=ds.input_shape)
-  seeds = cfg.seeds
-  clients = federated.init_clients(model, ds, seeds, cfg.num_clients)
+  clients = federated.init_clients(model, ds, cfg.seeds, cfg.num_clients)
   d = clients.dimension
   n = cfg.clients_per_round or cfg.num_clients
-  privacy = privacy_rows(cfg, d, n)
+  configs = configurations(cfg, d, n)
+  privacy = [c.row for c in configs]
   plan = _claims.plan(privacy)  # fixed before any training
   loop = federated.FederatedLoop(
       model, ds, num_clients=cfg.num_clients, clients_per_round=n,
       rounds=cfg.rounds, learning_rate=cfg.learning_rate,
-      momentum=cfg.momentum, l2_norm_clip=cfg.clip_norm)
-
-  eval_rounds = sorted({min(cfg.rounds, max(1, round(
-      (i + 1) * cfg.rounds / cfg.evals))) for i in range(cfg.evals)})
+      momentum=cfg.momentum, l2_norm_clip=cfg.l2_norm_clip)
   runs, curves_out = [], []
-  for setting, method, pr, protocol in settings(cfg, privacy, d, n):
+  for setting, method, pr, protocol in settings(cfg, configs, d, n):
     t0 = time.time()
     curves, ledger = loop.run(clients, protocol)
     if method == 'cpsgd' and ledger is not None:  # the rounds that ran
       pr.update(epsilon_total=float(ledger.epsilon(cfg.delta, 'pld')),
                 ledger=ledger.to_json(), bits_per_client_total=ledger.bits)
-    gaussian = method == 'gaussian' and pr is not None
-    base = dict(
-        setting=setting, method=method,
-        levels=pr['levels'] if pr else None,
-        trials=pr['trials'] if pr else None,
-        rotate=pr['rotate'] if pr else None,
-        dataset=ds.name, delta=cfg.delta,
-        delta_round=round_delta(cfg) if pr else None,
-        rounds=cfg.rounds, clients_per_round=n,
-        num_clients=cfg.num_clients, dimension=d)
-    if method == 'cpsgd':
-      base.update(
-          {k: pr[k] for k in ('x_max', 'spacing', 'message_length',
-                              'bits_per_coordinate', 'bits_fixed',
-                              'bits_per_client', 'l2_sensitivity',
-                              'epsilon_round',
-                              'epsilon_total', 'no_guarantee')})
-    else:
-      base.update(bits_per_coordinate=GAUSSIAN_BITS, bits_fixed=GAUSSIAN_BITS,
-                  message_length=d,
-                  bits_per_client=dist.gaussian_protocol_bits(d))
-    if gaussian:
-      base.update(epsilon_round=pr['gauss_epsilon_round'],
-                  epsilon_total=pr['gauss_epsilon_total'],
-                  matched_epsilon_round=pr['epsilon_round'],
-                  noise_multiplier=pr['gauss_noise_multiplier'],
-                  client_stddev=pr['gauss_client_stddev'])
-    elif method == 'gaussian':
-      base.update(client_stddev=0.0)  # not private: no epsilon
-    for j, seed in enumerate(seeds):
-      runs.append(dict(
-          base, seed=seed, train_config=dict(
-              rounds=cfg.rounds, learning_rate=cfg.learning_rate,
-              momentum=cfg.momentum, clip_norm=cfg.clip_norm,
-              num_clients=cfg.num_clients, clients_per_round=n,
-              model=cfg.model, seed=seed),
-          **{m: float(curves[m][j, -1]) for m in (
-              'test_accuracy', 'train_accuracy', 'train_loss')},
-          clipped_fraction=float(np.mean(curves['clipped_fraction'][j])),
-          grad_norm_first=float(curves['grad_norm'][j, 0]),
-          grad_norm_last=float(curves['grad_norm'][j, -1])))
-    acc = np.asarray(curves['test_accuracy'])
-    curves_out.append(dict(setting=setting, rounds=eval_rounds,
-                           test_accuracy=[float(acc[:, r - 1].mean())
-                                          for r in eval_rounds]))
-    ctx.say(f'{setting}: test acc {acc[:, -1].mean():.4f} '
+    base = _setting_row(cfg, setting, method, pr, ds.name, d, n)
+    runs += _seed_rows(cfg, base, curves, n)
+    curves_out.append(_curve(setting, curves, eval_rounds(cfg)))
+    ctx.say(f'{setting}: test acc {curves_out[-1]["test_accuracy"][-1]:.4f} '
             f'({time.time() - t0:.1f} s)')
   summary = summarize(runs)
-  for row in privacy:
-    del row['protocol'], row['event']
-  return dict(dataset=report_lib.dataset_info(ds),
-              model=cfg.model, dimension=d,
-              padded_dimension=compression.next_power_of_two(d),  # rotated
-              clients_per_round=n, delta_round=round_delta(cfg),
-              privacy=privacy, runs=runs, summary=summary, curves=curves_out,
-              comparisons=comparisons(summary, cfg.clip_norm), plan=plan,
-              exact_checks=_claims.exact_checks(privacy))
+  return Results(dataset=report_lib.dataset_info(ds),
+                 model=cfg.model, dimension=d,
+                 padded_dimension=compression.next_power_of_two(d),
+                 clients_per_round=n, delta_round=round_delta(cfg),
+                 privacy=privacy, runs=runs, summary=summary,
+                 curves=curves_out,
+                 comparisons=comparisons(summary, cfg.l2_norm_clip),
+                 plan=plan, exact_checks=_claims.exact_checks(privacy))
 
 
 _CONSTANT = ('method', 'levels', 'trials', 'rotate', 'bits_per_coordinate',
@@ -128,7 +144,7 @@ def summarize(runs):
   return rows
 
 
-def comparisons(summary, clip_norm):
+def comparisons(summary, l2_norm_clip):
   """Per cpSGD configuration, the means beside its Gaussian twin's (the
   descriptive table; the claims are checked per seed in ``_claims``)."""
   by = {r['setting']: r for r in summary}
@@ -144,7 +160,7 @@ def comparisons(summary, clip_norm):
                epsilon_total=r['epsilon_total'],
                acc_cpsgd=r['test_accuracy_mean'],
                sem_cpsgd=r['test_accuracy_sem'],
-               sensitivity_ratio=(r['l2_sensitivity'] / (2 * clip_norm)
+               sensitivity_ratio=(r['l2_sensitivity'] / (2 * l2_norm_clip)
                                   if r.get('l2_sensitivity') else None))
     if g is not None:
       diff = r['test_accuracy_mean'] - g['test_accuracy_mean']

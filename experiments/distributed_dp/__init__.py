@@ -31,6 +31,8 @@ from experiments.distributed_dp._config import Config
 from experiments.distributed_dp._config import DESCRIPTION
 from experiments.distributed_dp._config import NAME
 from experiments.distributed_dp._report import report
+from experiments.distributed_dp._results import Results
 from experiments.distributed_dp._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from experiments.common import claims as claims_lib
+from experiments.distributed_dp._config import Config
+from experiments.distributed_dp._results import Results
 
 TRAINING_PREFIX = 'federated training: '  # the training claims' texts
 
@@ -35,12 +37,12 @@ def _rows(rows, mech, eps):
           and r['target_epsilon'] == eps and r['mse'] is not None}
 
 
-def claims(results: dict[str, Any], cfg) -> list[claims_lib.ClaimFamily]:
+def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   """The mean-estimation family and, when training ran, the training one."""
-  families = [dme_claims(cfg, results['rows'], results['gaussian'])]
-  if results['training'] is not None:
-    families.append(training_claims(results['training']['plan'],
-                                    results['training']['rows']))
+  families = [dme_claims(cfg, results.rows, results.gaussian)]
+  if results.training is not None:
+    families.append(training_claims(results.training.plan,
+                                    results.training.rows))
   return families
 
 

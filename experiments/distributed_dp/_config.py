@@ -24,18 +24,18 @@ class Config(config.Config):
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       num_clients=1000, dimension=4096, bits=(12, 14, 16, 18, 20),
-      num_seeds=10, reps=8, training=True)}
+      num_seeds=10, num_repetitions=8, training=True)}
 
   num_seeds: int = setting(5, 'seeds (own vectors and protocol keys)', ge=1)
   num_clients: int = setting(20, 'clients n', ge=1)
   dimension: int = setting(256, 'dimension d', ge=1)
   bits: tuple[int, ...] = setting((12, 16), 'bits b per coordinate of the '
                                   'messages and the modular sum', ge=2, le=32)
-  reps: int = setting(16, 'rounds per seed and point', ge=1)
+  num_repetitions: int = setting(16, 'rounds per seed and point', ge=1)
   epsilons: tuple[float, ...] = setting((1.0,), 'target epsilons of one '
                                         'release', gt=0)
   delta: float = setting(1e-5, 'target delta', gt=0, lt=1)
-  clip_norm: float = setting(1.0, 'client vector clip norm c', gt=0)
+  l2_norm_clip: float = setting(1.0, 'client vector L2 clip bound c', gt=0)
   levels: tuple[int, ...] = setting((2, 4, 8, 16, 32, 64), 'cpSGD '
                                     'quantization levels k to choose from',
                                     ge=2)
@@ -80,13 +80,13 @@ class Config(config.Config):
   train_clients_per_round: int | None = setting(
       None, 'training: clients per round (none: all)', ge=1)
   train_rounds: int = setting(60, 'training: rounds', ge=1)
-  train_seeds: int = setting(3, 'training: seeds, from seed', ge=1)
+  train_num_seeds: int = setting(3, 'training: seeds, from seed', ge=1)
   train_bits: tuple[int, ...] = setting((12, 16, 20), 'training: bits b',
                                         ge=2, le=32)
   train_epsilon: float = setting(10.0, 'training: total epsilon of the run',
                                  gt=0)
-  train_clip_norm: float = setting(0.25, 'training: client clip norm D',
-                                   gt=0)
+  train_l2_norm_clip: float = setting(
+      0.25, 'training: client L2 clip bound D', gt=0)
   train_learning_rate: float = setting(0.5, 'training: server learning rate',
                                        gt=0)
   train_momentum: float = setting(0.9, 'training: server momentum', ge=0,

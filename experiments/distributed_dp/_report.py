@@ -1,4 +1,4 @@
-"""distributed_dp's report: the MSE-vs-bits table, claims and plot."""
+"""distributed_dp's report: the MSE-vs-bits table and plot, the training."""
 
 from typing import Any
 
@@ -6,6 +6,9 @@ import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
 from experiments.distributed_dp._claims import TRAINING_PREFIX
+from experiments.distributed_dp._config import Config
+from experiments.distributed_dp._results import Results
+from experiments.distributed_dp._results import Training
 
 LABELS = {'ddg': 'DDG', 'skellam': 'Skellam', 'cpsgd': 'cpSGD (Binomial)',
           'gaussian': 'central Gaussian'}
@@ -26,13 +29,15 @@ DETAIL = [('mechanism', 'mechanism'), ('bits', 'b'),
           ('seconds', 's (compile + rounds)'), ('note', 'note')]
 
 
-def table(results) -> list[dict[str, Any]]:
+def table(results: Results, cfg: Config) -> list[dict[str, Any]]:
+  """MSE per (target epsilon, bits): every mechanism, its ratio to the
+  Gaussian."""
   out = []
-  for g in results['gaussian']:
+  for g in results.gaussian:
     eps = g['target_epsilon']
-    for b in results['config']['bits']:
+    for b in cfg.bits:
       row = dict(epsilon=eps, bits=b, gaussian=g['mse'])
-      for r in results['rows']:
+      for r in results.rows:
         if r['bits'] == b and r['target_epsilon'] == eps:
           row[r['mechanism']] = r['mse']
           row[r['mechanism'] + '_ratio'] = r['mse_vs_gaussian']
@@ -40,54 +45,60 @@ def table(results) -> list[dict[str, Any]]:
   return out
 
 
-def plot(results, out_dir) -> list[str]:
+def plot(results: Results, cfg: Config, out_dir: str) -> list[str]:
+  """MSE vs bits per mechanism, the Gaussian as a line."""
   fig, ax = plt.subplots(figsize=(5.5, 4))
   for i, mech in enumerate(('ddg', 'skellam', 'cpsgd')):
-    rs = sorted((r for r in results['rows'] if r['mechanism'] == mech
+    rs = sorted((r for r in results.rows if r['mechanism'] == mech
                  and r['mse'] is not None), key=lambda r: r['bits'])
     ax.errorbar([r['bits'] for r in rs], [r['mse'] for r in rs],
                 yerr=[r['sem'] or 0 for r in rs], marker='os^'[i], ms=4,
                 capsize=2, label=LABELS[mech], color=f'C{i}')
-  for g in results['gaussian']:
+  for g in results.gaussian:
     ax.axhline(g['mse'], color='k', ls='-.', lw=0.8,
                label=f"central Gaussian (eps={g['target_epsilon']:g})")
   ax.set_yscale('log')
   ax.set_xlabel('bits per coordinate b (modulus 2^b of the secure sum)')
   ax.set_ylabel('MSE of the mean')
-  cfg = results['config']
-  ax.set_title(f"n={cfg['num_clients']}, d={cfg['dimension']}", fontsize=9)
+  ax.set_title(f'n={cfg.num_clients}, d={cfg.dimension}', fontsize=9)
   ax.legend(fontsize=7)
   return [report_lib.save_figure(fig, out_dir, 'mse_vs_bits.png')]
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
-  cfg = results['config']
-  pngs = plot(results, out_dir)
-  seeds = results['seeds']
-  lines = [
-      f"Data: generated unit vectors in random directions, seeds "
-      f"{seeds[0]}..{seeds[-1]} (each its own vectors and keys), "
-      f"n = {cfg['num_clients']} clients, d = {cfg['dimension']}, clip "
-      f"c = {cfg['clip_norm']:g}; {cfg['reps']} rounds per seed and point. "
-      f"One release at each target epsilon, delta = {cfg['delta']:g}, "
+def _setting_paragraph(cfg: Config) -> str:
+  """The data, the release, every mechanism's calibration."""
+  seeds = cfg.seeds
+  return (
+      f'Data: generated unit vectors in random directions, seeds '
+      f'{seeds[0]}..{seeds[-1]} (each its own vectors and keys), '
+      f'n = {cfg.num_clients} clients, d = {cfg.dimension}, clip '
+      f'c = {cfg.l2_norm_clip:g}; {cfg.num_repetitions} rounds per seed and '
+      f'point. One release at each target epsilon, delta = {cfg.delta:g}, '
       'replace-one client, the server sees only the sum. DDG and Skellam: '
       'gamma and the noise from `calibrate_distributed_dp` (RDP bounds of the '
       'papers, conditional rounding beta = exp(-1/2), k = '
-      f"{cfg['k_stddevs']:g} stddevs of the aggregate in the modulus), b "
-      'bits per coordinate of every message and of the modular sum. cpSGD: with rotation, the k in '
-      f"{cfg['levels']} of smallest analytic MSE bound among those whose "
+      f'{cfg.k_stddevs:g} stddevs of the aggregate in the modulus), b '
+      'bits per coordinate of every message and of the modular sum. cpSGD: '
+      f'with rotation, the k in {list(cfg.levels)} of smallest analytic MSE '
+      'bound among those whose '
       'Theorem 1 m makes n (k - 1 + m) fit a b-bit secure sum. Gaussian: '
       '32-bit floats, noise calibrated by the PLD accountant. Rounds whose '
       'wrap-around rate exceeds '
-      f"{cfg['max_wraparound_rate']:g} are counted as flagged (their error "
+      f'{cfg.max_wraparound_rate:g} are counted as flagged (their error '
       'stays in the MSE). MSE: mean over seeds of each seed\'s mean squared '
-      'error.', '',
-      report_lib.markdown_table(table(results), TABLE), '',
-      report_lib.markdown_table(results['rows'] + results['gaussian'],
+      'error.')
+
+
+def report(results: Results, cfg: Config, out_dir: str) -> str:
+  pngs = plot(results, cfg, out_dir)
+  lines = [
+      _setting_paragraph(cfg), '',
+      report_lib.markdown_table(table(results, cfg), TABLE), '',
+      report_lib.markdown_table(results.rows + results.gaussian,
                                 DETAIL), '']
   lines += [f'![{p}]({p})' for p in pngs]
-  if results.get('training'):
-    lines += [''] + training_lines(results, out_dir)
+  if results.training:
+    lines += [''] + training_lines(results.training, cfg, out_dir)
   return '\n'.join(lines) + '\n'
 
 
@@ -114,14 +125,14 @@ def _acc(row):
   return f"{row['test_accuracy']:.3f}" + (f' +- {sem:.3f}' if sem else '')
 
 
-def training_table(tr) -> list[dict[str, Any]]:
+def training_table(tr: Training) -> list[dict[str, Any]]:
   """Test accuracy (mean +- SEM over seeds) per bits and protocol."""
-  gauss = next(r for r in tr['rows'] if r['method'] == 'gaussian')
+  gauss = next(r for r in tr.rows if r['method'] == 'gaussian')
   out = []
-  for b in sorted({r['bits'] for r in tr['rows'] if r['method'] != 'gaussian'}):
+  for b in sorted({r['bits'] for r in tr.rows if r['method'] != 'gaussian'}):
     row = dict(bits=b, gaussian=_acc(gauss))
     flagged = []
-    for r in tr['rows']:
+    for r in tr.rows:
       if r['bits'] != b or r['method'] == 'gaussian':
         continue
       cell = _acc(r)
@@ -136,68 +147,73 @@ def training_table(tr) -> list[dict[str, Any]]:
   return out
 
 
-def training_plot(tr, out_dir) -> str:
+def training_plot(tr: Training, cfg: Config, out_dir: str) -> str:
+  """Test accuracy vs bits per protocol, the Gaussian as a line."""
   fig, ax = plt.subplots(figsize=(5.5, 4))
   for i, mech in enumerate(('ddg', 'skellam', 'cpsgd')):
-    rs = sorted((r for r in tr['rows'] if r['method'] == mech
+    rs = sorted((r for r in tr.rows if r['method'] == mech
                  and r.get('test_accuracy') is not None),
                 key=lambda r: r['bits'])
     ax.errorbar([r['bits'] for r in rs], [r['test_accuracy'] for r in rs],
                 yerr=[r['test_accuracy_sem'] or 0 for r in rs],
                 marker='os^'[i], ms=4, capsize=2, label=LABELS[mech],
                 color=f'C{i}')
-  g = next(r for r in tr['rows'] if r['method'] == 'gaussian')
+  g = next(r for r in tr.rows if r['method'] == 'gaussian')
   ax.axhline(g['test_accuracy'], color='k', ls='-.', lw=0.8,
              label='Gaussian (32-bit floats)')
   ax.set_xlabel('bits per coordinate b (modulus 2^b of the secure sum)')
   ax.set_ylabel('test accuracy after the last round')
-  cfg = tr['config']
-  ax.set_title(f"{tr['dataset']['name']}, n={tr['clients_per_round']} "
-               f"clients/round, T={cfg['train_rounds']}, "
-               f"eps={cfg['train_epsilon']:g}", fontsize=9)
+  ax.set_title(f"{tr.dataset['name']}, n={tr.clients_per_round} "
+               f'clients/round, T={cfg.train_rounds}, '
+               f'eps={cfg.train_epsilon:g}', fontsize=9)
   ax.legend(fontsize=7)
   return report_lib.save_figure(fig, out_dir, 'accuracy_vs_bits.png')
 
 
-def training_lines(results, out_dir) -> list[str]:
-  cfg, tr = results['config'], results['training']
-  tr = dict(tr, config=cfg)
-  png = training_plot(tr, out_dir)
-  seeds = tr['seeds']
-  n = tr['clients_per_round']
-  flagged = sum(sum(r['flagged']) for r in tr['rows'] if r.get('flagged'))
-  ran = sum(len(r['flagged']) * cfg['train_rounds'] for r in tr['rows']
+def _training_paragraph(tr: Training, cfg: Config) -> str:
+  """The model, the clients, every protocol's calibration, the flags."""
+  seeds = tr.seeds
+  flagged = sum(sum(r['flagged']) for r in tr.rows if r.get('flagged'))
+  ran = sum(len(r['flagged']) * cfg.train_rounds for r in tr.rows
             if r.get('flagged'))
-  return [
-      f'### Federated training ({tr["dataset"]["name"]})', '',
-      f"{cfg['train_model']} model (d = {tr['dimension']}, padded to d' = "
-      f"{tr['padded_dimension']}), {tr['num_clients']} clients each holding "
-      f"a random shard, {n} per round, {cfg['train_rounds']} rounds, client "
-      f"gradients clipped to D = {cfg['train_clip_norm']:g}, server SGD with "
-      f"momentum {cfg['train_momentum']:g}, lr "
-      f"{cfg['train_learning_rate']:g}; seeds {seeds[0]}..{seeds[-1]} (each "
+  return (
+      f"{cfg.train_model} model (d = {tr.dimension}, padded to d' = "
+      f'{tr.padded_dimension}), {tr.num_clients} clients each holding '
+      f'a random shard, {tr.clients_per_round} per round, '
+      f'{cfg.train_rounds} rounds, client gradients clipped to D = '
+      f'{cfg.train_l2_norm_clip:g}, server SGD with momentum '
+      f'{cfg.train_momentum:g}, lr {cfg.train_learning_rate:g}; seeds '
+      f'{seeds[0]}..{seeds[-1]} (each '
       'its own init, shards and round keys, shared by all protocols). Every '
-      f"protocol meets eps = {cfg['train_epsilon']:g} at delta = "
-      f"{cfg['delta']:g} over the whole run (replace-one client, the "
+      f'protocol meets eps = {cfg.train_epsilon:g} at delta = '
+      f'{cfg.delta:g} over the whole run (replace-one client, the '
       'server sees only the sum, every round charged, no amplification): '
       'DDG and Skellam by `calibrate_distributed_dp` over the T rounds '
-      f"(RDP, k = {cfg['k_stddevs']:g} stddevs in the modulus); cpSGD "
-      f"(rotated) at eps/round {tr['cpsgd_epsilon_round']:.3g} and "
-      f"delta_round = {tr['delta_round']:.3g}, whose T-fold PLD "
+      f'(RDP, k = {cfg.k_stddevs:g} stddevs in the modulus); cpSGD '
+      f'(rotated) at eps/round {tr.cpsgd_epsilon_round:.3g} and '
+      f'delta_round = {tr.delta_round:.3g}, whose T-fold PLD '
       'composition meets the total, at the k of smallest MSE bound whose '
       'sum of n messages fits b bits; the Gaussian (32-bit floats) at the '
-      f"exact stddev for T releases. A round whose wrap-around rate exceeds "
-      f"{cfg['max_wraparound_rate']:g} is flagged: it still updates the "
+      f'exact stddev for T releases. A round whose wrap-around rate exceeds '
+      f'{cfg.max_wraparound_rate:g} is flagged: it still updates the '
       'model (the server cannot see wrap-around) and is counted here: '
       f'{flagged} flagged of {ran} DDG / Skellam rounds. Test accuracy '
       'after the last round, mean +- SEM over seeds. Wall time '
-      f"{tr['wall_seconds']:g} s.", '',
+      f'{tr.wall_seconds:g} s.')
+
+
+def training_lines(tr: Training, cfg: Config, out_dir: str) -> list[str]:
+  """The federated training section: setting, tables, candidates, plot."""
+  png = training_plot(tr, cfg, out_dir)
+  return [
+      f"### Federated training ({tr.dataset['name']})", '',
+      _training_paragraph(tr, cfg), '',
       report_lib.markdown_table(training_table(tr), TRAIN_TABLE), '',
-      report_lib.markdown_table(tr['rows'], TRAIN_DETAIL), '',
+      report_lib.markdown_table(tr.rows, TRAIN_DETAIL), '',
       'cpSGD candidates (per k: the smallest m meeting the per-round '
       'epsilon, and the bits its sum needs): ' + ', '.join(
           f"k={c['levels']} m={c['trials']} {c['sum_bits']} bits"
-          for c in tr['cpsgd_candidates']) + '.', '',
+          for c in tr.cpsgd_candidates) + '.', '',
       'Its claims (family `training` in the table below, texts starting '
       f"'{TRAINING_PREFIX.strip()}') were planned from the calibrated "
       'settings before training.', '', f'![{png}]({png})']

@@ -22,6 +22,7 @@ from experiments.cpsgd_dme import _run as dme_run
 from experiments.cpsgd_dme._config import Config as DmeConfig
 from experiments.distributed_dp._config import Config
 from experiments.distributed_dp._config import MECHANISMS
+from experiments.distributed_dp._results import Results
 from experiments.distributed_dp._training import run_training
 
 _GAUSSIAN_POINT = 1_000_000
@@ -30,8 +31,8 @@ _GAUSSIAN_POINT = 1_000_000
 def _dme_cfg(cfg) -> DmeConfig:
   """The cpsgd_dme settings that its helpers read."""
   return DmeConfig(num_clients=cfg.num_clients, dimension=cfg.dimension,
-                   delta=cfg.delta, clip_norm=cfg.clip_norm, p=cfg.p,
-                   seed=cfg.seed, inputs=('spread',), spikes=1)
+                   delta=cfg.delta, l2_norm_clip=cfg.l2_norm_clip, p=cfg.p,
+                   seed=cfg.seed, inputs=('spread',), num_spikes=1)
 
 
 def _data(cfg):
@@ -42,7 +43,7 @@ def _data(cfg):
 
 def _keys(cfg, point: int) -> list[list[jax.Array]]:
   return [[jax.random.fold_in(jax.random.fold_in(jax.random.key(s), point), r)
-           for r in range(cfg.reps)] for s in cfg.seeds]
+           for r in range(cfg.num_repetitions)] for s in cfg.seeds]
 
 
 def _stats(errs: np.ndarray) -> dict[str, Any]:
@@ -72,7 +73,7 @@ def _ddp_row(cfg, point, xs, means, mech, bits, eps):
   n, d = cfg.num_clients, cfg.dimension
   protocol = distributed.calibrate_distributed_dp(
       mech, epsilon=eps, delta=cfg.delta, num_clients=n, dimension=d,
-      bits=bits, l2_norm_clip=cfg.clip_norm, k_stddevs=cfg.k_stddevs,
+      bits=bits, l2_norm_clip=cfg.l2_norm_clip, k_stddevs=cfg.k_stddevs,
       replace_one=True)
   event = distributed.distributed_dp_event(protocol, d, replace_one=True)
   base = dict(mechanism=mech, bits=bits, target_epsilon=eps,
@@ -89,7 +90,8 @@ def _ddp_row(cfg, point, xs, means, mech, bits, eps):
                         bool(r.accepted))
   m, seconds = _measure(cfg, point, xs, means, fn)
   extras = m.pop('extras')
-  return dict(m, **base, noise_multiplier=protocol.stddev / (2 * cfg.clip_norm),
+  return dict(m, **base,
+              noise_multiplier=protocol.stddev / (2 * cfg.l2_norm_clip),
               bits_per_client=distributed.distributed_dp_bits(protocol, d),
               wraparound_max=max(e[0] for e in extras),
               rounding_failures=sum(e[1] for e in extras),
@@ -142,7 +144,7 @@ def _cpsgd_row(cfg, point, xs, means, bits, eps):
 
 
 def _gaussian_row(cfg, point, xs, means, eps):
-  n, c = cfg.num_clients, cfg.clip_norm
+  n, c = cfg.num_clients, cfg.l2_norm_clip
   stddev = 2 * c * accounting.calibrate(accounting.gaussian_event, eps,
                                         cfg.delta, 'pld')
   per_client = stddev / math.sqrt(n)
@@ -158,7 +160,7 @@ def _gaussian_row(cfg, point, xs, means, eps):
                   cfg.dimension), seconds=round(seconds, 2))
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Every mechanism at every bits and epsilon; training if asked."""
   xs, means = _data(cfg)
   rows, gaussian = [], []
@@ -179,7 +181,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
     row['mse_vs_gaussian'] = (None if row['mse'] is None
                               else row['mse'] / g['mse'])
   training = run_training(cfg, ctx.say) if cfg.training else None
-  return dict(dataset=dict(name='generated unit vectors (random directions)',
-                           num_clients=cfg.num_clients,
-                           dimension=cfg.dimension),
-              rows=rows, gaussian=gaussian, training=training)
+  dataset = dict(name='generated unit vectors (random directions)',
+                 num_clients=cfg.num_clients, dimension=cfg.dimension)
+  return Results(dataset=dataset, rows=rows, gaussian=gaussian,
+                 training=training)

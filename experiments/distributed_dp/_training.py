@@ -9,10 +9,11 @@ its T rounds (replace-one client, the server sees only the sum, no
 amplification by subsampling):
 
 * DDG and Skellam at b bits: ``calibrate_distributed_dp`` for the total
-  (epsilon, delta) over T rounds, the round ``secure_sum_round`` (decoded
-  sum / n), its event ``distributed_dp_event`` (RDP, composed T times
-  by the ledger), its bits ``distributed_dp_bits``;
-* cpSGD with rotation, as in cpsgd_training (``federated.cpsgd_mean``,
+  (epsilon, delta) over T rounds, the protocol ``distributed_dp_protocol``
+  (its round ``secure_sum_round``, decoded sum / n; its bits
+  ``distributed_dp_bits``), its event ``distributed_dp_event`` with
+  ``replace_one=True`` (RDP, composed T times by the ledger);
+* cpSGD with rotation, as in cpsgd_training (``cpsgd_protocol``, its event
   ``cpsgd_event`` at delta_round = delta / (2 T), PLD composition):
   the per-round epsilon is the largest whose T-fold PLD composition meets
   the total; per k, the smallest m meeting it (Theorem 1); at b bits, the
@@ -20,11 +21,14 @@ amplification by subsampling):
   {0..k-1+m} fits b bits. Where none fits any b of the sweep, cpSGD also
   runs once at the fewest bits where it fits (up to 31);
 * the Gaussian protocol (32-bit floats), as in cpsgd_training
-  (``federated.gaussian_mean``), its stddev the exact one for T Gaussian
-  releases at the total (epsilon, delta) (``accounting.gaussian_stddev``).
+  (``gaussian_distributed_mean_protocol``), its stddev the exact one for T
+  Gaussian releases at the total (epsilon, delta)
+  (``accounting.gaussian_stddev``).
 
-Wrap-around: the loop sees only the estimate, so each DDG / Skellam round
-reports (wrap-around rate, rounding failures, flagged) to the host through
+Wrap-around: the loop sees only the estimate, so the DDG and Skellam runs
+share one mean (a ``lax.switch`` on the configuration, one compilation)
+that calls ``secure_sum_round`` itself, and each round reports (wrap-around
+rate, rounding failures, flagged) to the host through
 ``jax.debug.callback``. A flagged round (wrap-around rate above
 ``max_wraparound_rate``) still updates the model, as it would in a
 deployment (the server cannot see wrap-around), and is counted per seed.
@@ -47,12 +51,13 @@ from experiments.common import federated
 from experiments.common import models
 from experiments.common import report as report_lib
 from experiments.distributed_dp import _claims
+from experiments.distributed_dp._results import Training
 
 MAX_CPSGD_BITS = 31  # the int32 sum of the messages
 
 
 def training_seeds(cfg) -> list[int]:
-  return list(range(cfg.seed, cfg.seed + cfg.train_seeds))
+  return list(range(cfg.seed, cfg.seed + cfg.train_num_seeds))
 
 
 def delta_round(cfg) -> float:
@@ -86,7 +91,7 @@ def cpsgd_round_epsilon(cfg) -> float:
 
 def cpsgd_candidates(cfg, d: int, n: int) -> list[dict[str, Any]]:
   """Per k: the smallest m meeting the per-round epsilon, its sum bits."""
-  dr, clip = delta_round(cfg), cfg.train_clip_norm
+  dr, clip = delta_round(cfg), cfg.train_l2_norm_clip
   eps_r = cpsgd_round_epsilon(cfg)
   linf = dist.rotated_linf_clip(clip, d, n, dr)
   out = []
@@ -109,11 +114,11 @@ def cpsgd_candidates(cfg, d: int, n: int) -> list[dict[str, Any]]:
                                ceiling=(2**31 - 1) // n - k)
     except ValueError:
       continue
-    protocol = make(m)
-    out.append(dict(levels=k, trials=m, protocol=protocol,
-                    sum_bits=(n * protocol.max_message).bit_length(),
-                    bound=dist.cpsgd_mse_bound(d, n, k, m, protocol.binomial_p,
-                                               protocol.linf_clip)))
+    config = make(m)
+    out.append(dict(levels=k, trials=m, config=config,
+                    sum_bits=(n * config.max_message).bit_length(),
+                    bound=dist.cpsgd_mse_bound(d, n, k, m, config.binomial_p,
+                                               config.linf_clip)))
   return out
 
 
@@ -124,8 +129,10 @@ def cpsgd_choice(candidates, bits: int):
 
 def _ddp_switch_mean(configs: tuple, max_rate: float, sink) -> federated.Mean:
   """One mean for every DDG / Skellam configuration (``param``: the index),
-  so that the loop compiles one trainer for all of them; each round's
-  wrap-around, rounding failures and flag go to ``sink`` on the host."""
+  so that the loop compiles one trainer for all of them. Its estimate is
+  that of the configuration's ``distributed_dp_protocol`` (the round's
+  ``secure_sum_round``); each round's wrap-around, rounding failures and
+  flag go to ``sink`` on the host."""
 
   def branch(config):
     def run(key, vectors):
@@ -175,41 +182,56 @@ class _RoundSink:
                 rounding_failures=fail.sum(0).astype(int).tolist())
 
 
-def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
-  """Every protocol's privacy and bits (no training): the settings."""
-  rounds, clip, delta = cfg.train_rounds, cfg.train_clip_norm, cfg.delta
-  eps = cfg.train_epsilon
-  settings = []
-  ddp_configs = []
+def _ddp_setting(cfg, mech: str, bits: int, d: int, n: int):
+  """DDG or Skellam at b bits, calibrated for the run's total: (setting,
+  config or None where it cannot run); the protocol is the library's,
+  accounted replace-one as every protocol here."""
+  row = dict(setting=f'{_LABEL[mech]} b={bits}', method=mech, bits=bits)
+  clip = cfg.train_l2_norm_clip
+  try:
+    config = dist.calibrate_distributed_dp(
+        mech, epsilon=cfg.train_epsilon, delta=cfg.delta, num_clients=n,
+        dimension=d, bits=bits, l2_norm_clip=clip, rounds=cfg.train_rounds,
+        k_stddevs=cfg.k_stddevs, replace_one=True)
+  except ValueError as e:
+    return dict(row, note=f'not calibrated: {e}'), None
+  if mech == 'skellam' and config.local_mu > dist.MAX_SKELLAM_MU:
+    return dict(row, note=f'local mu = {config.local_mu:.3g} above the '
+                'Skellam sampler range (2^22)'), None
+  # distributed_dp_protocol's event is add/remove-one; the run's unit is
+  # replace-one (as cpSGD's and the Gaussian's), as calibrated above.
+  event = dist.distributed_dp_event(config, d, replace_one=True)
+  protocol = dist.distributed_dp_protocol(config, d)._replace(event=event)
+  return dict(row, protocol=protocol, event=event, gamma=config.gamma,
+              stddev=config.stddev,
+              noise_multiplier=config.stddev / (2 * clip),
+              bits_per_client=protocol.bits_per_client), config
+
+
+def _ddp_settings(cfg, d: int, n: int) -> tuple[list, tuple]:
+  """Every DDG / Skellam setting, and the configs of those that run (a
+  runnable setting's ``index`` is its config's)."""
+  settings, configs = [], []
   for bits in cfg.train_bits:
     for mech in ('ddg', 'skellam'):
-      row = dict(setting=f'{_LABEL[mech]} b={bits}', method=mech, bits=bits)
-      try:
-        protocol = dist.calibrate_distributed_dp(
-            mech, epsilon=eps, delta=delta, num_clients=n, dimension=d,
-            bits=bits, l2_norm_clip=clip, rounds=rounds,
-            k_stddevs=cfg.k_stddevs, replace_one=True)
-      except ValueError as e:
-        settings.append(dict(row, note=f'not calibrated: {e}'))
-        continue
-      if mech == 'skellam' and protocol.local_mu > dist.MAX_SKELLAM_MU:
-        settings.append(dict(row, note=f'local mu = {protocol.local_mu:.3g}'
-                             ' above the Skellam sampler range (2^22)'))
-        continue
-      event = dist.distributed_dp_event(protocol, d, replace_one=True)
-      settings.append(dict(
-          row, protocol=protocol, event=event, index=len(ddp_configs),
-          gamma=protocol.gamma, stddev=protocol.stddev,
-          noise_multiplier=protocol.stddev / (2 * clip),
-          bits_per_client=dist.distributed_dp_bits(protocol, d)))
-      ddp_configs.append(protocol)
-  candidates = cpsgd_candidates(cfg, d, n)
+      setting, config = _ddp_setting(cfg, mech, bits, d, n)
+      if config is not None:
+        setting['index'] = len(configs)
+        configs.append(config)
+      settings.append(setting)
+  return settings, tuple(configs)
+
+
+def _cpsgd_settings(cfg, candidates, d: int, n: int) -> list[dict[str, Any]]:
+  """cpSGD at every b of the sweep (the candidate of smallest bound that
+  fits), and at the fewest bits where it fits if it fits none of them."""
   cp_bits = list(cfg.train_bits)
   if candidates and all(cpsgd_choice(candidates, b) is None
                         for b in cp_bits):
     fewest = min(c['sum_bits'] for c in candidates)
     if fewest <= MAX_CPSGD_BITS:
       cp_bits.append(fewest)
+  settings = []
   for bits in cp_bits:
     row = dict(setting=f'cpSGD b={bits}', method='cpsgd', bits=bits,
                extra=bits not in cfg.train_bits)
@@ -218,100 +240,127 @@ def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
       settings.append(dict(row, note='no k fits a b-bit secure sum at this '
                            'epsilon'))
       continue
-    p = c['protocol']
-    event = dist.cpsgd_event(p, d, n, delta_round(cfg))
+    protocol = dist.cpsgd_protocol(c['config'], d, n, delta_round(cfg))
     settings.append(dict(
-        row, protocol=p, event=event, levels=c['levels'], trials=c['trials'],
-        sum_bits=c['sum_bits'], epsilon_round=float(event.epsilon),
-        bits_per_client=dist.cpsgd_bits(p, d)))
-  sigma_sum = accounting.gaussian_stddev(eps, delta, 2 * clip, rounds)
+        row, protocol=protocol, event=protocol.event, levels=c['levels'],
+        trials=c['trials'], sum_bits=c['sum_bits'],
+        epsilon_round=float(protocol.event.epsilon),
+        bits_per_client=protocol.bits_per_client))
+  return settings
+
+
+def _gaussian_setting(cfg, d: int, n: int) -> dict[str, Any]:
+  """The Gaussian protocol at the exact stddev for T releases."""
+  rounds, clip, delta = cfg.train_rounds, cfg.train_l2_norm_clip, cfg.delta
+  sigma_sum = accounting.gaussian_stddev(cfg.train_epsilon, delta, 2 * clip,
+                                         rounds)
   client_stddev = sigma_sum / math.sqrt(n)
-  settings.append(dict(
+  protocol = dist.gaussian_distributed_mean_protocol(clip, client_stddev, n,
+                                                     d)
+  return dict(
       setting='Gaussian (32 bits)', method='gaussian', bits=32,
       client_stddev=client_stddev, stddev=sigma_sum,
-      noise_multiplier=sigma_sum / (2 * clip),
-      event=accounting.gaussian_event(
-          math.sqrt(n) * client_stddev / (2 * clip)),
+      noise_multiplier=sigma_sum / (2 * clip), protocol=protocol,
+      event=protocol.event,
       epsilon_exact=accounting.gaussian_epsilon(sigma_sum, 2 * clip, delta,
                                                 rounds),
-      bits_per_client=dist.gaussian_protocol_bits(d)))
-  return dict(settings=settings, ddp_configs=tuple(ddp_configs),
+      bits_per_client=protocol.bits_per_client)
+
+
+def plan_settings(cfg, d: int, n: int) -> dict[str, Any]:
+  """Every protocol's privacy and bits (no training): the settings, each
+  runnable one with its library ``protocol`` and its ``event``."""
+  settings, ddp_configs = _ddp_settings(cfg, d, n)
+  candidates = cpsgd_candidates(cfg, d, n)
+  settings += _cpsgd_settings(cfg, candidates, d, n)
+  settings.append(_gaussian_setting(cfg, d, n))
+  return dict(settings=settings, ddp_configs=ddp_configs,
               cpsgd_candidates=[{k: v for k, v in c.items()
-                                 if k != 'protocol'} for c in candidates],
+                                 if k != 'config'} for c in candidates],
               cpsgd_epsilon_round=cpsgd_round_epsilon(cfg))
 
 
 _LABEL = {'ddg': 'DDG', 'skellam': 'Skellam'}
 
 
-def run_training(cfg, say) -> dict[str, Any]:
-  """Trains every setting on every seed; rows per setting and seed
-  (``say``: a progress line). The claims are ``_claims.claims``'s."""
-  start = time.time()
+def _load(cfg):
+  """The training data and the model."""
   ds = data_lib.load(cfg.train_dataset, seed=cfg.seed,
                      fallback=cfg.allow_fallback)
   if ds.task != 'classification':
     raise ValueError(f"train_dataset={cfg.train_dataset!r} is not a "
                      'classification dataset')
-  model = models.make_model(cfg.train_model, ds.num_classes,
-                            input_shape=ds.input_shape)
-  seeds = training_seeds(cfg)
-  num_clients = cfg.train_num_clients
-  n = cfg.train_clients_per_round or num_clients
-  clients = federated.init_clients(model, ds, seeds, num_clients)
-  d = clients.dimension
-  the_plan = plan_settings(cfg, d, n)  # privacy only, before training
-  loop = federated.FederatedLoop(
-      model, ds, num_clients=num_clients, clients_per_round=n,
-      rounds=cfg.train_rounds, learning_rate=cfg.train_learning_rate,
-      momentum=cfg.train_momentum, l2_norm_clip=cfg.train_clip_norm)
-  sink = _RoundSink()
+  return ds, models.make_model(cfg.train_model, ds.num_classes,
+                               input_shape=ds.input_shape)
+
+
+def _to_run(cfg, the_plan, sink) -> list[dist.Protocol | None]:
+  """Per setting, the protocol that runs (None: not runnable): DDG and
+  Skellam share one switched mean whose rounds report to ``sink``."""
   ddp_mean = (_ddp_switch_mean(the_plan['ddp_configs'],
                                float(cfg.max_wraparound_rate), sink)
               if the_plan['ddp_configs'] else None)
-  gaussian = federated.gaussian_mean(cfg.train_clip_norm)
+  out = []
+  for s in the_plan['settings']:
+    protocol = s.get('protocol')
+    if protocol is not None and s['method'] in _LABEL:
+      protocol = protocol._replace(mean=ddp_mean, param=float(s['index']))
+    out.append(protocol)
+  return out
+
+
+def _train(cfg, loop, clients, s, protocol, sink) -> dict[str, Any]:
+  """Setting ``s``'s row: its privacy, the ledger's total, the final test
+  accuracy per seed and, for DDG / Skellam, the flagged rounds."""
+  t0 = time.time()
+  row = {k: v for k, v in s.items() if k not in ('protocol', 'event')}
+  curves, ledger = loop.run(clients, protocol)
+  row['epsilon_total'] = float(ledger.epsilon(
+      cfg.delta, 'rdp' if s['method'] in _LABEL else 'pld'))
+  row['bits_per_client_total'] = ledger.bits
+  if s['method'] in _LABEL:
+    jax.effects_barrier()  # every round's callback has reached the sink
+    row.update(sink.take(len(clients.keys), cfg.train_rounds))
+  acc = np.asarray(curves['test_accuracy'])[:, -1]
+  row.update(test_accuracy=float(acc.mean()),
+             test_accuracy_sem=(float(acc.std(ddof=1) / math.sqrt(acc.size))
+                                if acc.size > 1 else None),
+             per_seed=acc.astype(float).tolist(),
+             clipped_fraction=float(np.mean(curves['clipped_fraction'])),
+             seconds=round(time.time() - t0, 1))
+  return row
+
+
+def run_training(cfg, say) -> Training:
+  """Trains every setting on every seed; rows per setting and seed
+  (``say``: a progress line). The claims are ``_claims.claims``'s."""
+  start = time.time()
+  ds, model = _load(cfg)
+  seeds = training_seeds(cfg)
+  n = cfg.train_clients_per_round or cfg.train_num_clients
+  clients = federated.init_clients(model, ds, seeds, cfg.train_num_clients)
+  d = clients.dimension
+  the_plan = plan_settings(cfg, d, n)  # privacy only, before training
+  loop = federated.FederatedLoop(
+      model, ds, num_clients=cfg.train_num_clients, clients_per_round=n,
+      rounds=cfg.train_rounds, learning_rate=cfg.train_learning_rate,
+      momentum=cfg.train_momentum, l2_norm_clip=cfg.train_l2_norm_clip)
+  sink = _RoundSink()
   claim_plan = _claims.training_plan(cfg, the_plan['settings'])
   rows = []
-  for s in the_plan['settings']:
-    row = {k: v for k, v in s.items() if k not in ('protocol', 'event')}
-    if 'event' not in s:  # not runnable (noted)
-      rows.append(dict(row, test_accuracy=None))
+  for s, protocol in zip(the_plan['settings'], _to_run(cfg, the_plan, sink)):
+    if protocol is None:  # not runnable (noted)
+      rows.append(dict(s, test_accuracy=None))
       continue
-    t0 = time.time()
-    if s['method'] in _LABEL:
-      protocol = federated.Protocol(ddp_mean, param=float(s['index']),
-                                    event=s['event'],
-                                    bits_per_client=s['bits_per_client'])
-    elif s['method'] == 'cpsgd':
-      protocol = federated.Protocol(federated.cpsgd_mean(s['protocol']),
-                                    event=s['event'],
-                                    bits_per_client=s['bits_per_client'])
-    else:
-      protocol = federated.Protocol(gaussian, param=s['client_stddev'],
-                                    event=s['event'],
-                                    bits_per_client=s['bits_per_client'])
-    curves, ledger = loop.run(clients, protocol)
-    row['epsilon_total'] = float(ledger.epsilon(
-        cfg.delta, 'rdp' if s['method'] in _LABEL else 'pld'))
-    row['bits_per_client_total'] = ledger.bits
-    if s['method'] in _LABEL:
-      jax.effects_barrier()  # every round's callback has reached the sink
-      row.update(sink.take(len(seeds), cfg.train_rounds))
-    acc = np.asarray(curves['test_accuracy'])[:, -1]
-    row.update(test_accuracy=float(acc.mean()),
-               test_accuracy_sem=(float(acc.std(ddof=1) / math.sqrt(acc.size))
-                                  if acc.size > 1 else None),
-               per_seed=acc.astype(float).tolist(),
-               clipped_fraction=float(np.mean(curves['clipped_fraction'])),
-               seconds=round(time.time() - t0, 1))
-    rows.append(row)
-    say(f"training {s['setting']}: test acc {acc.mean():.4f} "
-        f"({time.time() - t0:.1f} s)")
-  return dict(dataset=report_lib.dataset_info(ds), seeds=seeds, dimension=d,
-              padded_dimension=compression.next_power_of_two(d),
-              clients_per_round=n, num_clients=num_clients,
-              delta_round=delta_round(cfg),
-              cpsgd_epsilon_round=the_plan['cpsgd_epsilon_round'],
-              cpsgd_candidates=the_plan['cpsgd_candidates'], rows=rows,
-              plan=claim_plan,
-              wall_seconds=round(time.time() - start, 1))
+    rows.append(_train(cfg, loop, clients, s, protocol, sink))
+    say(f"training {s['setting']}: test acc {rows[-1]['test_accuracy']:.4f} "
+        f"({rows[-1]['seconds']:.1f} s)")
+  return Training(dataset=report_lib.dataset_info(ds), seeds=seeds,
+                  dimension=d,
+                  padded_dimension=compression.next_power_of_two(d),
+                  clients_per_round=n, num_clients=cfg.train_num_clients,
+                  delta_round=delta_round(cfg),
+                  cpsgd_epsilon_round=the_plan['cpsgd_epsilon_round'],
+                  cpsgd_candidates=the_plan['cpsgd_candidates'], rows=rows,
+                  plan=claim_plan,
+                  wall_seconds=round(time.time() - start, 1))
