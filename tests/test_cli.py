@@ -114,8 +114,8 @@ def test_run_name_help_lists_that_experiments_settings(capsys):
   assert '--edge-probability FLOAT' in qdpsgd
   assert 'default 10, full 10 20 50' in ' '.join(qdpsgd.split())
   # A converted experiment: one flag per Config field, type and presets.
-  assert '--solver-iterations INT' in compgd and '--dims INT [INT ...]' in (
-      compgd)
+  assert '--solver-iterations INT' in compgd and (
+      '--dimensions INT [INT ...]' in compgd)
   assert 'default 1000, full 1000 3000' in ' '.join(
       compgd.split())
 
