@@ -7,19 +7,18 @@ and the project's own baseline check (RDT beats diffprivlib's random forest,
 when diffprivlib ran), which the thesis does not make.
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
 from experiments.nonparametric._config import Config
+from experiments.nonparametric._results import Results
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   del cfg
   thesis = claims_lib.ClaimFamily('thesis')
   baseline = claims_lib.ClaimFamily('baselines')
-  for name, per in results['table'].items():
+  for name, per in results.table.items():
     for family, a, b in ((thesis, 'noisy_reg', 'dp_knn'),
                          (thesis, 'noisy_reg', 'rdt'),
                          (baseline, 'rdt', 'dpl_rf')):
