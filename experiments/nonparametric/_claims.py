@@ -15,10 +15,12 @@ from experiments.nonparametric._results import Results
 
 
 def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
-  del cfg
+  """The two families, datasets in the order of ``cfg.datasets`` (not the
+  order results.json keeps its keys in)."""
   thesis = claims_lib.ClaimFamily('thesis')
   baseline = claims_lib.ClaimFamily('baselines')
-  for name, per in results.table.items():
+  for name in dict.fromkeys(cfg.datasets):
+    per = results.table[name]
     for family, a, b in ((thesis, 'noisy_reg', 'dp_knn'),
                          (thesis, 'noisy_reg', 'rdt'),
                          (baseline, 'rdt', 'dpl_rf')):
