@@ -114,8 +114,8 @@ def test_run_name_help_lists_that_experiments_settings(capsys):
   assert '--edge-probability FLOAT' in qdpsgd
   assert 'default 10, full 10 20 50' in ' '.join(qdpsgd.split())
   # A converted experiment: one flag per Config field, type and presets.
-  assert '--solver-iterations INT' in compgd and '--dims INT [INT ...]' in (
-      compgd)
+  assert '--solver-iterations INT' in compgd and (
+      '--dimensions INT [INT ...]' in compgd)
   assert 'default 1000, full 1000 3000' in ' '.join(
       compgd.split())
 
@@ -246,7 +246,7 @@ TINY = {
                        epsilons=[3.0]),
     'rs_attack': dict(num_images=1, num_trials=200, attack_steps=20,
                       rates=[0.0, 0.9]),
-    'compressive_regression': dict(steps=20, num_seeds=1, n=2000,
+    'compressive_regression': dict(steps=20, num_seeds=1, num_examples=2000,
                                    kappas=[1, 5], epsilons=[1.0, 1000.0]),
     'cpsgd_mechanisms': dict(epsilons=[2.0], dimensions=[1],
                              scale_denominators=[1, 4], num_samples=400),
@@ -263,12 +263,12 @@ TINY = {
     'distributed_dp': dict(num_clients=4, dimension=16, bits=[16],
                            num_seeds=2, num_repetitions=2, levels=[4],
                            epsilons=[4.0]),
-    'compgd': dict(num_seeds=2, dims=[20], epochs=[1], n=200, n_val=20,
-                   n_test=20, solver_iterations=5),
+    'compgd': dict(num_seeds=2, dimensions=[20], epochs=[1], num_examples=200,
+                   num_val=20, num_test=20, solver_iterations=5),
     'trees': dict(num_seeds=2, datasets=['iris'], num_trees=3,
-                  sklearn_trees=5, min_test=1, median_epsilons=[2.0],
-                  median_depths=[3], median_samples=200),
-    'nonparametric': dict(num_seeds=2, datasets=['iris'], sweep=[2.0],
+                  sklearn_num_trees=5, min_test=1, median_epsilons=[2.0],
+                  median_depths=[3], median_num_examples=200),
+    'nonparametric': dict(num_seeds=2, datasets=['iris'], sweep_epsilons=[2.0],
                           sweep_datasets=['iris'], max_test=20, min_test=1),
     'correlated_noise': dict(num_seeds=2, epochs=1, clips=[0.3, 1.0],
                              learning_rates=[0.1], expected_users=48),
@@ -371,7 +371,7 @@ def test_every_offered_dataset_runs_or_is_refused_up_front(name, dataset,
     dataset = f'csv:{path}'
   tiny = dict(TINY.get(name, dict(epochs=1, num_seeds=1, epsilons=[8.0])))
   if name == 'compressive_regression':  # the CSV has 2 features: kappa 1
-    tiny.update(n=60, kappas=[1], kappa=1, num_measurements=4)
+    tiny.update(num_examples=60, kappas=[1], kappa=1, num_measurements=4)
   if name == 'qdpsgd' and dataset != 'synthetic':
     tiny.pop('data_options')
   exp = registry.get(name)

@@ -8,12 +8,13 @@ import pytest
 
 from experiments import registry
 from experiments.compressive_regression import _claims as claims_lib
+from experiments.compressive_regression._results import Results
 
 EXP = registry.get('compressive_regression')
 
 EPS = [1.0, 1000.0]
-CFG = EXP.configure('quick', epsilons=EPS, eps_small=1.0, eps_large=1000.0,
-                    kappa=5, num_measurements=20)
+CFG = EXP.configure('quick', epsilons=EPS, small_epsilon=1.0,
+                    large_epsilon=1000.0, kappa=5, num_measurements=20)
 # Losses that differ by orders of magnitude between seeds: only a paired
 # statistic sees a constant ratio through that spread.
 SCALE = np.array([1e2, 1e4, 1e6])
@@ -43,9 +44,14 @@ def _kappa_rows(values):
 
 def _claims(final=None, test=None, validation=None, ratio=(1.05,) * 3):
   test = test or _kappa_rows({1: 0.5, 3: 0.5})
-  results = dict(final=final or _final(), kappa_sweep=test,
-                 kappa_validation=validation or test,
-                 realized=[dict(per_seed_ratio=list(ratio))])
+  results = Results(dataset={}, n=0, n_theta=0, f_star=1.0,
+                    rel_loss_at_zero=0.0, theta_star_norm=0.0,
+                    clipped_fraction_at_theta_star=0.0,
+                    clipped_fraction_at_zero=0.0, final=final or _final(),
+                    curves=[], privacy=[],
+                    realized=[dict(per_seed_ratio=list(ratio))],
+                    kappa_sweep=test, kappa_validation=validation or test,
+                    validation_seeds=[])
   return claims_lib.claims(results, CFG).verdicts()
 
 
@@ -134,8 +140,8 @@ def test_modes_run_enough_seeds():
 
 
 def test_tiny_run_records_per_seed_losses_and_pairs_keys(tmp_path):
-  cfg = EXP.configure('quick', steps=5, num_seeds=3, n=300, kappas=[1, 5],
-                      epsilons=[1.0, 1000.0])
+  cfg = EXP.configure('quick', steps=5, num_seeds=3, num_examples=300,
+                      kappas=[1, 5], epsilons=[1.0, 1000.0])
   results = EXP.results(cfg, str(tmp_path), progress=False)
   assert results['seeds'] == [0, 1, 2]
   assert set(results['validation_seeds']).isdisjoint(results['seeds'])

@@ -15,6 +15,7 @@ from experiments.nonparametric import _run as np_run
 from experiments.trees import _claims as tr_claims
 from experiments.trees import _config as tr_config
 from experiments.trees import _median
+from experiments.trees import _results as tr_results
 from experiments.trees import _run as tr_run
 
 
@@ -101,7 +102,9 @@ def test_median_distance_and_budgets():
 def test_trees_claims_include_allocation_and_sspe2():
   cfg = tr_config.Config.preset('quick', median_epsilons=(0.5, 2.0))
   acc = lambda v: [v + 0.01 * i for i in range(4)]
-  results = dict(
+  results = tr_results.Results(
+      dataset={}, info={}, mann_whitney={}, grid=[], diffprivlib_error=None,
+      methods={},
       per_seed={'syn10d': dict(spe=acc(0.8), rdt=acc(0.7), sspe1=acc(0.8),
                                sspe2=acc(0.6))},
       small={'syn10d': dict(sspe1=acc(0.8), spe_labelled=acc(0.7))},
@@ -132,12 +135,12 @@ def test_power_mde_matches_the_interval_rule():
 
 
 def test_synthetic_sets_are_one_set_resplit_by_seed():
-  cfg = np_config.Config.preset('quick', n_synthetic=200)
+  cfg = np_config.Config.preset('quick', synthetic_num_examples=200)
   a, b = np_run.load('synthetic10', 0, cfg), np_run.load('synthetic10', 1, cfg)
   rows = lambda d: np.sort(np.concatenate([d[0], d[2]]), axis=0)
   np.testing.assert_array_equal(rows(a), rows(b))  # the same data set
   assert not np.array_equal(a[2], b[2])  # split differently
-  tcfg = tr_config.Config.preset('quick', synthetic_samples=200)
+  tcfg = tr_config.Config.preset('quick', synthetic_num_examples=200)
   ta, tb = tr_run.load('syn5d', 0, tcfg), tr_run.load('syn5d', 1, tcfg)
   np.testing.assert_array_equal(rows(ta), rows(tb))
   assert not np.array_equal(ta[2], tb[2])

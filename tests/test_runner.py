@@ -149,8 +149,9 @@ def test_converted_experiments_refuse_bad_settings_before_any_work(
       (['run', 'dpsgd_baseline', '--delta', '1'], 'delta=1.0 in (0, 1)'),
       (['run', 'dpsgd_baseline', '--dataset', 'diabetes'],
        'regression dataset'),
-      (['run', 'compgd', '--dims', '100', '5'], 'd=5 >= compression=10'),
-      (['run', 'compgd', '--n-val', '0'], 'n_val=0 >= 1'),
+      (['run', 'compgd', '--dimensions', '100', '5'],
+       'd=5 >= compression=10'),
+      (['run', 'compgd', '--num-val', '0'], 'num_val=0 >= 1'),
       (['run', 'compgd', '--num-seeds', '1'], 'num_seeds=1 >= 2'),
   ]:
     assert cli.main(argv + ['--out', out]) == 2
@@ -327,8 +328,9 @@ def test_dpsgd_baseline_verdicts_equal_the_hand_counted_ones(epsilons):
 def test_compgd_claims_compare_test_errors_at_epochs_chosen_on_validation():
   from experiments.compgd import _claims  # pylint: disable=g-import-not-at-top
   from experiments.compgd import _run  # pylint: disable=g-import-not-at-top
+  from experiments.compgd._results import Results  # pylint: disable=g-import-not-at-top
   cfg = registry.get('compgd').configure('quick', num_seeds=4, epochs=[2, 5])
-  d, k = cfg.dims[0], 1
+  d, k = cfg.dimensions[0], 1
   # DP-GD looks best at T=5 on validation but is best at T=2 on test: the
   # tuned error must be T=5's (a test-chosen T would be biased down).
   val = {'gd': [[0.2] * 4, [0.1] * 4], 'compgd': [[0.2] * 4, [0.1] * 4],
@@ -348,8 +350,9 @@ def test_compgd_claims_compare_test_errors_at_epochs_chosen_on_validation():
   by = {t['method']: t for t in tuned}
   assert by['dp_gd']['chosen_epochs'] == [5] * 4
   assert by['dp_compgd']['chosen_epochs'] == [2] * 4
-  results = dict(rows=rows, tuned=tuned, baselines=[dict(
-      d=d, intrinsic=k, zero_error=[0.5] * 4)])
+  results = Results(dataset={}, privacy=[], selection_privacy={}, rows=rows,
+                    tuned=tuned, baselines=[dict(d=d, intrinsic=k,
+                                                 zero_error=[0.5] * 4)])
   out = claims_lib.verdicts(_claims.claims(results, cfg))
   dp, nonprivate = out[0], out[1]
   assert dp['mean'] == pytest.approx(np.mean([-0.05, -0.05, -0.04, -0.04]))

@@ -23,13 +23,12 @@ DP-CompGD each have lower test error than the predictor w = 0 (threshold
 0): without learning there is no improvement to compare.
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
 from experiments.compgd._config import Config
 from experiments.compgd._config import LABELS
+from experiments.compgd._results import Results
 
 MARGIN = 0.02  # test error (2 points): the smallest improvement of interest
 
@@ -41,17 +40,16 @@ def row_of(rows, method, d, k, epochs=None):
                                        r['epochs'] == epochs))
 
 
-def _tuned(results, method, d, k) -> np.ndarray:
-  return np.asarray(row_of(results['tuned'], method, d, k)['test_error'])
+def _tuned(results: Results, method, d, k) -> np.ndarray:
+  return np.asarray(row_of(results.tuned, method, d, k)['test_error'])
 
 
-def claims(results: dict[str, Any], cfg: Config
-           ) -> list[claims_lib.ClaimFamily]:
+def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   primary, sanity = (claims_lib.ClaimFamily(name)
                      for name in ('primary', 'sanity'))
   tuned = 'T chosen on validation'
-  for k in cfg.intrinsic:
-    for d in cfg.dims:
+  for k in cfg.intrinsic_dimensions:
+    for d in cfg.dimensions:
       primary.add(f'DP-CompGD (m = d/{cfg.compression}) has more than '
                   f'{MARGIN:g} lower test error than DP-GD at d={d}, k={k}, '
                   f'eps={cfg.epsilon:g} ({tuned})',
@@ -59,16 +57,16 @@ def claims(results: dict[str, Any], cfg: Config
                   _tuned(results, 'dp_gd', d, k), threshold=-MARGIN,
                   higher_is_better=False, effect=MARGIN, kind='dp', d=d,
                   intrinsic=k)
-  for k in cfg.intrinsic:
-    d = cfg.dims[-1]
+  for k in cfg.intrinsic_dimensions:
+    d = cfg.dimensions[-1]
     primary.add(f'CompGD loses less than {MARGIN:g} test error against GD '
                 f'at d={d}, k={k} ({tuned})', _tuned(results, 'compgd', d, k),
                 _tuned(results, 'gd', d, k), threshold=MARGIN,
                 higher_is_better=False, effect=MARGIN, kind='nonprivate',
                 d=d, intrinsic=k)
-  for k in cfg.intrinsic:
-    for d in cfg.dims:
-      zero = next(b for b in results['baselines']
+  for k in cfg.intrinsic_dimensions:
+    for d in cfg.dimensions:
+      zero = next(b for b in results.baselines
                   if b['d'] == d and b['intrinsic'] == k)
       for method in ('gd', 'dp_gd', 'dp_compgd'):
         sanity.add(f'{LABELS[method]} learns: lower test error than w = 0 '

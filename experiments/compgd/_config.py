@@ -26,37 +26,39 @@ class Config(config.Config):
   the thesis), so there is no dataset setting."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      dims=(1000, 3000), intrinsic=(1, 3), epochs=tuple(range(1, 11)))}
+      dimensions=(1000, 3000), intrinsic_dimensions=(1, 3),
+      epochs=tuple(range(1, 11)))}
 
   num_seeds: int = setting(20, 'seeds, run as one vmapped program', ge=2)
-  dims: tuple[int, ...] = setting((1000,), 'dimensions d', ge=1)
-  intrinsic: tuple[int, ...] = setting((1,), 'intrinsic dimensions k '
-                                       '(nonzeros of w*)', ge=1)
+  dimensions: tuple[int, ...] = setting((1000,), 'dimensions d', ge=1)
+  intrinsic_dimensions: tuple[int, ...] = setting(
+      (1,), 'intrinsic dimensions k (nonzeros of w*)', ge=1)
   epochs: tuple[int, ...] = setting((2, 3, 5, 8), 'epochs T (full-batch '
                                     'steps) each seed chooses from on '
                                     'validation', ge=1)
-  n: int = setting(3000, 'training points', ge=1)
-  n_val: int = setting(1000, 'validation points (choose T)', ge=1)
-  n_test: int = setting(1000, 'test points', ge=1)
+  num_examples: int = setting(3000, 'training points', ge=1)
+  num_val: int = setting(1000, 'validation points (choose T)', ge=1)
+  num_test: int = setting(1000, 'test points', ge=1)
   epsilon: float = setting(2.0, 'total epsilon of a private run', gt=0)
   delta: float = setting(0.01, 'delta of a private run', gt=0, lt=1)
   compression: int = setting(10, 'd / m, the projection ratio', ge=1)
   signal: float = setting(4.0, 'stddev of <z, w*>', gt=0)
   l2_norm_clip: float = setting(1.0, 'per-example clip norm L', gt=0)
-  lr_scale: float = setting(3.0, 'step size scale', gt=0)
+  learning_rate_scale: float = setting(3.0, 'step size scale', gt=0)
   solver_iterations: int = setting(50, 'FISTA iterations of the lift', ge=1)
   accountant: str = setting('rdp', 'accountant that calibrates sigma',
                             choices=accounting.ACCOUNTANTS)
 
   def normalize(self):
-    return dict(dims=tuple(sorted(set(self.dims))),
+    return dict(dimensions=tuple(sorted(set(self.dimensions))),
                 epochs=tuple(sorted(set(self.epochs))),
-                intrinsic=tuple(sorted(set(self.intrinsic))))
+                intrinsic_dimensions=tuple(sorted(set(
+                    self.intrinsic_dimensions))))
 
   def validate(self):
-    for d in self.dims:
+    for d in self.dimensions:
       if d < self.compression:
         raise ValueError(f'Expected d={d} >= compression={self.compression}.')
-      for k in self.intrinsic:
+      for k in self.intrinsic_dimensions:
         if k > d:
           raise ValueError(f'Expected intrinsic dimension {k} <= d={d}.')

@@ -18,6 +18,7 @@ from experiments.compgd._config import COMPRESSED
 from experiments.compgd._config import Config
 from experiments.compgd._config import METHODS
 from experiments.compgd._config import PRIVATE
+from experiments.compgd._results import Results
 
 
 def problem(key, n: int, n_val: int, n_test: int, d: int, k: int,
@@ -132,7 +133,8 @@ def _privacy(cfg: Config) -> tuple[list, dict, dict]:
     events.append(event)
     privacy.append(dict(
         epochs=epochs, steps=epochs, noise_multiplier=sigma,
-        noise_stddev_per_coordinate=2 * cfg.l2_norm_clip * sigma / cfg.n,
+        noise_stddev_per_coordinate=2 * cfg.l2_norm_clip * sigma /
+        cfg.num_examples,
         epsilon_rdp=accounting.epsilon(event, cfg.delta, 'rdp'),
         epsilon_pld=accounting.epsilon(event, cfg.delta, 'pld'),
         delta=cfg.delta))
@@ -161,58 +163,65 @@ def tune(rows: list[dict[str, Any]], epochs) -> dict[str, Any]:
               **{f'test_error_{k}': v for k, v in _stats(error).items()})
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def _method_rows(cfg: Config, method: str, d: int, k: int,
+                 sigmas: dict[int, float], data_keys, run_keys
+                 ) -> tuple[list[dict[str, Any]], np.ndarray]:
+  """One method at (d, k): a row per T (errors per seed, mean and SEM),
+  and the [seeds, 2] test errors of w = 0 and of w* (Bayes)."""
+  m = d // cfg.compression
+  max_steps = max(cfg.epochs)
+  private = method in PRIVATE
+  fn = _trainer(method in COMPRESSED, cfg.num_examples, cfg.num_val,
+                cfg.num_test, d, k, cfg.signal, m, max_steps,
+                cfg.solver_iterations)
+  clip = jnp.float32(cfg.l2_norm_clip if private else NO_CLIP)
+  runs = {}
+  for epochs in (cfg.epochs if private else [max_steps]):
+    curve, residual, fixed = fn(
+        data_keys, run_keys, jnp.float32(sigmas[epochs] if private else 0.0),
+        jnp.int32(epochs), jnp.float32(cfg.learning_rate_scale), clip)
+    runs[epochs] = (np.asarray(curve, np.float64), float(np.max(residual)))
+  rows = []
+  for epochs in cfg.epochs:
+    curve, residual = runs[epochs if private else max_steps]
+    at = {name: curve[:, epochs - 1, i] for i, name in enumerate(CURVE)}
+    rows.append(dict(
+        method=method, d=d, m=m if method in COMPRESSED else None,
+        intrinsic=k, epochs=epochs,
+        noise_multiplier=sigmas[epochs] if private else 0.0,
+        epsilon=cfg.epsilon if private else None,
+        delta=cfg.delta if private else None,
+        **{name: v.tolist() for name, v in at.items()},
+        **{f'{name}_{s}': v for name in ('test_error', 'excess')
+           for s, v in _stats(at[name]).items()},
+        max_solver_residual=(residual if method in COMPRESSED else None)))
+  return rows, np.asarray(fixed, np.float64)
+
+
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Every (k, d, method, epochs): validation and test errors per seed,
   each method's T chosen on validation, baselines, and privacy."""
   base = jax.vmap(jax.random.key)(jnp.asarray(cfg.seeds, jnp.uint32))
   data_keys = jax.vmap(lambda kk: jax.random.fold_in(kk, 0))(base)
   run_keys = jax.vmap(lambda kk: jax.random.fold_in(kk, 1))(base)
-  max_steps = max(cfg.epochs)
   privacy, sigmas, selection = _privacy(cfg)
   ctx.say('noise calibrated')
   rows, tuned, baselines = [], [], []
-  for k in cfg.intrinsic:
-    for d in cfg.dims:
-      m = d // cfg.compression
+  for k in cfg.intrinsic_dimensions:
+    for d in cfg.dimensions:
       for method in METHODS:
-        private = method in PRIVATE
-        fn = _trainer(method in COMPRESSED, cfg.n, cfg.n_val, cfg.n_test, d,
-                      k, cfg.signal, m, max_steps, cfg.solver_iterations)
-        clip = jnp.float32(cfg.l2_norm_clip if private else NO_CLIP)
-        runs = {}
-        for epochs in (cfg.epochs if private else [max_steps]):
-          curve, residual, fixed = fn(
-              data_keys, run_keys, jnp.float32(sigmas[epochs] if private
-                                               else 0.0),
-              jnp.int32(epochs), jnp.float32(cfg.lr_scale), clip)
-          runs[epochs] = (np.asarray(curve, np.float64),
-                          float(np.max(residual)))
-        method_rows = []
-        for epochs in cfg.epochs:
-          curve, residual = runs[epochs if private else max_steps]
-          at = {name: curve[:, epochs - 1, i] for i, name in enumerate(CURVE)}
-          method_rows.append(dict(
-              method=method, d=d, m=m if method in COMPRESSED else None,
-              intrinsic=k, epochs=epochs,
-              noise_multiplier=sigmas[epochs] if private else 0.0,
-              epsilon=cfg.epsilon if private else None,
-              delta=cfg.delta if private else None,
-              **{name: v.tolist() for name, v in at.items()},
-              **{f'{name}_{s}': v for name in ('test_error', 'excess')
-                 for s, v in _stats(at[name]).items()},
-              max_solver_residual=(residual if method in COMPRESSED
-                                   else None)))
+        method_rows, fixed = _method_rows(cfg, method, d, k, sigmas,
+                                          data_keys, run_keys)
         rows += method_rows
         tuned.append(dict(method=method, d=d, intrinsic=k,
                           **tune(method_rows, cfg.epochs)))
-      fixed = np.asarray(fixed, np.float64)
       baselines.append(dict(d=d, intrinsic=k, zero_error=fixed[:, 0].tolist(),
                             bayes_error=fixed[:, 1].tolist(),
                             zero_error_mean=float(fixed[:, 0].mean()),
                             bayes_error_mean=float(fixed[:, 1].mean())))
       ctx.say(f'k={k} d={d} done')
-  return dict(dataset=dict(name='generated: unit sphere, sparse logistic '
-                           'labels', n_train=cfg.n, n_val=cfg.n_val,
-                           n_test=cfg.n_test),
-              privacy=privacy, selection_privacy=selection, rows=rows,
-              tuned=tuned, baselines=baselines)
+  return Results(dataset=dict(name='generated: unit sphere, sparse logistic '
+                              'labels', n_train=cfg.num_examples,
+                              n_val=cfg.num_val, n_test=cfg.num_test),
+                 privacy=privacy, selection_privacy=selection, rows=rows,
+                 tuned=tuned, baselines=baselines)

@@ -5,9 +5,9 @@ Private full-batch gradient descent on linear regression (Alg. 3): theta_1 =
 where g_k is the gradient of f(theta) = mean squared error over the n
 training examples. Assumption 1 is enforced per example: each example's
 gradient 2 (theta^T x_i - y_i) x_i (closed form) is clipped coordinatewise to
-[-xi, xi] before averaging, for every private method. The metric is the
-relative loss f(theta_k) / f(theta*) - 1, theta* the non-private
-least-squares solution (float64 lstsq).
+[-xi, xi] (xi = ``linf_clip``) before averaging, for every private method.
+The metric is the relative loss f(theta_k) / f(theta*) - 1, theta* the
+non-private least-squares solution (float64 lstsq).
 
 Methods (one curve each):
 
@@ -60,6 +60,8 @@ from experiments.compressive_regression._config import Config
 from experiments.compressive_regression._config import DESCRIPTION
 from experiments.compressive_regression._config import NAME
 from experiments.compressive_regression._report import report
+from experiments.compressive_regression._results import Results
 from experiments.compressive_regression._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

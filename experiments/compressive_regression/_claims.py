@@ -13,8 +13,6 @@ independent keys) and the claim compares that kappa's test run with the
 unsparsified baselines of the same seed.
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
@@ -22,6 +20,7 @@ from experiments.common import verdict as verdict_lib
 from experiments.compressive_regression._config import BASELINES
 from experiments.compressive_regression._config import Config
 from experiments.compressive_regression._config import PRIVATE
+from experiments.compressive_regression._results import Results
 
 FLOOR = 1e-12  # relative losses are >= 0; the log needs a floor
 LABELS = {'compressive': 'certified compressive',
@@ -56,14 +55,14 @@ def chosen_kappas(validation, test, method, eps) -> tuple[list, np.ndarray]:
   return [kappas[i] for i in pick], tst[np.arange(len(tst)), pick]
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
   """All claims of the experiment, one family.
 
   ``final`` / ``kappa_sweep`` / ``kappa_validation`` rows carry ``per_seed``
   final relative losses; ``realized`` rows carry ``per_seed_ratio``, the
   paper mechanism's realized total epsilon over its claimed total.
   """
-  final = results['final']
+  final = results.final
   family = claims_lib.ClaimFamily()
   for method, baseline in SWEEP:
     for eps in cfg.epsilons:
@@ -72,14 +71,14 @@ def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
                  '(log loss ratio)', log_loss(a) - log_loss(b),
                  higher_is_better=False, sparsified=method, baseline=baseline,
                  epsilon=eps)
-  ratio = np.asarray(results['realized'][0]['per_seed_ratio'], np.float64)
+  ratio = np.asarray(results.realized[0]['per_seed_ratio'], np.float64)
   family.add("paper's sqrt(p)/eps calibration spends more than its claimed "
              f'eps (realized/claimed total - 1, kappa={cfg.kappa}, '
              f'p={cfg.num_measurements})', ratio - 1,
              sparsified='compressive_paper')
-  for eps in (cfg.eps_small, cfg.eps_large):
-    picked, test = chosen_kappas(results['kappa_validation'],
-                                 results['kappa_sweep'], 'compressive', eps)
+  for eps in (cfg.small_epsilon, cfg.large_epsilon):
+    picked, test = chosen_kappas(results.kappa_validation,
+                                 results.kappa_sweep, 'compressive', eps)
     for baseline in BASELINES:
       family.add(
           f'certified compressive, kappa picked per seed on validation runs, '

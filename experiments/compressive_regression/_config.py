@@ -43,7 +43,7 @@ class Config(config.Config):
   (docs/deviations/compressive.md)."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      num_seeds=20, n=10_000, kappas=(1, 2, 3, 5, 8, 10, 15, 20),
+      num_seeds=20, num_examples=10_000, kappas=(1, 2, 3, 5, 8, 10, 15, 20),
       epsilons=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0, 10000.0,
                 100000.0))}
 
@@ -51,16 +51,17 @@ class Config(config.Config):
   dataset: str = setting('synthetic_regression', 'a regression dataset: '
                          f"{', '.join(REGRESSION_DATASETS)} or "
                          f'{data_lib.CSV_PREFIX}PATH')
-  n: int = setting(5_000, 'examples generated (synthetic or csv)', ge=1)
+  num_examples: int = setting(5_000, 'examples generated (synthetic or csv)',
+                              ge=1)
   epsilons: tuple[float, ...] = setting(
       (1.0, 100.0, 1000.0, 10000.0), 'per-step epsilons of the sweep',
       gt=0)
-  eps_small: float = setting(1.0, 'small per-step eps of the figures and '
-                             'claims (given --epsilons: their smallest)',
-                             gt=0)
-  eps_large: float = setting(1000.0, 'large per-step eps of the figures and '
-                             'claims (given --epsilons: their largest)',
-                             gt=0)
+  small_epsilon: float = setting(1.0, 'small per-step eps of the figures '
+                                 'and claims (given --epsilons: their '
+                                 'smallest)', gt=0)
+  large_epsilon: float = setting(1000.0, 'large per-step eps of the figures '
+                                 'and claims (given --epsilons: their '
+                                 'largest)', gt=0)
   delta: float = setting(1e-5, 'delta of the PLD totals', gt=0, lt=1)
   steps: int = setting(1000, 'T: iterates theta_1..theta_T, T - 1 releases',
                        ge=2)
@@ -73,18 +74,20 @@ class Config(config.Config):
                                     ge=1)
   measurements_per_kappa: int = setting(
       4, 'p = max(3, this x kappa) in the kappa sweep', ge=1)
-  xi: float = setting(2.0, 'per-example coordinatewise clip bound', gt=0)
+  linf_clip: float = setting(2.0, 'per-example coordinatewise clip bound xi',
+                             gt=0)
   pld_max_epsilon: float = setting(
       10.0, 'largest per-step eps whose total is also computed by PLD', ge=0)
 
   @classmethod
   def preset(cls, mode: str = 'quick', **overrides: Any) -> 'Config':
-    """The preset; ``epsilons`` given without ``eps_small`` / ``eps_large``
-    makes the figures show its smallest and largest values."""
+    """The preset; ``epsilons`` given without ``small_epsilon`` /
+    ``large_epsilon`` makes the figures show its smallest and largest
+    values."""
     eps = overrides.get('epsilons')
     if eps is not None and not isinstance(eps, (str, dict)):
       given = [e for e in eps if isinstance(e, numbers.Real)]
-      for key, pick in (('eps_small', min), ('eps_large', max)):
+      for key, pick in (('small_epsilon', min), ('large_epsilon', max)):
         if given and overrides.get(key) is None:
           overrides[key] = pick(given)
     return super().preset(mode, **overrides)
@@ -99,12 +102,12 @@ class Config(config.Config):
           f"{NAME} needs a regression dataset: "
           f"{', '.join(REGRESSION_DATASETS)} or {data_lib.CSV_PREFIX}PATH, "
           f'not {self.dataset!r}')
-    if self.eps_small not in self.epsilons or (
-        self.eps_large not in self.epsilons):
-      raise ValueError(f'{NAME}: eps_small={self.eps_small} and eps_large='
-                       f'{self.eps_large} must be in the epsilon sweep '
-                       f'{list(self.epsilons)}')
-    if not self.eps_small < self.eps_large:
+    if self.small_epsilon not in self.epsilons or (
+        self.large_epsilon not in self.epsilons):
+      raise ValueError(f'{NAME}: small_epsilon={self.small_epsilon} and '
+                       f'large_epsilon={self.large_epsilon} must be in the '
+                       f'epsilon sweep {list(self.epsilons)}')
+    if not self.small_epsilon < self.large_epsilon:
       raise ValueError(f'{NAME} compares a small and a large epsilon; got '
-                       f'eps_small={self.eps_small} >= eps_large='
-                       f'{self.eps_large} (give at least two --epsilons)')
+                       f'small_epsilon={self.small_epsilon} >= large_epsilon='
+                       f'{self.large_epsilon} (give at least two --epsilons)')

@@ -32,6 +32,8 @@ from experiments.nonparametric._config import Config
 from experiments.nonparametric._config import DESCRIPTION
 from experiments.nonparametric._config import NAME
 from experiments.nonparametric._report import report
+from experiments.nonparametric._results import Results
 from experiments.nonparametric._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

@@ -7,19 +7,20 @@ and the project's own baseline check (RDT beats diffprivlib's random forest,
 when diffprivlib ran), which the thesis does not make.
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
 from experiments.nonparametric._config import Config
+from experiments.nonparametric._results import Results
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
-  del cfg
+def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
+  """The two families, datasets in the order of ``cfg.datasets`` (not the
+  order results.json keeps its keys in)."""
   thesis = claims_lib.ClaimFamily('thesis')
   baseline = claims_lib.ClaimFamily('baselines')
-  for name, per in results['table'].items():
+  for name in dict.fromkeys(cfg.datasets):
+    per = results.table[name]
     for family, a, b in ((thesis, 'noisy_reg', 'dp_knn'),
                          (thesis, 'noisy_reg', 'rdt'),
                          (baseline, 'rdt', 'dpl_rf')):

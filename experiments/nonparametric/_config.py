@@ -59,7 +59,7 @@ class Config(config.Config):
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       num_seeds=20, datasets=DATASETS, min_test=300,
-      sweep=(0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0),
+      sweep_epsilons=(0.01, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0),
       sweep_datasets=('synthetic10', 'synthetic20'))}
 
   num_seeds: int = setting(10, 'seeds (the same splits for every method)',
@@ -72,14 +72,15 @@ class Config(config.Config):
   min_test: int = setting(150, 'test points per seed at least: a seed '
                           'averages ceil(min_test / split test size) '
                           'independent splits', ge=1)
-  sweep: tuple[float, ...] = setting((0.5, 2.0), 'epsilons of the Fig. 5.1 '
-                                     'sweep', gt=0, min_len=0)
+  sweep_epsilons: tuple[float, ...] = setting(
+      (0.5, 2.0), 'epsilons of the Fig. 5.1 sweep', gt=0, min_len=0)
   sweep_datasets: tuple[str, ...] = setting(
       ('synthetic10',), 'datasets of the sweep', min_len=0)
   diffprivlib: bool = setting(True, 'run diffprivlib\'s models too')
   epsilon: float = setting(2.0, 'epsilon of Table 5.3', gt=0)
   test_fraction: float = setting(0.1, 'test split', gt=0, lt=1)
-  n_synthetic: int = setting(3000, 'points of a synthetic set', ge=1)
+  synthetic_num_examples: int = setting(3000, 'points of a synthetic set',
+                                        ge=1)
   synthetic_data_seed: int = setting(0, 'generator seed of the synthetic '
                                      'sets: one fixed set, resplit by seed, '
                                      'as the thesis repeats runs on one set',
@@ -90,9 +91,9 @@ class Config(config.Config):
   bins: int | None = setting(None, 'histogram bins per axis (none: the '
                              'thesis\'s rule b = ceil(n^(1/(m+2))), m the '
                              'histogram\'s dimension)', ge=1)
-  projected_clip: float = setting(3.0, 'public bound of a projected '
-                                  'coordinate, in units of its JL row norm '
-                                  '(standardized features)', gt=0)
+  projected_linf_clip: float = setting(
+      3.0, 'public bound of a projected coordinate, in units of its JL row '
+      'norm (standardized features)', gt=0)
   num_trees: int = setting(10, 'random decision trees', ge=1)
   knn_k: int = setting(5, 'neighbours of the non-private kNN', ge=1)
 

@@ -3,7 +3,7 @@
 import csv
 import math
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -12,6 +12,7 @@ from dpjax import nonparametric as npm
 from experiments.common import data as data_lib
 from experiments.common import runner
 from experiments.nonparametric._config import Config
+from experiments.nonparametric._results import Results
 
 
 def load_classification_csv(path: str, seed: int, test_fraction: float,
@@ -51,7 +52,7 @@ def load(name: str, seed: int, cfg: Config) -> tuple:
     opts['max_test'] = cfg.max_test
   if name.startswith('synthetic'):
     ds = data_lib.load('synthetic', seed=cfg.synthetic_data_seed,
-                       n_samples=cfg.n_synthetic,
+                       n_samples=cfg.synthetic_num_examples,
                        n_features=int(name[len('synthetic'):]), **opts)
     return resplit(ds, seed, cfg.test_fraction)
   else:
@@ -116,53 +117,77 @@ def _diffprivlib():
     return None, f'diffprivlib unavailable: {e!r}'
 
 
-def methods_on(key, data, eps, cfg, dpl, only=None):
-  """Test accuracy of each method on one split; dict method -> float."""
+class _Split(NamedTuple):
+  """One train/test split, its public bounds and its public projection."""
+  x: np.ndarray
+  y: np.ndarray
+  xt: np.ndarray
+  yt: np.ndarray
+  num_classes: int
+  bounds: tuple  # each feature's range, train and test: public by convention
+  px: np.ndarray  # the dense private histogram's inputs (JL-projected)
+  pxt: np.ndarray
+  phist: dict[str, Any]  # its bins, bounds and classes
+
+
+def _split(keys, data, cfg) -> _Split:
+  """The split with the projection to m = min(projection_dim, d) dims."""
   x, y, xt, yt, k = data
   n, d = x.shape
   both = np.vstack([x, xt])
   bounds = (both.min(0), both.max(0) + 1e-9)  # public by convention
-  keys = jax.random.split(key, 5)
-  acc = lambda p: float(np.mean(np.asarray(p) == yt))
-  out = {}
-  want = lambda name: only is None or name in only
-  common = dict(epsilon=eps, bounds=bounds, num_classes=k)
-  hist = dict(bins=cfg.bins or bin_rule(n, d))  # unprojected: sparse cells
-  if want('noisy_reg'):
-    rel, _ = npm.noisy_reg(keys[0], x, y, **common, **hist)
-    out['noisy_reg'] = acc(npm.predict(rel, xt))
   m = min(cfg.projection_dim, d)
   if m < d:
-    px, pxt, pbounds = project(keys[4], x, xt, m, cfg.projected_clip)
+    px, pxt, pbounds = project(keys[4], x, xt, m, cfg.projected_linf_clip)
   else:
     px, pxt, pbounds = x, xt, bounds
-  phist = dict(bins=cfg.bins or bin_rule(n, m), bounds=pbounds,
-               num_classes=k)
+  return _Split(x, y, xt, yt, k, bounds, px, pxt, dict(
+      bins=cfg.bins or bin_rule(n, m), bounds=pbounds, num_classes=k))
+
+
+def _accuracy(predicted, split: _Split) -> float:
+  return float(np.mean(np.asarray(predicted) == split.yt))
+
+
+def _private(keys, s: _Split, eps, cfg, want) -> dict[str, float]:
+  """The accuracy of each private method of dpjax that ``want`` names."""
+  out = {}
+  common = dict(epsilon=eps, bounds=s.bounds, num_classes=s.num_classes)
+  if want('noisy_reg'):  # unprojected: sparse cells
+    rel, _ = npm.noisy_reg(keys[0], s.x, s.y, **common,
+                           bins=cfg.bins or bin_rule(*s.x.shape))
+    out['noisy_reg'] = _accuracy(npm.predict(rel, s.xt), s)
   if want('private_histogram'):
-    rel, _ = npm.dp_histogram(keys[0], px, y, epsilon=eps, **phist)
-    out['private_histogram'] = acc(npm.predict(rel, pxt))
+    rel, _ = npm.dp_histogram(keys[0], s.px, s.y, epsilon=eps, **s.phist)
+    out['private_histogram'] = _accuracy(npm.predict(rel, s.pxt), s)
   if want('dp_knn'):
-    rel, _ = npm.dp_knn(keys[1], x, y, xt, **common)
-    out['dp_knn'] = acc(npm.predict(rel, xt))
+    rel, _ = npm.dp_knn(keys[1], s.x, s.y, s.xt, **common)
+    out['dp_knn'] = _accuracy(npm.predict(rel, s.xt), s)
   if want('rdt'):
-    rel, _ = npm.random_decision_trees(keys[2], x, y, **common,
+    rel, _ = npm.random_decision_trees(keys[2], s.x, s.y, **common,
                                        num_trees=cfg.num_trees)
-    out['rdt'] = acc(npm.predict(rel, xt))
-  if only is not None:
-    return out
-  # Non-private ceilings: each private method's estimator without noise.
-  rel = npm.histogram(x, y, bounds=bounds, num_classes=k, **hist)
-  out['histogram'] = acc(npm.predict(rel, xt))
-  rel = npm.histogram(px, y, **phist)
-  out['histogram_proj'] = acc(npm.predict(rel, pxt))
-  rel, _ = npm.random_decision_trees(keys[2], x, y, **dict(
-      common, epsilon=float('inf')), num_trees=cfg.num_trees)
-  out['rdt_exact'] = acc(npm.predict(rel, xt))
+    out['rdt'] = _accuracy(npm.predict(rel, s.xt), s)
+  return out
+
+
+def _ceilings(keys, s: _Split, cfg, seed: int) -> dict[str, float]:
+  """Each private method's estimator without noise, and sklearn's."""
+  x, y, xt = s.x, s.y, s.xt
+  out = {}
+  rel = npm.histogram(x, y, bounds=s.bounds, num_classes=s.num_classes,
+                      bins=cfg.bins or bin_rule(*x.shape))
+  out['histogram'] = _accuracy(npm.predict(rel, xt), s)
+  rel = npm.histogram(s.px, y, **s.phist)
+  out['histogram_proj'] = _accuracy(npm.predict(rel, s.pxt), s)
+  rel, _ = npm.random_decision_trees(
+      keys[2], x, y, epsilon=float('inf'), bounds=s.bounds,
+      num_classes=s.num_classes, num_trees=cfg.num_trees)
+  out['rdt_exact'] = _accuracy(npm.predict(rel, xt), s)
   # pylint: disable-next=g-import-not-at-top
   from sklearn import ensemble, linear_model, naive_bayes, neighbors
-  seed = int(jax.random.randint(keys[3], (), 0, 2**30))
-  fit = lambda model: acc(model.fit(x, y).predict(xt))
-  out['knn_2n'] = fit(neighbors.KNeighborsClassifier(min(2 * len(xt), n)))
+  fit = lambda model: _accuracy(model.fit(x, y).predict(xt), s)
+  out['knn_2n'] = fit(neighbors.KNeighborsClassifier(min(2 * len(xt),
+                                                         len(x))))
   out['nb'] = fit(naive_bayes.GaussianNB())
   with warnings.catch_warnings():  # lbfgs at its default 100 iterations
     warnings.simplefilter('ignore')
@@ -170,19 +195,42 @@ def methods_on(key, data, eps, cfg, dpl, only=None):
   out['rf10'] = fit(ensemble.RandomForestClassifier(
       cfg.num_trees, random_state=seed))
   out['knn'] = fit(neighbors.KNeighborsClassifier(cfg.knn_k))
+  return out
+
+
+def _diffprivlib_models(s: _Split, eps, cfg, dpl, seed) -> dict[str, float]:
+  """diffprivlib's GaussianNB, LogisticRegression and random forest."""
+  x, y, xt = s.x, s.y, s.xt
+  lo, hi = s.bounds
+  both = np.vstack([x, xt])
+  norm = float(np.max(np.linalg.norm(np.clip(both, lo, hi), axis=1)))
+  out = {}
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', RuntimeWarning)
+    nb = dpl.GaussianNB(epsilon=eps, bounds=(lo, hi), random_state=seed)
+    out['dpl_nb'] = _accuracy(nb.fit(x, y).predict(xt), s)
+    lr = dpl.LogisticRegression(epsilon=eps, data_norm=norm,
+                                random_state=seed)
+    out['dpl_lr'] = _accuracy(lr.fit(np.clip(x, lo, hi), y).predict(xt), s)
+    rf = dpl.RandomForestClassifier(
+        n_estimators=cfg.num_trees, epsilon=eps, bounds=(lo, hi),
+        classes=list(range(s.num_classes)), random_state=seed)
+    out['dpl_rf'] = _accuracy(rf.fit(x, y).predict(xt), s)
+  return out
+
+
+def methods_on(key, data, eps, cfg, dpl, only=None):
+  """Test accuracy of each method on one split; dict method -> float."""
+  keys = jax.random.split(key, 5)
+  split = _split(keys, data, cfg)
+  out = _private(keys, split, eps, cfg,
+                 lambda name: only is None or name in only)
+  if only is not None:
+    return out
+  seed = int(jax.random.randint(keys[3], (), 0, 2**30))
+  out.update(_ceilings(keys, split, cfg, seed))
   if dpl is not None:
-    lo, hi = bounds
-    norm = float(np.max(np.linalg.norm(np.clip(both, lo, hi), axis=1)))
-    with warnings.catch_warnings():
-      warnings.simplefilter('ignore', RuntimeWarning)
-      out['dpl_nb'] = acc(dpl.GaussianNB(
-          epsilon=eps, bounds=(lo, hi), random_state=seed).fit(x, y).predict(xt))
-      out['dpl_lr'] = acc(dpl.LogisticRegression(
-          epsilon=eps, data_norm=norm, random_state=seed).fit(
-              np.clip(x, lo, hi), y).predict(xt))
-      out['dpl_rf'] = acc(dpl.RandomForestClassifier(
-          n_estimators=cfg.num_trees, epsilon=eps, bounds=(lo, hi),
-          classes=list(range(k)), random_state=seed).fit(x, y).predict(xt))
+    out.update(_diffprivlib_models(split, eps, cfg, dpl, seed))
   return out
 
 
@@ -205,7 +253,7 @@ def seed_accuracy(name, seed, eps, cfg, dpl, only=None, info=None):
   return {m: float(np.mean(v)) for m, v in per.items()}
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Table 5.3 (every method on every dataset) and the Fig. 5.1 sweep."""
   dpl, dpl_error = (None, 'diffprivlib disabled by config')
   if cfg.diffprivlib:
@@ -223,7 +271,7 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   sweep = {}
   for name in cfg.sweep_datasets:
     sweep[name] = {}
-    for eps in cfg.sweep:
+    for eps in cfg.sweep_epsilons:
       per = {}
       for s in seeds:
         res = seed_accuracy(name, s, eps, cfg, None,
@@ -232,6 +280,6 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
           per.setdefault(method, []).append(a)
       sweep[name][str(eps)] = per
     ctx.say(f'sweep {name} done')
-  return dict(dataset=dict(name=', '.join(info)), table=table,
-              datasets=info, sweep=sweep,
-              diffprivlib=dpl_error or 'diffprivlib available')
+  return Results(dataset=dict(name=', '.join(info)), table=table,
+                 datasets=info, sweep=sweep,
+                 diffprivlib=dpl_error or 'diffprivlib available')

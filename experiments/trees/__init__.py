@@ -29,6 +29,8 @@ from experiments.trees._config import Config
 from experiments.trees._config import DESCRIPTION
 from experiments.trees._config import NAME
 from experiments.trees._report import report
+from experiments.trees._results import Results
 from experiments.trees._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

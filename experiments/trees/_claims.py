@@ -15,44 +15,51 @@ accuracy differences are paired. One Bonferroni family:
   the epsilons run of the distance difference).
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
 from experiments.trees._config import Config
+from experiments.trees._results import Results
 
 
-def _pooled(table, a, b):
-  diffs = [np.asarray(acc[a]) - np.asarray(acc[b]) for acc in table.values()
-           if a in acc and b in acc]
+def _in_order(table, cfg: Config):
+  """(dataset, accuracies) of ``table`` in the order of ``cfg.datasets``
+  (not the order results.json keeps its keys in)."""
+  return [(name, table[name]) for name in dict.fromkeys(cfg.datasets)
+          if name in table]
+
+
+def _pooled(table, cfg: Config, a, b):
+  diffs = [np.asarray(acc[a]) - np.asarray(acc[b])
+           for _, acc in _in_order(table, cfg) if a in acc and b in acc]
   return np.concatenate(diffs) if diffs else None
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
   family = claims_lib.ClaimFamily()
-  for name, acc in results['per_seed'].items():
+  for name, acc in _in_order(results.per_seed, cfg):
     for other, label in (('rdt', 'RDT'), ('dp_rf', 'diffprivlib RF')):
       if 'spe' in acc and other in acc:
         family.add(f'SPE has higher test accuracy than {label} on {name} at '
                    f'eps={cfg.epsilon:g}', np.asarray(acc['spe']) -
                    np.asarray(acc[other]), kind=other, dataset=name)
-  diff = _pooled(results['small'], 'sspe1', 'spe_labelled')
+  diff = _pooled(results.small, cfg, 'sspe1', 'spe_labelled')
   if diff is not None:
     family.add(f'unlabelled data helps at small eps: SSPE-1 beats SPE on the '
                f'labelled {cfg.labelled_fraction:.0%} alone at eps='
                f'{cfg.small_epsilon:g}', diff, kind='unlabelled')
-  diff = _pooled(results['per_seed'], 'sspe2', 'sspe1')
+  diff = _pooled(results.per_seed, cfg, 'sspe2', 'sspe1')
   if diff is not None:
     family.add(f'SSPE-2 (as written) has higher test accuracy than SSPE-1 at '
                f'eps={cfg.epsilon:g} (pooled over the Table 8.2 datasets)',
                diff, kind='sspe2')
+  epsilons = dict.fromkeys(str(e) for e in cfg.median_epsilons)  # run order
   for depth in cfg.median_depths:
-    if not results.get('median'):
+    if not results.median:
       break
     diff = [np.mean([by_eps[e]['geometric'] - by_eps[e]['uniform']
-                     for e in by_eps]) for by_eps in
-            (seed[str(depth)] for seed in results['median'])]
+                     for e in epsilons]) for by_eps in
+            (seed[str(depth)] for seed in results.median)]
     family.add(f'Fig. 8.2: geometric split budgets estimate the median more '
                f'closely than uniform ones at depth {depth} (mean distance '
                f'over eps in {list(cfg.median_epsilons)})', diff,

@@ -72,11 +72,12 @@ class Config(config.Config):
   min_test: int = setting(60, 'test points per seed at least: a seed '
                           'averages ceil(min_test / split test size) '
                           'independent splits', ge=1)
-  synthetic_samples: int = setting(3000, 'points of a synthetic set', ge=1)
+  synthetic_num_examples: int = setting(3000, 'points of a synthetic set',
+                                        ge=1)
   synthetic_data_seed: int = setting(0, 'generator seed of SynKd: one '
                                      'fixed set, resplit by seed, as the '
                                      'thesis repeats runs on one set', ge=0)
-  synthetic_informative: int = setting(
+  synthetic_num_informative: int = setting(
       2, 'informative features of SynKd (make_classification; the thesis '
       'names the generator and no arguments, so its defaults: 2 informative, '
       '2 redundant)', ge=1)
@@ -89,14 +90,16 @@ class Config(config.Config):
       min_len=0)
   median_depths: tuple[int, ...] = setting((5, 10), 'depths of Fig. 8.2',
                                            ge=1)
-  median_samples: int = setting(3000, 'normal points of Fig. 8.2', ge=1)
-  median_features: int = setting(10, 'dimension of Fig. 8.2\'s data', ge=1)
-  sklearn_trees: int = setting(100, 'trees of the non-private forest', ge=1)
+  median_num_examples: int = setting(3000, 'normal points of Fig. 8.2',
+                                     ge=1)
+  median_dimension: int = setting(10, 'dimension of Fig. 8.2\'s data', ge=1)
+  sklearn_num_trees: int = setting(100, 'trees of the non-private forest',
+                                   ge=1)
   grid_datasets: tuple[str, ...] = setting(
       ('iris', 'wine', 'breast_cancer'), 'datasets of the grid',
       choices=ALL_DATASETS)
-  grid_trees: tuple[int, ...] = setting((1, 5, 10, 20, 50), 'numbers of '
-                                        'trees of the grid', ge=1)
+  grid_num_trees: tuple[int, ...] = setting(
+      (1, 5, 10, 20, 50), 'numbers of trees of the grid', ge=1)
   grid_depths: tuple[str, ...] = setting(DEPTHS, 'depths of the grid',
                                          choices=DEPTHS)
 

@@ -5,7 +5,7 @@ spread over the D depths either geometrically (eps_i = C eps_s (3/2)^i,
 eq. 8.6, ``dpjax.nonparametric.depth_budgets``) or uniformly (eps_s / D
 each), and compares the mean distance between each node's private median
 and the true median of the points in that node. Here: one tree on
-``median_samples`` standard normal points in ``median_features``
+``median_num_examples`` standard normal points in ``median_dimension``
 dimensions, public bounds +-4 per feature (points beyond are clipped), the
 same randomness (attributes, candidates, mechanism keys) for both
 allocations, distances in the unit-cube coordinates of the bounds, averaged
@@ -99,7 +99,7 @@ def tree_median_distance(seed: int, z: np.ndarray, level_budgets) -> float:
 def median_distances(seed: int, cfg) -> dict[str, dict[str, dict[str, float]]]:
   """{depth: {eps: {allocation: mean distance}}} for one seed."""
   rng = np.random.default_rng(seed)
-  x = rng.standard_normal((cfg.median_samples, cfg.median_features))
+  x = rng.standard_normal((cfg.median_num_examples, cfg.median_dimension))
   z = np.clip((x + BOUND) / (2 * BOUND), 0.0, 1.0)
   out = {}
   for depth in cfg.median_depths:

@@ -18,6 +18,7 @@ from experiments.trees._config import Config
 from experiments.trees._config import SEMI
 from experiments.trees._config import SEMI_EXCLUDED
 from experiments.trees._config import SUPERVISED
+from experiments.trees._results import Results
 
 PRIVATE_SUPERVISED = ('rdt', 'dp_rf', 'dp_dt')
 
@@ -29,9 +30,9 @@ def load(name: str, seed: int, cfg: Config):
   opts = dict(test_fraction=cfg.test_fraction)
   if name.startswith('syn'):
     d = int(name[3:-1])
-    informative = min(d, cfg.synthetic_informative)
+    informative = min(d, cfg.synthetic_num_informative)
     ds = data_lib.load('synthetic', seed=cfg.synthetic_data_seed,
-                       n_samples=cfg.synthetic_samples, n_features=d,
+                       n_samples=cfg.synthetic_num_examples, n_features=d,
                        n_informative=informative,
                        n_redundant=min(2, d - informative), **opts)
     # one fixed set, resplit by seed (the thesis repeats runs on one set)
@@ -51,7 +52,8 @@ def load(name: str, seed: int, cfg: Config):
   low, high = allx.min(0), allx.max(0)
   high = np.where(high > low, high, low + 1.0)  # constant pixels (digits)
   return (xtr, np.asarray(ds.y_train), xte, np.asarray(ds.y_test),
-          int(ds.num_classes), (low.astype(np.float64), high.astype(np.float64)))
+          int(ds.num_classes),
+          (low.astype(np.float64), high.astype(np.float64)))
 
 
 def _diffprivlib():
@@ -69,7 +71,7 @@ def _accuracy(pred, y) -> float:
 def supervised(key, seed, data, cfg, depth, dp_models) -> dict[str, float]:
   xtr, ytr, xte, yte, k, bounds = data
   eps, out = cfg.epsilon, {}
-  rf = sk_ensemble.RandomForestClassifier(cfg.sklearn_trees,
+  rf = sk_ensemble.RandomForestClassifier(cfg.sklearn_num_trees,
                                           random_state=seed).fit(xtr, ytr)
   out['rf'] = _accuracy(rf.predict(xte), yte)
   rel, _ = npm.spe(key, xtr, ytr, epsilon=eps, bounds=bounds, num_classes=k,
@@ -195,7 +197,26 @@ def seed_rows(name, seed, cfg, dp_models, info):
   return mean(rows), mean(rows_small)
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def grid_rows(name: str, seed: int, cfg: Config) -> list[dict[str, Any]]:
+  """Fig. 8.6 on one dataset and seed: SPE's accuracy per (depth, trees)."""
+  xtr, ytr, xte, yte, k, bounds = load(name, seed, cfg)
+  d = xtr.shape[1]
+  rows = []
+  for spec in cfg.grid_depths:
+    depth = _depth(spec, d, 2 * cfg.max_depth if d <= 10 else cfg.max_depth)
+    for t in cfg.grid_num_trees:
+      if t > len(xtr):
+        continue
+      rel, _ = npm.spe(jax.random.key(seed), xtr, ytr, epsilon=cfg.epsilon,
+                       bounds=bounds, num_classes=k, num_trees=t,
+                       depth=depth)
+      rows.append(dict(dataset=name, seed=seed, depth=spec,
+                       depth_value=depth, trees=t,
+                       accuracy=_accuracy(npm.predict(rel, xte), yte)))
+  return rows
+
+
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Tables 8.1-8.2 per dataset and seed, Mann-Whitney tests, the grid."""
   dp_models, dp_error = _diffprivlib()
   seeds = cfg.seeds
@@ -220,27 +241,9 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   tests = {name: {m: mann_whitney(acc['spe'], acc[m])
                   for m in PRIVATE_SUPERVISED if m in acc}
            for name, acc in per_seed.items()}
-  grid = []
-  if cfg.grid:
-    for name in cfg.grid_datasets:
-      for seed in seeds:
-        data = load(name, seed, cfg)
-        d = data[0].shape[1]
-        for spec in cfg.grid_depths:
-          depth = _depth(spec, d, 2 * cfg.max_depth if d <= 10 else
-                         cfg.max_depth)
-          for t in cfg.grid_trees:
-            if t > len(data[0]):
-              continue
-            rel, _ = npm.spe(jax.random.key(seed), data[0], data[1],
-                             epsilon=cfg.epsilon, bounds=data[5],
-                             num_classes=data[4], num_trees=t, depth=depth)
-            grid.append(dict(dataset=name, seed=seed, depth=spec,
-                             depth_value=depth, trees=t,
-                             accuracy=_accuracy(npm.predict(rel, data[2]),
-                                                data[3])))
-  return dict(dataset=dict(name=', '.join(info)), info=info,
-              per_seed=per_seed, small=small, mann_whitney=tests, grid=grid,
-              median=median,
-              diffprivlib_error=dp_error,
-              methods=dict(supervised=list(SUPERVISED), semi=list(SEMI)))
+  grid = [row for name in cfg.grid_datasets for seed in seeds
+          for row in grid_rows(name, seed, cfg)] if cfg.grid else []
+  return Results(dataset=dict(name=', '.join(info)), info=info,
+                 per_seed=per_seed, small=small, mann_whitney=tests, grid=grid,
+                 median=median, diffprivlib_error=dp_error,
+                 methods=dict(supervised=list(SUPERVISED), semi=list(SEMI)))

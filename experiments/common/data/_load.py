@@ -122,31 +122,44 @@ def load(name: str, *, seed: int = 0, data_dir: str | None = None,
         f'Unknown dataset {name!r}; known datasets: {", ".join(DATASETS)} '
         f'(or {_csv.CSV_PREFIX}PATH).')
   if name.startswith(_csv.CSV_PREFIX):
-    unknown = sorted(set(options) - set(_csv.CSV_OPTIONS))
-    if unknown:
-      raise ValueError(f'Unknown option(s) {", ".join(unknown)} for a CSV '
-                       f'dataset; allowed: {", ".join(_csv.CSV_OPTIONS)}.')
-    return _csv.load_csv(name[len(_csv.CSV_PREFIX):], seed=seed, **options)
+    return _load_csv(name, seed, options)
   _check_options(name, options)
   if name in _tfds.TFDS_DATASETS:
-    directory = _tfds.tfds_data_dir(data_dir)
-    try:
-      return _tfds.load_tfds(name, directory, seed, **options)
-    except _tfds.TfdsUnavailable as e:
-      substitute = _tfds.FALLBACKS[name]
-      message = (f'{name} is not available (no prepared tfds data in '
-                 f'{directory}); ran {substitute} instead')
-      if not fallback:
-        raise _unavailable(name, directory) from e.__cause__
-      _log.warning(message)
-      _log.debug('tfds error for %s: %s', name, e.reason)
-      ds = load(substitute, seed=seed, **options)
-      return dataclasses.replace(ds, requested=name, note=message)
+    return _load_tfds(name, seed, data_dir, fallback, options)
   if name == 'sphere_logistic':
     return _generated.load_sphere_logistic(seed, **options)
   if name == _mnist5k.NAME:
     return _load_mnist5k(seed, **options)
   return _load_split(name, seed, **options)
+
+
+def _load_csv(name: str, seed: int, options: dict[str, Any]) -> Dataset:
+  """``csv:PATH`` through ``load_csv``, refusing an option it does not
+  take."""
+  unknown = sorted(set(options) - set(_csv.CSV_OPTIONS))
+  if unknown:
+    raise ValueError(f'Unknown option(s) {", ".join(unknown)} for a CSV '
+                     f'dataset; allowed: {", ".join(_csv.CSV_OPTIONS)}.')
+  return _csv.load_csv(name[len(_csv.CSV_PREFIX):], seed=seed, **options)
+
+
+def _load_tfds(name: str, seed: int, data_dir: str | None, fallback: bool,
+               options: dict[str, Any]) -> Dataset:
+  """A tfds set; unprepared, its fallback (labelled so) if allowed, else
+  ``DatasetUnavailableError``."""
+  directory = _tfds.tfds_data_dir(data_dir)
+  try:
+    return _tfds.load_tfds(name, directory, seed, **options)
+  except _tfds.TfdsUnavailable as e:
+    substitute = _tfds.FALLBACKS[name]
+    message = (f'{name} is not available (no prepared tfds data in '
+               f'{directory}); ran {substitute} instead')
+    if not fallback:
+      raise _unavailable(name, directory) from e.__cause__
+    _log.warning(message)
+    _log.debug('tfds error for %s: %s', name, e.reason)
+    ds = load(substitute, seed=seed, **options)
+    return dataclasses.replace(ds, requested=name, note=message)
 
 
 def _check_options(name: str, options: dict[str, Any]) -> None:
