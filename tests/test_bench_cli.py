@@ -193,3 +193,15 @@ def test_registry_looks_each_kind_up_by_its_own_names():
   assert registry.module('dpsgd_baseline').__name__ == (
       'experiments.dpsgd_baseline')
   assert registry.benchmark('noise').__name__ == 'experiments.bench.noise'
+
+
+def test_no_function_of_the_benchmarks_or_the_cli_passes_60_lines():
+  import ast  # pylint: disable=g-import-not-at-top
+  folder = pathlib.Path(bench.__file__).parent
+  paths = sorted(folder.glob('*.py')) + [
+      folder.parent / '__main__.py', folder.parent / 'registry.py']
+  long = [f'{path.name}:{node.name} ({node.end_lineno - node.lineno + 1})'
+          for path in paths for node in ast.walk(ast.parse(path.read_text()))
+          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+          and node.end_lineno - node.lineno + 1 > 60]
+  assert not long
