@@ -1,7 +1,7 @@
 """The reproduction CLI.
 
   python -m experiments                  # this help
-  python -m experiments list             # experiments and datasets
+  python -m experiments list             # experiments, benchmarks, datasets
   python -m experiments run NAME|all [--quick|--full] [--dataset D] [--seed S]
                                      [--out DIR] [--epsilons E ...] [--delta D]
                                      [--accountant rdp|pld] [--force]
@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                    description='Paper reproductions with dpjax. The main '
                    'job: python -m experiments run all')
   sub = parser.add_subparsers(dest='command')
-  sub.add_parser('list', help='list the experiments and datasets')
+  sub.add_parser('list', help='list the experiments, benchmarks and '
+                 'datasets')
   run = sub.add_parser('run', help='run an experiment (or all) and report; '
                        'run NAME --help shows its settings')
   run.add_argument('name', help="an experiment name, or 'all'")
@@ -290,13 +291,13 @@ def _wants_run_help(argv) -> bool:
 
 def _bench(argv) -> int:
   """``bench NAME|all|list``; dpsgd's options checked before JAX loads."""
-  from experiments import bench  # pylint: disable=g-import-not-at-top
+  from experiments.bench import cli as bench_cli  # pylint: disable=g-import-not-at-top
   if argv and argv[0].startswith('-') and argv[0] not in ('-h', '--help'):
     argv = ['dpsgd'] + list(argv)  # `bench --OPT` is `bench dpsgd --OPT`
   if argv and argv[0] == 'dpsgd' and not {'-h', '--help'} & set(argv):
     from experiments.bench import dpsgd_cli  # pylint: disable=g-import-not-at-top
     _check_out(dpsgd_cli.parse_args(argv[1:]).out)  # ValueError on bad input
-  return bench.main(list(argv))
+  return bench_cli.main(list(argv))
 
 
 def _one_experiment(argv):
@@ -361,6 +362,9 @@ def main(argv=None) -> int:
       from experiments.common import data as data_lib  # pylint: disable=g-import-not-at-top
       for name, exp in registry.EXPERIMENTS.items():
         print(f'{name:24s} {exp.description}')
+      print('\nbenchmarks (python -m experiments bench NAME):')
+      for name in registry.BENCHMARKS:
+        print(f'{name:24s} {registry.benchmark_info(name).description}')
       print(f'\ndatasets: {", ".join(data_lib.DATASETS)}, or csv:PATH')
     else:
       write_report(args.dir)

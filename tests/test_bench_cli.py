@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 
 from experiments import __main__ as cli
 from experiments import bench
+from experiments import registry
 from experiments.bench import dpsgd_cli
 
 TINY = ['--models', 'mlp-784-512-512-10', '--batch-sizes', '2',
@@ -133,7 +135,19 @@ def test_bench_list_names_every_benchmark_without_importing_jax():
   assert proc.returncode == 0, proc.stderr
   listed = [line.split()[0] for line in proc.stdout.splitlines()
             if line.startswith('  ')]
-  assert listed == list(bench.BENCHMARKS)
+  assert listed == list(registry.BENCHMARKS)
+
+
+def test_list_names_the_benchmarks_after_the_experiments(monkeypatch, capsys):
+  monkeypatch.setattr(registry, 'NAMES', ('dpsgd_baseline',))  # one import
+  assert cli.main(['list']) == 0
+  lines = capsys.readouterr().out.splitlines()
+  start = lines.index('benchmarks (python -m experiments bench NAME):')
+  assert lines[0].split()[0] == 'dpsgd_baseline' and start == 2
+  rows = lines[start + 1:start + 1 + len(registry.BENCHMARKS)]
+  assert [row.split()[0] for row in rows] == list(registry.BENCHMARKS)
+  for name, row in zip(registry.BENCHMARKS, rows):
+    assert row.endswith(' ' + registry.benchmark_info(name).description)
 
 
 @pytest.mark.parametrize('argv,message', [
@@ -146,13 +160,48 @@ def test_bench_bad_name_exits_2(argv, message, capsys):
 
 
 def test_every_benchmark_is_a_module_with_main_and_quick_args():
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  for name, (module, _, quick) in bench.BENCHMARKS.items():
-    spec = importlib.util.find_spec(f'experiments.bench.{module}')
-    assert spec is not None, name
-    with open(spec.origin) as f:
+  for name in registry.BENCHMARKS:
+    mod = registry.benchmark(name)
+    assert mod.__name__ == f'experiments.bench.{name}'
+    with open(mod.__file__) as f:
       assert '\ndef main(argv' in f.read(), name
-    assert isinstance(quick, list) and '--help' not in quick
+    info = registry.benchmark_info(name)  # read without importing
+    assert info.description == mod.__doc__.splitlines()[0], name
+    assert info.quick == tuple(mod.QUICK.split()), name
+    assert info.quick and '--help' not in info.quick, name
   old = [f for f in os.listdir(os.path.dirname(bench.__file__) + '/..')
          if f.startswith('bench') and f.endswith('.py')]
   assert not old  # every benchmark lives in the package
+
+
+def test_every_module_with_quick_is_registered_and_bench_has_no_registry():
+  folder = pathlib.Path(bench.__file__).parent
+  with_quick = {f.stem for f in folder.glob('*.py')
+                if '\nQUICK = ' in f.read_text()}
+  assert with_quick == set(registry.BENCHMARKS)
+  assert not {'NAMES', 'BENCHMARKS', 'module'} & set(vars(bench))
+
+
+def test_registry_looks_each_kind_up_by_its_own_names():
+  for lookup, name, kind in [
+      (registry.benchmark, 'dpsgd_baseline', 'benchmark'),
+      (registry.benchmark_info, 'timing', 'benchmark'),
+      (registry.module, 'dpsgd', 'experiment'),
+      (registry.get, 'noise', 'experiment')]:
+    with pytest.raises(ValueError, match=f"unknown {kind} '{name}'; known: "):
+      lookup(name)
+  assert registry.module('dpsgd_baseline').__name__ == (
+      'experiments.dpsgd_baseline')
+  assert registry.benchmark('noise').__name__ == 'experiments.bench.noise'
+
+
+def test_no_function_of_the_benchmarks_or_the_cli_passes_60_lines():
+  import ast  # pylint: disable=g-import-not-at-top
+  folder = pathlib.Path(bench.__file__).parent
+  paths = sorted(folder.glob('*.py')) + [
+      folder.parent / '__main__.py', folder.parent / 'registry.py']
+  long = [f'{path.name}:{node.name} ({node.end_lineno - node.lineno + 1})'
+          for path in paths for node in ast.walk(ast.parse(path.read_text()))
+          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+          and node.end_lineno - node.lineno + 1 > 60]
+  assert not long

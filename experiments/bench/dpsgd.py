@@ -78,52 +78,51 @@ def torch_device() -> str:
   return 'cuda' if jax.default_backend() == 'gpu' else 'cpu'
 
 
-def bench_row(name: str, batch_size: int, args, optional: dict,
-              compiled: dict, setting: str, with_torch: bool
-              ) -> dict[str, Any]:
-  """Times, ratios, FLOP rates and compiled memory of every method."""
-  from experiments.bench import dpsgd_steps  # pylint: disable=g-import-not-at-top
-  runners = dict(compiled['runners'])
-  memory, n_params = compiled['memory'], compiled['n_params']
+def _not_compiled(runners: dict, optional: dict) -> dict[str, str]:
+  """Why each JAX DP column without a compiled step is not timed."""
   skipped = {}
   for method in set(DP_JAX) - set(runners):
     skipped[method] = (optional['jax_privacy']
                        if method == 'jax_privacy'
                        and isinstance(optional['jax_privacy'], str)
                        else 'not requested (--methods)')
-  errors, ref = _check_clipped_sums(compiled, optional, runners)
-  for method, err in errors.items():
-    if err > dpsgd_cli.tolerance(method):
-      runners.pop(method, None)
-      skipped[method] = (f'clipped sum differs from dpjax vmap by {err:.1e} '
-                         f'> {dpsgd_cli.tolerance(method):g}: not timed')
-  groups = [runners]
-  threads = {}
-  if not with_torch:
+  return skipped
+
+
+def _torch_steps(name: str, batch_size: int, optional: dict, compiled: dict,
+                 ref, errors: dict, skipped: dict, with_torch: bool):
+  """The PyTorch columns' checked steps (None when they do not run) and
+  torch's threads; adds their clipped-sum errors to ``errors`` and why a
+  column is not timed to ``skipped``."""
+  if not with_torch or isinstance(optional['torch'], str):
+    reason = (optional['torch'] if with_torch
+              else 'run in the first XLA setting only')
     for column in TORCH_METHODS:
-      skipped[column] = 'run in the first XLA setting only'
-  elif isinstance(optional['torch'], str):
-    for column in TORCH_METHODS:
-      skipped[column] = optional['torch']
-  else:
-    from experiments.bench import dpsgd_torch  # pylint: disable=g-import-not-at-top
-    x, y = compiled['batch']
-    ref_t = dpsgd_torch.torch_layout(name, ref)
-    made = dpsgd_torch.make_steps(
-        name, batch_size, optional['torch'], np.asarray(x), np.asarray(y),
-        dpsgd_torch.torch_layout(name, compiled['params']),
-        timing.jax_compute_threads(), torch_device())
-    threads = made['threads']
-    skipped.update(made['skipped'])
-    steps = made['steps']
-    for column, value in made['clipped'].items():
-      errors[column] = dpsgd_steps.agreement(ref_t, value)
-      if errors[column] > dpsgd_cli.TOL and column in steps:
-        del steps[column]
-        skipped[column] = (f'clipped sum differs from dpjax vmap by '
-                           f'{errors[column]:.1e} > {dpsgd_cli.TOL:g}: '
-                           'not timed')
-    groups.append(steps)
+      skipped[column] = reason
+    return None, {}
+  from experiments.bench import dpsgd_steps  # pylint: disable=g-import-not-at-top
+  from experiments.bench import dpsgd_torch  # pylint: disable=g-import-not-at-top
+  x, y = compiled['batch']
+  ref_t = dpsgd_torch.torch_layout(name, ref)
+  made = dpsgd_torch.make_steps(
+      name, batch_size, optional['torch'], np.asarray(x), np.asarray(y),
+      dpsgd_torch.torch_layout(name, compiled['params']),
+      timing.jax_compute_threads(), torch_device())
+  skipped.update(made['skipped'])
+  steps = made['steps']
+  for column, value in made['clipped'].items():
+    errors[column] = dpsgd_steps.agreement(ref_t, value)
+    if errors[column] > dpsgd_cli.TOL and column in steps:
+      del steps[column]
+      skipped[column] = (f'clipped sum differs from dpjax vmap by '
+                         f'{errors[column]:.1e} > {dpsgd_cli.TOL:g}: '
+                         'not timed')
+  return steps, made['threads']
+
+
+def _time_groups(groups: list[dict], args) -> tuple[dict, int]:
+  """Each group's methods interleaved (``timing.interleaved``), the groups
+  one after the other: method -> times, and the timed calls per method."""
   times, calls = {}, None
   for group in groups:
     group_times, rounds = timing.interleaved(
@@ -132,8 +131,12 @@ def bench_row(name: str, batch_size: int, args, optional: dict,
         min_calls=args.min_calls)
     times.update(group_times)
     calls = args.passes * rounds * args.burst if calls is None else calls
-  stats = {m: timing.summarize(t) for m, t in times.items()}
-  ms = {m: s['median'] for m, s in stats.items()}
+  return times, calls
+
+
+def _rates(ms: dict, compiled: dict) -> dict[str, Any]:
+  """Time ratios, extra temp memory per parameter byte and FLOP rates."""
+  memory, n_params = compiled['memory'], compiled['n_params']
   ratio = {m: ms[m] / ms[dpsgd_table.BASE[m]] for m in ms
            if m in dpsgd_table.BASE and dpsgd_table.BASE[m] in ms}
   param_bytes = 4 * n_params  # float32
@@ -146,14 +149,37 @@ def bench_row(name: str, batch_size: int, args, optional: dict,
             if np_flops and m in ms}
   flag = ('torch' in gflops and gflops['torch']
           < dpsgd_table.FLOP_RATE_FLAG * gflops['non-private'])
+  return {'ratio': ratio, 'param_bytes': param_bytes, 'extra': extra,
+          'gflops': gflops, 'flag': flag}
+
+
+def bench_row(name: str, batch_size: int, args, optional: dict,
+              compiled: dict, setting: str, with_torch: bool
+              ) -> dict[str, Any]:
+  """Times, ratios, FLOP rates and compiled memory of every method."""
+  runners = dict(compiled['runners'])
+  skipped = _not_compiled(runners, optional)
+  errors, ref = _check_clipped_sums(compiled, optional, runners)
+  for method, err in errors.items():
+    if err > dpsgd_cli.tolerance(method):
+      runners.pop(method, None)
+      skipped[method] = (f'clipped sum differs from dpjax vmap by {err:.1e} '
+                         f'> {dpsgd_cli.tolerance(method):g}: not timed')
+  torch_steps, threads = _torch_steps(name, batch_size, optional, compiled,
+                                      ref, errors, skipped, with_torch)
+  groups = [runners] + ([] if torch_steps is None else [torch_steps])
+  times, calls = _time_groups(groups, args)
+  stats = {m: timing.summarize(t) for m, t in times.items()}
+  ms = {m: s['median'] for m, s in stats.items()}
+  rates = _rates(ms, compiled)
   return {'model': name, 'batch_size': batch_size, 'setting': setting,
-          'params': n_params, 'param_bytes': param_bytes, 'calls': calls,
-          'counts': {m: s['calls'] for m, s in stats.items()}, 'ms': ms,
-          'time': stats, 'ratio': ratio, 'memory': memory,
-          'flops': compiled['flops'], 'gflops': gflops,
-          'torch_flop_flag': flag, 'clip_error': errors,
-          'extra_temp_param_units': extra, 'skipped': skipped,
-          'threads': threads}
+          'params': compiled['n_params'], 'param_bytes': rates['param_bytes'],
+          'calls': calls, 'counts': {m: s['calls'] for m, s in stats.items()},
+          'ms': ms, 'time': stats, 'ratio': rates['ratio'],
+          'memory': compiled['memory'], 'flops': compiled['flops'],
+          'gflops': rates['gflops'], 'torch_flop_flag': rates['flag'],
+          'clip_error': errors, 'extra_temp_param_units': rates['extra'],
+          'skipped': skipped, 'threads': threads}
 
 
 def sweep(name: str, args, optional: dict, methods, cache: dict
@@ -268,24 +294,10 @@ def _child(argv: list[str], setting: str, first: bool, tmp: str
     return json.load(f)
 
 
-def main(argv=None, prog: str = 'python -m experiments bench dpsgd') -> dict:
-  """Runs the benchmark; writes bench.json, bench.md and bench.png in --out."""
-  argv = list(sys.argv[1:] if argv is None else argv)
-  try:
-    args = dpsgd_cli.parse_args(argv, prog)
-  except dpsgd_cli.ArgumentError as e:
-    sys.stderr.write(f'{prog}: error: {e}\n')
-    sys.exit(2)
-  if args.child_json:  # one setting, in this process, for a parent
-    result = run_setting(args, args.xla_settings[0], not args.not_first)
-    with open(args.child_json, 'w') as f:
-      json.dump(result, f)
-    return result
-  os.makedirs(args.out, exist_ok=True)
+def _run_settings(args, argv: list[str]) -> list[dict[str, Any]]:
+  """``run_setting`` of each XLA setting, in this process when its flags are
+  this process's, else in a child process."""
   child_argv = dpsgd_cli.strip_settings(argv)
-  load_start = timing.load()
-  print('load average at start (1, 5, 15 min): '
-        + ', '.join(map(str, load_start)))
   results = []
   with tempfile.TemporaryDirectory() as tmp:
     for i, setting in enumerate(args.xla_settings):
@@ -293,31 +305,34 @@ def main(argv=None, prog: str = 'python -m experiments bench dpsgd') -> dict:
         results.append(run_setting(args, setting, i == 0))
       else:
         results.append(_child(child_argv, setting, i == 0, tmp))
-  load_end = timing.load()
+  return results
+
+
+def _sorted_rows(results: list[dict], args) -> list[dict[str, Any]]:
+  """Every setting's rows, by model, batch size, then setting."""
   rows = [r for res in results for r in res['rows']]
   order = {s: i for i, s in enumerate(args.xla_settings)}
   rows.sort(key=lambda r: (args.models.index(r['model']), r['batch_size'],
                            order[r['setting']]))
-  headers = {res['setting']: res['header'] for res in results}
-  head_text = '\n'.join(f'- {s} (XLA setting): {timing.header_line(h)}'
-                        for s, h in headers.items())
-  settings = (f'clip {dpsgd_cli.CLIP}, noise multiplier {dpsgd_cli.SIGMA}, '
-              f'float32, random data; {args.passes} passes x rounds of '
-              f'{args.burst} consecutive timed calls per method after one '
-              f'untimed call (at least {args.min_calls} calls per pass), '
-              f'methods interleaved, after {args.warmup} warmup call(s); '
-              'temp MiB = compiled XLA memory_analysis temp bytes '
-              '(deterministic on CPU); extra temp / param bytes = (temp - '
-              'non-private temp) / (4 x params). ' + dpsgd_table.NOTES)
-  text = dpsgd_table.table(rows)
-  skipped = sorted({s for res in results for s in res['skipped_baselines']})
-  lines = [head_text] + [f'skipped: {s}; install with pip install -e '
-                         '".[bench]"' for s in skipped]
-  lines += [f'load average (1, 5, 15 min): {load_start} at start, '
-            f'{load_end} at end; {time.strftime("%Y-%m-%d")}.']
-  lines += [f'Note: {args.note}'] if args.note else []
-  lines += ['',
-            settings, '', text]
+  return rows
+
+
+def _settings_text(args) -> str:
+  """The run's settings and the table's columns, in words."""
+  return (f'clip {dpsgd_cli.CLIP}, noise multiplier {dpsgd_cli.SIGMA}, '
+          f'float32, random data; {args.passes} passes x rounds of '
+          f'{args.burst} consecutive timed calls per method after one '
+          f'untimed call (at least {args.min_calls} calls per pass), '
+          f'methods interleaved, after {args.warmup} warmup call(s); '
+          'temp MiB = compiled XLA memory_analysis temp bytes '
+          '(deterministic on CPU); extra temp / param bytes = (temp - '
+          'non-private temp) / (4 x params). ' + dpsgd_table.NOTES)
+
+
+def _check_lines(rows: list[dict]) -> list[str]:
+  """The columns a failed check or run left out, and each column's largest
+  clipped-sum error."""
+  lines = []
   for row in rows:
     for column, reason in sorted(row['skipped'].items()):
       if 'differs' in reason or 'failed' in reason:
@@ -334,23 +349,71 @@ def main(argv=None, prog: str = 'python -m experiments bench dpsgd') -> dict:
                  + f' (tolerance {dpsgd_cli.TOL:g}; dpjax ghost, whose '
                  'certified norms carry a float32 rounding margin, '
                  f'{dpsgd_cli.GHOST_TOL:g})')
+  return lines
+
+
+def _markdown(args, results: list[dict], rows: list[dict], headers: dict,
+              loads: tuple, settings: str, text: str) -> str:
+  """bench.md: headers, skipped baselines, load, settings, table, notes."""
+  head_text = '\n'.join(f'- {s} (XLA setting): {timing.header_line(h)}'
+                        for s, h in headers.items())
+  skipped = sorted({s for res in results for s in res['skipped_baselines']})
+  lines = [head_text] + [f'skipped: {s}; install with pip install -e '
+                         '".[bench]"' for s in skipped]
+  lines += [f'load average (1, 5, 15 min): {loads[0]} at start, '
+            f'{loads[1]} at end; {time.strftime("%Y-%m-%d")}.']
+  lines += [f'Note: {args.note}'] if args.note else []
+  lines += ['', settings, '', text]
+  lines += _check_lines(rows)
   lines += _memory_slopes(rows, args)
-  markdown = '\n'.join(lines) + '\n'
+  return '\n'.join(lines) + '\n'
+
+
+def _write(args, out: dict[str, Any], markdown: str) -> None:
+  """bench.json, bench.md and (with plot points) bench.png in --out."""
+  paths = [os.path.join(args.out, f) for f in ('bench.json', 'bench.md')]
+  with open(paths[0], 'w') as f:
+    json.dump(out, f, indent=1)
+  with open(paths[1], 'w') as f:
+    f.write(markdown)
+  if out['plot_points']:
+    paths.append(os.path.join(args.out, 'bench.png'))
+    dpsgd_table.plot(out['plot_points'], paths[-1])
+  print('wrote ' + ', '.join(paths))
+
+
+def main(argv=None, prog: str = 'python -m experiments bench dpsgd') -> dict:
+  """Runs the benchmark; writes bench.json, bench.md and bench.png in --out."""
+  argv = list(sys.argv[1:] if argv is None else argv)
+  try:
+    args = dpsgd_cli.parse_args(argv, prog)
+  except dpsgd_cli.ArgumentError as e:
+    sys.stderr.write(f'{prog}: error: {e}\n')
+    sys.exit(2)
+  if args.child_json:  # one setting, in this process, for a parent
+    result = run_setting(args, args.xla_settings[0], not args.not_first)
+    with open(args.child_json, 'w') as f:
+      json.dump(result, f)
+    return result
+  os.makedirs(args.out, exist_ok=True)
+  load_start = timing.load()
+  print('load average at start (1, 5, 15 min): '
+        + ', '.join(map(str, load_start)))
+  results = _run_settings(args, argv)
+  load_end = timing.load()
+  rows = _sorted_rows(results, args)
+  headers = {res['setting']: res['header'] for res in results}
+  settings = _settings_text(args)
+  text = dpsgd_table.table(rows)
+  markdown = _markdown(args, results, rows, headers, (load_start, load_end),
+                       settings, text)
   print(markdown)
   points = [p for res in results for p in res['plot_points']]
   out = {'date': time.strftime('%Y-%m-%d %H:%M:%S'), 'headers': headers,
          'load_start': load_start, 'load_end': load_end,
          'settings': settings, 'args': vars(args), 'rows': rows,
          'plot_points': points, 'table': text}
-  paths = [os.path.join(args.out, f) for f in ('bench.json', 'bench.md')]
-  with open(paths[0], 'w') as f:
-    json.dump(out, f, indent=1)
-  with open(paths[1], 'w') as f:
-    f.write(markdown)
-  if points:
-    paths.append(os.path.join(args.out, 'bench.png'))
-    dpsgd_table.plot(points, paths[-1])
-  print('wrote ' + ', '.join(paths))
+  _write(args, out, markdown)
   return out
 
 

@@ -61,15 +61,8 @@ def optional_imports() -> dict[str, Any]:
   return out
 
 
-
-def make_jax_steps(model: nn.Module, batch_size: int, optional: dict,
-                   ghost_modes: tuple[str, ...] = ()
-                   ) -> dict[str, tuple[Any, Callable]]:
-  """name -> (optax transformation, step(params, state, batch, mask)).
-
-  ``ghost_modes`` adds a step ``'ghost <mode>'`` per ``ghost_mode`` of
-  ``dpjax.clipped_grad_sum`` ('ghost' itself is ``'auto'``).
-  """
+def _losses(model: nn.Module) -> tuple[Callable, Callable]:
+  """``model``'s softmax cross-entropy: (one example's, the batch mean)."""
 
   def example_loss(params, example):
     x, y = example
@@ -81,12 +74,12 @@ def make_jax_steps(model: nn.Module, batch_size: int, optional: dict,
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(
         model.apply(params, x), y))
 
-  key = jax.random.key(0)
-  privatize = lambda: optax.chain(  # noqa: E731
-      dpjax.add_gaussian_noise(SIGMA * CLIP, key=key),
-      dpjax.normalize(batch_size), optax.sgd(LR))
-  steps = {}
+  return example_loss, batch_loss
 
+
+def _reference_steps(batch_loss: Callable, key
+                     ) -> dict[str, tuple[Any, Callable]]:
+  """The non-private step and the noise-only step (the DP floor)."""
   sgd = optax.sgd(LR)
 
   def non_private(params, state, batch, mask):
@@ -94,8 +87,6 @@ def make_jax_steps(model: nn.Module, batch_size: int, optional: dict,
     updates, state = sgd.update(jax.grad(batch_loss)(params, batch), state,
                                 params)
     return optax.apply_updates(params, updates), state
-
-  steps['non-private'] = (sgd, non_private)
 
   noise_tx = dpjax.add_gaussian_noise(SIGMA * CLIP, key=key)
 
@@ -105,12 +96,20 @@ def make_jax_steps(model: nn.Module, batch_size: int, optional: dict,
                                      state)
     return optax.apply_updates(params, updates), state
 
-  steps['noise'] = (noise_tx, noise_only)
+  return {'non-private': (sgd, non_private), 'noise': (noise_tx, noise_only)}
 
+
+def _dpjax_steps(example_loss: Callable, batch_size: int, key,
+                 ghost_modes: tuple[str, ...]
+                 ) -> dict[str, tuple[Any, Callable]]:
+  """dpjax ghost and vmap (and ghost per mode): clipped sum -> noise ->
+  normalize -> sgd."""
+  steps = {}
   variants = [('ghost', 'ghost', 'auto'), ('vmap', 'vmap', 'auto')]
   variants += [(f'ghost {mode}', 'ghost', mode) for mode in ghost_modes]
   for name, method, mode in variants:
-    tx = privatize()
+    tx = optax.chain(dpjax.add_gaussian_noise(SIGMA * CLIP, key=key),
+                     dpjax.normalize(batch_size), optax.sgd(LR))
     clipped = dpjax.clipped_grad_sum(example_loss, CLIP, method=method,
                                      ghost_mode=mode)
 
@@ -120,7 +119,11 @@ def make_jax_steps(model: nn.Module, batch_size: int, optional: dict,
       return optax.apply_updates(params, updates), state
 
     steps[name] = (tx, dp_step)
+  return steps
 
+
+def _optax_step(example_loss: Callable, key) -> tuple[Any, Callable]:
+  """optax.contrib's DP aggregate on ``jax.vmap(jax.grad)`` + sgd."""
   optax_tx = optax.chain(optax.contrib.differentially_private_aggregate(
       l2_norm_clip=CLIP, noise_multiplier=SIGMA, key=key), optax.sgd(LR))
   vmap_grads = jax.vmap(jax.grad(example_loss), (None, 0))
@@ -130,23 +133,44 @@ def make_jax_steps(model: nn.Module, batch_size: int, optional: dict,
     updates, state = optax_tx.update(vmap_grads(params, batch), state, params)
     return optax.apply_updates(params, updates), state
 
-  steps['optax'] = (optax_tx, optax_step)
+  return optax_tx, optax_step
 
+
+def _jax_privacy_step(example_loss: Callable, batch_size: int, key,
+                      jax_privacy: tuple) -> tuple[Any, Callable]:
+  """jax_privacy's clipped_grad + gaussian_privatizer + 1/B + sgd."""
+  jp_clipping, jp_noise = jax_privacy
+  jp_grad = jp_clipping.clipped_grad(
+      example_loss, l2_clip_norm=CLIP, batch_argnums=1,
+      keep_batch_dim=False)
+  jp_tx = optax.chain(jp_noise.gaussian_privatizer(stddev=SIGMA * CLIP,
+                                                   prng_key=key),
+                      optax.scale(1.0 / batch_size), optax.sgd(LR))
+
+  def jp_step(params, state, batch, mask):
+    del mask
+    updates, state = jp_tx.update(jp_grad(params, batch), state, params)
+    return optax.apply_updates(params, updates), state
+
+  return jp_tx, jp_step
+
+
+def make_jax_steps(model: nn.Module, batch_size: int, optional: dict,
+                   ghost_modes: tuple[str, ...] = ()
+                   ) -> dict[str, tuple[Any, Callable]]:
+  """name -> (optax transformation, step(params, state, batch, mask)).
+
+  ``ghost_modes`` adds a step ``'ghost <mode>'`` per ``ghost_mode`` of
+  ``dpjax.clipped_grad_sum`` ('ghost' itself is ``'auto'``).
+  """
+  example_loss, batch_loss = _losses(model)
+  key = jax.random.key(0)
+  steps = {**_reference_steps(batch_loss, key),
+           **_dpjax_steps(example_loss, batch_size, key, ghost_modes),
+           'optax': _optax_step(example_loss, key)}
   if not isinstance(optional['jax_privacy'], str):
-    jp_clipping, jp_noise = optional['jax_privacy']
-    jp_grad = jp_clipping.clipped_grad(
-        example_loss, l2_clip_norm=CLIP, batch_argnums=1,
-        keep_batch_dim=False)
-    jp_tx = optax.chain(jp_noise.gaussian_privatizer(stddev=SIGMA * CLIP,
-                                                     prng_key=key),
-                        optax.scale(1.0 / batch_size), optax.sgd(LR))
-
-    def jp_step(params, state, batch, mask):
-      del mask
-      updates, state = jp_tx.update(jp_grad(params, batch), state, params)
-      return optax.apply_updates(params, updates), state
-
-    steps['jax_privacy'] = (jp_tx, jp_step)
+    steps['jax_privacy'] = _jax_privacy_step(example_loss, batch_size, key,
+                                             optional['jax_privacy'])
   return steps
 
 
@@ -188,12 +212,7 @@ def compile_steps(name: str, batch_size: int, optional: dict, methods=None
 def clipped_sums(model: nn.Module, params, batch, optional: dict,
                  methods) -> dict[str, Any]:
   """Each JAX framework's sum of clipped per-example gradients, no noise."""
-
-  def example_loss(p, example):
-    x, y = example
-    return optax.softmax_cross_entropy_with_integer_labels(
-        model.apply(p, x), y)
-
+  example_loss, _ = _losses(model)
   size = batch[1].shape[0]
   mask = jnp.ones((size,), bool)
   out = {}

@@ -152,6 +152,39 @@ def _synchronized(torch, device: str, step):
   return run
 
 
+def _tensors(torch, x_np: np.ndarray, y_np: np.ndarray, batch_size: int,
+             device: str):
+  """The batch as PyTorch tensors on ``device`` (images NCHW, tokens int64)
+  and a CPU loader of it for Opacus."""
+  if x_np.ndim == 4:  # NHWC -> NCHW images
+    x = torch.from_numpy(np.transpose(x_np, (0, 3, 1, 2)).copy())
+  else:
+    x = torch.from_numpy(x_np.astype(np.int64))
+  y = torch.from_numpy(y_np.astype(np.int64))
+  loader = torch.utils.data.DataLoader(
+      torch.utils.data.TensorDataset(x, y), batch_size=batch_size)
+  return x.to(device), y.to(device), loader
+
+
+def _opacus_step(torch, opacus, name: str, mode: str, weights, x, y, loader,
+                 device: str):
+  """An Opacus DP step (``mode`` 'hooks' or 'ghost'), called once: raises
+  if Opacus cannot handle a layer."""
+  dp_model = build(torch, name).to(device)
+  _load(torch, dp_model, weights)
+  dp_opt = torch.optim.SGD(dp_model.parameters(), lr=LR)
+  dp_model, dp_opt, dp_crit = _private(opacus, torch.nn, dp_model, dp_opt,
+                                       loader, mode, SIGMA)
+
+  def dp_step(m=dp_model, o=dp_opt, c=dp_crit):
+    o.zero_grad(set_to_none=True)
+    c(m(x), y).backward()
+    o.step()
+
+  dp_step()  # fails here if Opacus cannot handle a layer
+  return dp_step
+
+
 def make_steps(name: str, batch_size: int, torch_modules, x_np: np.ndarray,
                y_np: np.ndarray, weights: dict[str, np.ndarray],
                threads: int, device: str = 'cpu') -> dict[str, Any]:
@@ -168,21 +201,13 @@ def make_steps(name: str, batch_size: int, torch_modules, x_np: np.ndarray,
   threads_now = timing.set_torch_threads(torch, threads)
   if device != 'cpu':
     full_float32(torch)
-  nn_t = torch.nn
-  if x_np.ndim == 4:  # NHWC -> NCHW images
-    x = torch.from_numpy(np.transpose(x_np, (0, 3, 1, 2)).copy())
-  else:
-    x = torch.from_numpy(x_np.astype(np.int64))
-  y = torch.from_numpy(y_np.astype(np.int64))
-  loader = torch.utils.data.DataLoader(
-      torch.utils.data.TensorDataset(x, y), batch_size=batch_size)
-  x, y = x.to(device), y.to(device)
+  x, y, loader = _tensors(torch, x_np, y_np, batch_size, device)
   steps, skipped, clipped = {}, {}, {}
 
   model = build(torch, name).to(device)
   _load(torch, model, weights)
   opt = torch.optim.SGD(model.parameters(), lr=LR)
-  criterion = nn_t.CrossEntropyLoss()
+  criterion = torch.nn.CrossEntropyLoss()
 
   def torch_step():
     opt.zero_grad(set_to_none=True)
@@ -195,18 +220,8 @@ def make_steps(name: str, batch_size: int, torch_modules, x_np: np.ndarray,
     try:
       clipped[column] = _opacus_clipped_sum(torch, opacus, name, mode, weights,
                                             x, y, loader, device)
-      dp_model = build(torch, name).to(device)
-      _load(torch, dp_model, weights)
-      dp_opt = torch.optim.SGD(dp_model.parameters(), lr=LR)
-      dp_model, dp_opt, dp_crit = _private(opacus, nn_t, dp_model, dp_opt,
-                                           loader, mode, SIGMA)
-
-      def dp_step(m=dp_model, o=dp_opt, c=dp_crit):
-        o.zero_grad(set_to_none=True)
-        c(m(x), y).backward()
-        o.step()
-
-      dp_step()  # fails here if Opacus cannot handle a layer
+      dp_step = _opacus_step(torch, opacus, name, mode, weights, x, y, loader,
+                             device)
     except Exception as e:  # pylint: disable=broad-except
       skipped[column] = f'Opacus {mode} failed ({type(e).__name__}: {e})'
       continue

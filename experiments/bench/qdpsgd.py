@@ -49,29 +49,22 @@ def _loss(p, example):
   return -jax.nn.log_softmax(h @ p['w2'] + p['b2'])[y]
 
 
-def bench(n: int, repeats: int, loop_max: int) -> dict:
-  key = jax.random.key(0)
-  params = _model(key)
+def _connected_graph(key, n: int):
+  """An Erdos-Renyi graph on ``n`` agents (edge probability 4/n + 0.02), the
+  first connected one of keys folded from ``key`` (1, 2, ...)."""
   graph = dd.erdos_renyi(jax.random.fold_in(key, 1), n, min(1.0, 4.0 / n + 0.02))
   attempt = 2
   while dd.num_components(graph) > 1:
     graph = dd.erdos_renyi(jax.random.fold_in(key, attempt), n,
                            min(1.0, 4.0 / n + 0.02))
     attempt += 1
-  w = dd.mixing_matrix(graph)
-  q = compression.low_precision_quantizer(0.05, 3)
-  alg = dd.qdpsgd1(_loss, w, l2_norm_clip=0.5, noise_multiplier=1.0,
-                   learning_rate=0.1, mixing_rate=0.5, quantizer=q)
-  sampler = sampling.DeadlineSampler(1000, 20)
-  b = sampler.sample(jax.random.fold_in(key, 2), n)
-  x = jax.random.normal(jax.random.fold_in(key, 3), (n, b.mask.shape[1], 784))
-  y = jnp.zeros((n, b.mask.shape[1]), jnp.int32)
-  batch = dd.AgentBatch((x, y), b.mask)
-  state = alg.init(params)
-  compile_s, _ = timing.timed_call(lambda: alg.round(state, key, batch),
-                                   jax.block_until_ready)
+  return graph
 
-  # The per-agent loop: the same computation, one agent at a time.
+
+def _loop_round(q, state, w, key, x, y, masks, m: int):
+  """The round as a Python loop over the first ``m`` agents: each agent's
+  quantization and step jitted (one dispatch per agent), the gossip as a
+  per-agent weighted sum."""
   summed = clipping.clipped_grad_sum(_loss, 0.5)
 
   @jax.jit
@@ -90,7 +83,6 @@ def bench(n: int, repeats: int, loop_max: int) -> dict:
     return jax.tree.unflatten(tree, [q.dequantize(q.quantize(v, key=kk))
                                      for kk, v in zip(ks, leaves)])
 
-  m = min(n, loop_max)
   xs = [jax.tree.map(lambda p: p[i], state.params) for i in range(m)]
   keys = jax.random.split(key, m)
   w32 = np.asarray(w, np.float32)
@@ -104,9 +96,30 @@ def bench(n: int, repeats: int, loop_max: int) -> dict:
           float(w32[i, j]) * zz[k] for k, j in enumerate(nbrs)),
                            *[zs[j] for j in nbrs])
       out.append(agent_step(xs[i], zs[i], mixed, float(w32[i, i]), keys[i],
-                            (x[i], y[i]), b.mask[i]))
+                            (x[i], y[i]), masks[i]))
     return out
 
+  return loop
+
+
+def bench(n: int, repeats: int, loop_max: int) -> dict:
+  """One qdpsgd1 round over ``n`` agents, jitted and as a Python loop."""
+  key = jax.random.key(0)
+  params = _model(key)
+  w = dd.mixing_matrix(_connected_graph(key, n))
+  q = compression.low_precision_quantizer(0.05, 3)
+  alg = dd.qdpsgd1(_loss, w, l2_norm_clip=0.5, noise_multiplier=1.0,
+                   learning_rate=0.1, mixing_rate=0.5, quantizer=q)
+  sampler = sampling.DeadlineSampler(1000, 20)
+  b = sampler.sample(jax.random.fold_in(key, 2), n)
+  x = jax.random.normal(jax.random.fold_in(key, 3), (n, b.mask.shape[1], 784))
+  y = jnp.zeros((n, b.mask.shape[1]), jnp.int32)
+  batch = dd.AgentBatch((x, y), b.mask)
+  state = alg.init(params)
+  compile_s, _ = timing.timed_call(lambda: alg.round(state, key, batch),
+                                   jax.block_until_ready)
+  m = min(n, loop_max)
+  loop = _loop_round(q, state, w, key, x, y, b.mask, m)
   stats = timing.time_medians(
       {'jitted': lambda: alg.round(state, key, batch), 'loop': loop},
       repeats, block=jax.block_until_ready, scale=1.0)
