@@ -14,8 +14,9 @@ same roles (docs/experiments.md shows the smallest one):
   the seeds ``cfg.seeds`` as one vmapped program where the experiment allows;
 - ``_claims.py``: ``claims(results, cfg)``, a ``claims.ClaimFamily`` (or a
   list of them), which applies the multiple-comparison correction;
-- ``_report.py``: ``report(results, cfg, out_dir) -> str``, the
-  experiment's markdown section body (tables, plots written to ``out_dir``);
+- ``_report.py``: ``report(results, cfg, claims, out_dir) -> str``, the
+  experiment's markdown section body (tables, plots written to
+  ``out_dir``); ``claims`` are the verdicts results.json holds;
 - ``__init__.py``: the docstring (what is reproduced, from which paper) and
   ``EXPERIMENT = runner.Experiment(...)`` naming the five.
 
@@ -103,7 +104,8 @@ class Experiment:
   record: type[results_lib.Results]
   run: Callable[[config_lib.Config, Context], results_lib.Results]
   claims: Callable[[results_lib.Results, config_lib.Config], Claims]
-  report_body: Callable[[results_lib.Results, config_lib.Config, str], str]
+  report_body: Callable[[results_lib.Results, config_lib.Config,
+                         results_lib.Rows, str], str]
 
   def __post_init__(self):
     clash = sorted({f.name for f in dataclasses.fields(self.record)}
@@ -163,7 +165,7 @@ class Experiment:
     """The report skeleton around the experiment's body."""
     cfg = self.config(**results['config'])
     body = self.report_body(self.record.from_dict(results), cfg,
-                            out_dir).strip('\n')
+                            results['claims'], out_dir).strip('\n')
     lines = [f"## {self.name} ({cfg.mode})", '', body, '', '### Claims',
              '', 'Paired by seed; verdicts per the rule at the top, '
              'Bonferroni within each family.', '',

@@ -3,9 +3,8 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.common import claims as claims_lib
 from experiments.common import report as report_lib
-from experiments.compgd import _claims
+from experiments.common.results import Rows
 from experiments.compgd._claims import crossover
 from experiments.compgd._claims import row_of
 from experiments.compgd._config import COLORS
@@ -114,9 +113,8 @@ def _error_table(results: Results, cfg: Config, d: int, k: int) -> list[str]:
               [('epochs', 'Epochs')] + [(m, LABELS[m]) for m in METHODS]), '']
 
 
-def _crossovers(results: Results, cfg: Config) -> list[str]:
+def _crossovers(claims: Rows, cfg: Config) -> list[str]:
   """Per k, the smallest d from which on every DP claim held."""
-  claims = claims_lib.verdicts(_claims.claims(results, cfg))
   lines = ['From the claims below:', '']
   for k in cfg.intrinsic_dimensions:
     first = crossover(claims, k)
@@ -130,7 +128,8 @@ def _crossovers(results: Results, cfg: Config) -> list[str]:
   return lines
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
   lines = [_setting(cfg), '', *_privacy(results)]
   for k in cfg.intrinsic_dimensions:
     for d in cfg.dimensions:
@@ -140,7 +139,7 @@ def report(results: Results, cfg: Config, out_dir: str) -> str:
   lines += [f'Largest projected-gradient residual of the lift (FISTA, '
             f'{cfg.solver_iterations} iterations) over all compressed '
             f'runs: {report_lib.fmt(max(residuals))}.', '']
-  lines += _crossovers(results, cfg)
+  lines += _crossovers(claims, cfg)
   path = _plot_vs_epochs(results, cfg, out_dir)
   lines += ['', f'![test error vs epochs]({path})']
   return '\n'.join(lines)

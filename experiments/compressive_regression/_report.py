@@ -5,9 +5,8 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.common import claims as claims_lib
 from experiments.common import report as report_lib
-from experiments.compressive_regression import _claims
+from experiments.common.results import Rows
 from experiments.compressive_regression._config import BASELINES
 from experiments.compressive_regression._config import COLORS
 from experiments.compressive_regression._config import COMPRESSIVE
@@ -296,9 +295,8 @@ def _kappa_section(results: Results, claims: list[dict],
       "shrinks (kappa = 1, p = 4).", '']
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
-  # The claims' verdicts, as the runner stored them (deterministic).
-  claims = claims_lib.verdicts(_claims.claims(results, cfg))
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
   pngs = [plot_iterations(results, cfg, out_dir),
           plot_kappa(results, cfg, out_dir)]
   lines = [

@@ -4,6 +4,7 @@ from matplotlib import ticker
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.cpsgd_dme._config import Config
 from experiments.cpsgd_dme._config import LABELS
 from experiments.cpsgd_dme._results import Results
@@ -167,7 +168,9 @@ WHY_ABOVE_GAUSSIAN = (
     'X_max without it (see the exact checks).')
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims  # the runner's claims table shows them
   v = results.summary
   pngs = plot(results, cfg, out_dir)
   rows = [dict(r, epsilon_text=r['epsilon_note'] or f"{r['epsilon']:.4g}")

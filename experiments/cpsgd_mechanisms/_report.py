@@ -4,6 +4,7 @@ from matplotlib import ticker
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.cpsgd_mechanisms._config import Config
 from experiments.cpsgd_mechanisms._results import Results
 
@@ -91,7 +92,9 @@ def exact_checks_table(checks) -> str:
        for c in checks], CHECK_COLUMNS)
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims  # the runner's claims table shows them
   pngs = plot(results, cfg, out_dir)
   seeds = cfg.seeds
   lines = [

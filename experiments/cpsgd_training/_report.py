@@ -3,10 +3,9 @@
 from matplotlib import ticker
 import matplotlib.pyplot as plt
 
-from experiments.common import claims as claims_lib
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.common import verdict as verdict_lib
-from experiments.cpsgd_training import _claims
 from experiments.cpsgd_training._claims import CLOSE
 from experiments.cpsgd_training._claims import EPS_RATIO
 from experiments.cpsgd_training._config import Config
@@ -249,7 +248,8 @@ def _descriptive_lines(results: Results, cfg: Config) -> list[str]:
   return lines
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
   pngs = plot(results, out_dir)
   skipped = [r for r in results.privacy if r['epsilon_round'] is None]
   lines = [
@@ -268,7 +268,7 @@ def report(results: Results, cfg: Config, out_dir: str) -> str:
             'Gauss noise cost = clipped without noise - Gaussian):', '',
             report_lib.markdown_table(results.comparisons, MATCHED_COLUMNS),
             '']
-  lines += _claim_lines(results, cfg) + ['', 'Descriptive (means over seeds, '
+  lines += _claim_lines(results, claims) + ['', 'Descriptive (means over seeds, '
                                          'no verdict):', '']
   lines += _descriptive_lines(results, cfg)
   lines += [''] + [f'![{p}]({p})' for p in pngs]
@@ -294,10 +294,8 @@ def _claims_paragraph(claims) -> str:
       f"comparison). The table is below.")
 
 
-def _claim_lines(results: Results, cfg: Config) -> list[str]:
-  """The claims' plan and verdict counts (the claims recomputed from the
-  record: they are a function of it and ``cfg``) and the exact checks."""
-  claims = claims_lib.verdicts(_claims.claims(results, cfg))
+def _claim_lines(results: Results, claims: Rows) -> list[str]:
+  """The claims' plan and verdict counts and the exact checks."""
   lines = []
   if claims:
     lines += [_claims_paragraph(claims), '']

@@ -5,6 +5,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.distributed_dp._claims import TRAINING_PREFIX
 from experiments.distributed_dp._config import Config
 from experiments.distributed_dp._results import Results
@@ -89,7 +90,9 @@ def _setting_paragraph(cfg: Config) -> str:
       'error.')
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims  # the runner's claims table shows them
   pngs = plot(results, cfg, out_dir)
   lines = [
       _setting_paragraph(cfg), '',

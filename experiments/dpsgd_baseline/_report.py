@@ -3,6 +3,7 @@
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.dpsgd_baseline._config import Config
 from experiments.dpsgd_baseline._results import Results
 
@@ -46,7 +47,9 @@ def plot(results: Results, cfg: Config, out_dir: str) -> list[str]:
   return [report_lib.save_figure(fig, out_dir, 'accuracy_vs_epsilon.png')]
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims  # the runner's claims table shows them
   lines = [
       report_lib.dataset_line(results.dataset), '',
       f'Poisson sampling q = {results.sampling_rate:.5f} (expected batch '

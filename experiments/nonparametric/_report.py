@@ -3,10 +3,9 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.common import claims as claims_lib
 from experiments.common import power
 from experiments.common import report as report_lib
-from experiments.nonparametric import _claims
+from experiments.common.results import Rows
 from experiments.nonparametric._config import Config
 from experiments.nonparametric._config import LABELS
 from experiments.nonparametric._config import METHODS
@@ -88,7 +87,8 @@ def _thesis_table() -> str:
        ('rdt', 'RDT')))
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
   lines = [_setting(results, cfg), '', _accuracy_table(results), '']
   lines += ['Data: ' + '; '.join(
       f'{n}: {v["n_train"]} train, {v["n_test"]} test x {v["repeats"]} '
@@ -99,7 +99,6 @@ def report(results: Results, cfg: Config, out_dir: str) -> str:
             'are not available offline, so no dataset matches; its numbers '
             'for reference (pass --datasets csv:PATH to run one):', '',
             _thesis_table(), '']
-  claims = claims_lib.verdicts(_claims.claims(results, cfg))
   if claims:
     lines += ['Power: each claim\'s interval beside its minimal detectable '
               'effect (80% power at the claim\'s Bonferroni level, '

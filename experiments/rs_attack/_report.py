@@ -64,7 +64,9 @@ def plot(results: Results, out_dir: str) -> list[str]:
   return [report_lib.save_figure(fig, out_dir, 'reconstruction_vs_rate.png')]
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims  # the runner's claims table shows them
   seeds = cfg.seeds
   pngs = plot(results, out_dir)
   cf = results.closed_form

@@ -1,6 +1,7 @@
 """rs_privacy's report body: the setting, the tuned and the grid tables."""
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.rs_privacy._config import Config
 from experiments.rs_privacy._results import Results
 
@@ -15,7 +16,9 @@ GRID_COLUMNS = [('target_epsilon', 'target eps'), ('clip', 'C'),
                 ('test_accuracy_sem', 'SEM'), ('seeds', 'seeds')]
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims  # the runner's claims table shows them
   del out_dir
   return '\n'.join([
       report_lib.dataset_line(results.dataset), '',

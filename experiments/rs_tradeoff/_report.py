@@ -3,6 +3,7 @@
 import matplotlib.pyplot as plt
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.rs_tradeoff._config import Config
 from experiments.rs_tradeoff._results import Results
 
@@ -47,7 +48,9 @@ def plot(results: Results, out_dir: str) -> list[str]:
   return [report_lib.save_figure(fig, out_dir, 'accuracy_vs_rate.png')]
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims  # the runner's claims table shows them
   pngs = plot(results, out_dir)
   lines = [
       report_lib.dataset_line(results.dataset), '',

@@ -3,10 +3,9 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from experiments.common import claims as claims_lib
 from experiments.common import power
 from experiments.common import report as report_lib
-from experiments.trees import _claims
+from experiments.common.results import Rows
 from experiments.trees._config import Config
 from experiments.trees._config import LABELS
 from experiments.trees._config import SEMI
@@ -150,7 +149,8 @@ def _tables(results: Results, cfg: Config) -> list[str]:
           _table(results, 'small', ('sspe1', 'spe_labelled'), False), '']
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
   out_dir = '.' if out_dir is None else out_dir
   out = _data(results, cfg)
   if results.diffprivlib_error:
@@ -164,7 +164,6 @@ def report(results: Results, cfg: Config, out_dir: str) -> str:
             'coordinates) between each node\'s private and true median, '
             'mean ± std over seeds:', '', _median_table(results), '',
             f'![allocation]({path})', '']
-  claims = claims_lib.verdicts(_claims.claims(results, cfg))
   if claims:
     out += ['Power: each claim\'s interval beside its minimal detectable '
             'effect (80% power at the claim\'s Bonferroni level, '
