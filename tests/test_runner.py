@@ -51,7 +51,8 @@ def _tiny(calls):
     return family
 
   return runner.Experiment('tiny', 'a tiny experiment', Tiny, TinyResults,
-                           run, claims, lambda results, cfg, claims, out_dir: 'BODY')
+                           run, claims,
+                           lambda results, cfg, claims, out_dir: 'BODY')
 
 
 def test_envelope_holds_config_privacy_data_seeds_versions_and_claims(
