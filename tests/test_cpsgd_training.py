@@ -20,7 +20,7 @@ from experiments.cpsgd_training import _claims
 from experiments.cpsgd_training import _privacy
 
 TINY = dict(num_clients=20, clients_per_round=10, rounds=3, levels=[2],
-            trials=[512], unrotated=[2, 32], num_seeds=2, evals=3)
+            trials=[512], unrotated=[2, 32], num_seeds=2, num_evals=3)
 
 
 def test_config_modes_and_overrides():

@@ -44,7 +44,7 @@ class Config(sgd_config.ClassificationConfig):
   momentum: float = setting(0.9, 'server heavy-ball momentum', ge=0, lt=1)
   p: float = setting(0.5, 'Binomial success probability', gt=0, lt=1)
   model: str = setting('logistic', 'model', choices=('logistic', 'mlp'))
-  evals: int = setting(20, 'points of the accuracy curves', ge=1)
+  num_evals: int = setting(20, 'points of the accuracy curves', ge=1)
 
   @property
   def unrotated_pairs(self) -> list[tuple[int, int]]:

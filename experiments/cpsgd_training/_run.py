@@ -24,9 +24,10 @@ from experiments.cpsgd_training._results import Results
 
 
 def eval_rounds(cfg: Config) -> list[int]:
-  """The rounds of the accuracy curves: ``evals`` of them, evenly spread."""
+  """The rounds of the accuracy curves: ``num_evals`` of them, evenly
+  spread."""
   return sorted({min(cfg.rounds, max(1, round(
-      (i + 1) * cfg.rounds / cfg.evals))) for i in range(cfg.evals)})
+      (i + 1) * cfg.rounds / cfg.num_evals))) for i in range(cfg.num_evals)})
 
 
 def _setting_row(cfg: Config, setting, method, pr, name, d, n):
