@@ -65,7 +65,7 @@ bench: $(BENCH_STAMP)
 	$(PY) -m experiments bench seeds
 	$(PY) -m experiments bench qdpsgd
 	$(PY) -m experiments bench distributed_dp --num-clients 100 --dimension 4096
-	$(PY) -m experiments bench compgd --dims 100 10000
+	$(PY) -m experiments bench compgd --dimensions 100 10000
 	$(PY) -m experiments bench nonparametric
 	$(PY) -m experiments bench trees
 	$(PY) -m experiments bench audit

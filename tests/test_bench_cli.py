@@ -1,9 +1,11 @@
 """`python -m experiments bench dpsgd`: outputs of a tiny run, bad options."""
 
+import argparse
 import json
 import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -172,6 +174,43 @@ def test_every_benchmark_is_a_module_with_main_and_quick_args():
   old = [f for f in os.listdir(os.path.dirname(bench.__file__) + '/..')
          if f.startswith('bench') and f.endswith('.py')]
   assert not old  # every benchmark lives in the package
+
+
+# Flags the glossary replaced (dpjax/__init__.py, docs/vocabulary.md): d is
+# --dimension(s), a count --num-*, a batch size --batch-size, a Poisson rate
+# --sampling-rate (noise's --sigmas stays: a discrete Gaussian's sigma).
+RETIRED_FLAGS = ('--d', '--dim', '--dims', '--n', '--n-test', '--trees',
+                 '--agents', '--batch', '--rate')
+
+
+class _Parsed(Exception):
+  """Raised in place of running a benchmark whose arguments parsed."""
+
+
+@pytest.mark.parametrize('name', registry.BENCHMARKS)
+def test_benchmark_flags_take_glossary_names_and_quick_uses_them(
+    name, monkeypatch, capsys):
+  mod = registry.benchmark(name)
+  with pytest.raises(SystemExit) as e:
+    mod.main(['--help'])
+  assert e.value.code == 0
+  flags = set(re.findall(r'(?<![\w-])--[a-z][a-z0-9-]*',
+                         capsys.readouterr().out))
+  assert not flags & set(RETIRED_FLAGS), name
+  quick = {a for a in mod.QUICK.split() if a.startswith('--')}
+  assert quick <= flags, (name, quick - flags)
+  # No alias, not even a prefix of a current flag (--dim of --dimension).
+  parse = argparse.ArgumentParser.parse_args
+
+  def parse_only(self, *args, **kwargs):
+    parse(self, *args, **kwargs)
+    raise _Parsed(name)
+  monkeypatch.setattr(argparse.ArgumentParser, 'parse_args', parse_only)
+  for flag in RETIRED_FLAGS:
+    with pytest.raises(SystemExit) as e:
+      mod.main([flag, '1'])
+    assert e.value.code == 2, (name, flag)
+    assert f'unrecognized arguments: {flag} 1' in capsys.readouterr().err
 
 
 def test_every_module_with_quick_is_registered_and_bench_has_no_registry():

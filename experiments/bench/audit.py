@@ -1,12 +1,12 @@
 """Audit benchmark (not a test): speed and tightness of the DP-SGD step audit.
 
 The mechanism is one step of ``dpjax.dpsgd`` (vmap clipping) on 8 examples
-of ``--dim`` coordinates, add/remove-one: a gradient canary of norm 100 C
-along e_0 is masked out in D and present in D'. The noise stddev makes the
-step exactly (eps, delta)-DP (``accounting.gaussian_stddev``, the Gaussian
-mechanism's closed-form privacy profile), so a perfect attack with infinite
-trials would reach the stated eps; the score is the update's e_0 part (the
-likelihood-ratio test for this pair).
+of ``--dimension`` coordinates, add/remove-one: a gradient canary of norm
+100 C along e_0 is masked out in D and present in D'. The noise stddev makes
+the step exactly (eps, delta)-DP (``accounting.gaussian_stddev``, the
+Gaussian mechanism's closed-form privacy profile), so a perfect attack with
+infinite trials would reach the stated eps; the score is the update's e_0
+part (the likelihood-ratio test for this pair).
 
 Prints, in one run:
 
@@ -20,7 +20,7 @@ Prints, in one run:
   median bound is within 20% of the stated eps (lower bound >= 0.8 eps).
 
 Run: ``python -m experiments bench audit [--max-trials 10000000]
-[--dim 16] [--delta 1e-5]``.
+[--dimension 16] [--delta 1e-5]``.
 """
 
 import argparse
@@ -54,8 +54,8 @@ def dpsgd_step(sigma: float, clip: float = 1.0):
   return mechanism
 
 
-def canary_pair(dim: int):
-  grads = np.random.default_rng(0).normal(size=(8, dim)) * 0.3
+def canary_pair(dimension: int):
+  grads = np.random.default_rng(0).normal(size=(8, dimension)) * 0.3
   grads[0] = 0.0
   grads[0, 0] = 100.0
   grads = jnp.asarray(grads, jnp.float32)
@@ -82,20 +82,23 @@ def _throughput(mechanism, d, d_prime, delta, trials, repeats=3
 
 
 def main(argv=None) -> None:
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                              allow_abbrev=False)
   p.add_argument('--max-trials', type=int, default=10_000_000)
-  p.add_argument('--dim', type=int, default=16)
+  p.add_argument('--dimension', type=int, default=16)
   p.add_argument('--delta', type=float, default=1e-5)
   p.add_argument('--keys', type=int, default=3,
                  help='audits per trials level (different keys)')
   p.add_argument('--epsilons', type=float, nargs='+', default=[1.0, 4.0])
   args = p.parse_args(argv)
-  if args.max_trials < 1000 or args.dim < 1 or args.keys < 1 or not 0 < args.delta < 1:
-    p.error(f'need --max-trials >= 1000 (got {args.max_trials}), --dim >= 1 '
-            f'(got {args.dim}), --delta in (0, 1) (got {args.delta})')
-  d, d_prime = canary_pair(args.dim)
-  print(f'DP-SGD step audit, dim={args.dim}, delta={args.delta:g}, '
-        f'devices={jax.devices()}')
+  if (args.max_trials < 1000 or args.dimension < 1 or args.keys < 1
+      or not 0 < args.delta < 1):
+    p.error(f'need --max-trials >= 1000 (got {args.max_trials}), '
+            f'--dimension >= 1 (got {args.dimension}), --keys >= 1 (got '
+            f'{args.keys}), --delta in (0, 1) (got {args.delta})')
+  d, d_prime = canary_pair(args.dimension)
+  print(f'DP-SGD step audit, dimension={args.dimension}, '
+        f'delta={args.delta:g}, devices={jax.devices()}')
   sigma = accounting.gaussian_stddev(1.0, args.delta, 1.0)
   audit_rate, bare_rate = _throughput(dpsgd_step(sigma), d, d_prime,
                                       args.delta, 200_000)

@@ -13,10 +13,10 @@ outputs of the step, deterministic) and the noise state's bytes, which grow
 by one parameter vector (4 bytes a parameter) per band.
 
 Run: ``python -m experiments bench bandmf [--model tb-mnist-cnn]
-[--batch 64] [--bands 1 2 4 8 16 32 64] [--repeats 5]``.
+[--batch-size 64] [--bands 1 2 4 8 16 32 64] [--repeats 5]``.
 """
 
-QUICK = '--batch 8 --bands 1 4 --repeats 1'
+QUICK = '--batch-size 8 --bands 1 4 --repeats 1'
 
 import jax
 import jax.numpy as jnp
@@ -90,7 +90,8 @@ def parse_args(argv):
                                 description=__doc__.splitlines()[0])
   parser.add_argument('--model', default='tb-mnist-cnn',
                       choices=sorted(models.MODELS))
-  parser.add_argument('--batch', type=int, default=64)
+  parser.add_argument('--batch-size', type=int, default=64,
+                      help='examples per step (all of them: rate 1)')
   parser.add_argument('--bands', type=int, nargs='+',
                       default=[1, 2, 4, 8, 16, 32, 64])
   parser.add_argument('--repeats', type=int, default=5)
@@ -98,8 +99,8 @@ def parse_args(argv):
   parser.add_argument('--no-sharded', action='store_true',
                       help='skip the sharded_clipped_grad_sum rows')
   args = parser.parse_args(argv)
-  if args.batch < 1 or any(not 1 <= b <= STEPS for b in args.bands):
-    parser.error(f'--batch must be >= 1 and --bands in [1, {STEPS}]')
+  if args.batch_size < 1 or any(not 1 <= b <= STEPS for b in args.bands):
+    parser.error(f'--batch-size must be >= 1 and --bands in [1, {STEPS}]')
   if args.repeats < 1 or args.warmup < 0:
     parser.error('--repeats must be >= 1 and --warmup >= 0')
   return args
@@ -107,7 +108,8 @@ def parse_args(argv):
 
 def main(argv=None):
   args = parse_args(argv)
-  rows = build_rows(args.model, args.batch, args.bands, not args.no_sharded)
+  rows = build_rows(args.model, args.batch_size, args.bands,
+                    not args.no_sharded)
   params = next(iter(rows.values()))[1][0]
   size = sum(x.size for x in jax.tree.leaves(params))
   runners = {label: (lambda c=c, a=a: jax.block_until_ready(c(*a)))
@@ -116,7 +118,7 @@ def main(argv=None):
                                 repeats=args.repeats, warmup=args.warmup)
   stats = {label: timing.summarize(t) for label, t in times.items()}
   print(f'device {jax.devices()[0].device_kind} x {len(jax.devices())}; '
-        f'model {args.model} ({size:,} parameters), batch {args.batch}; '
+        f'model {args.model} ({size:,} parameters), batch {args.batch_size}; '
         f'median ms over {timing.MIN_PASSES} passes x {args.repeats} '
         'interleaved calls\n')
   print('| clipped sum | noise | step ms | / DP-SGD | peak MB | noise state MB '

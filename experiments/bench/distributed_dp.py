@@ -69,7 +69,8 @@ def _cpsgd(args, n, d):
 
 
 def parse_args(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                              allow_abbrev=False)
   p.add_argument('--num-clients', type=int, default=100)
   p.add_argument('--dimension', type=int, default=4096)
   p.add_argument('--bits', type=int, default=16)

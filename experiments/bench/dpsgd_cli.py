@@ -98,7 +98,8 @@ def parser(prog: str = 'python -m experiments bench dpsgd'
   p = _Parser(prog=prog, description='DP-SGD training steps (dpjax ghost and '
               'vmap, optax.contrib, jax_privacy, Opacus) against the '
               'non-private step: time ratios, compiled temp memory, and a '
-              'plot of time and memory against the batch size.')
+              'plot of time and memory against the batch size.',
+              allow_abbrev=False)
   p.add_argument('--out', default=DEFAULT_OUT,
                  help='output directory for bench.json, bench.md and '
                  'bench.png (default %(default)s)')

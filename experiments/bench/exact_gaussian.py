@@ -7,16 +7,18 @@ paths are timed round-robin so machine load hits them alike:
 
 * noise step: ``add_dpsgd_noise`` (float32 Gaussian) against
   ``add_dpsgd_noise(noise='exact')`` (randomized rounding to gamma Z plus
-  the exact discrete Gaussian) on a clipped sum of d coordinates, jitted;
+  the exact discrete Gaussian) on a clipped sum of d coordinates (each d of
+  ``--dimensions``) at noise multiplier ``--noise-multiplier``, jitted;
 * DP-SGD step: ``dpsgd(..., noise='float')`` against ``noise='exact'`` on
-  per-example gradients [B, d] (clip, noise, normalize, SGD), jitted;
+  per-example gradients [B, d] (B = ``--batch-size``; clip, noise,
+  normalize, SGD), jitted;
 * the privacy cost of the exact path's looser accounting: epsilon at delta
-  1e-5 after ``--steps`` Poisson steps at rate ``--rate``, float event
-  (tight sampled Gaussian, RDP) against the exact event (discrete Gaussian
-  with the rounding's sensitivity, general subsampled RDP bound).
+  1e-5 after ``--steps`` Poisson steps at rate ``--sampling-rate``, float
+  event (tight sampled Gaussian, RDP) against the exact event (discrete
+  Gaussian with the rounding's sensitivity, general subsampled RDP bound).
 
-Run: ``python -m experiments bench exact_gaussian [--dims 10000 1000000]
-[--batch 32] [--repeats 5]``.
+Run: ``python -m experiments bench exact_gaussian [--dimensions 10000
+1000000] [--batch-size 32] [--noise-multiplier 1.1] [--repeats 5]``.
 """
 
 
@@ -29,7 +31,7 @@ from dpjax import transforms
 from experiments.bench import timing
 
 # The smallest setting (``bench all --quick``, the harness check).
-QUICK = '--dims 1000 --repeats 2 --warmup 1 --steps 10'
+QUICK = '--dimensions 1000 --repeats 2 --warmup 1 --steps 10'
 
 
 def _clipped_sum(row):
@@ -92,20 +94,20 @@ def parse_args(argv):
   parser = timing.OneLineParser(
       prog='python -m experiments bench exact_gaussian',
       description=__doc__.splitlines()[0])
-  parser.add_argument('--dims', type=int, nargs='+',
+  parser.add_argument('--dimensions', type=int, nargs='+',
                       default=[10_000, 1_000_000])
-  parser.add_argument('--batch', type=int, default=32,
+  parser.add_argument('--batch-size', type=int, default=32,
                       help='examples per DP-SGD step')
-  parser.add_argument('--sigma', type=float, default=1.1,
-                      help='noise multiplier')
-  parser.add_argument('--rate', type=float, default=0.01,
+  parser.add_argument('--noise-multiplier', type=float, default=1.1,
+                      help='noise stddev / L2 sensitivity')
+  parser.add_argument('--sampling-rate', type=float, default=0.01,
                       help='Poisson rate of the epsilon row')
   parser.add_argument('--steps', type=int, default=1000,
                       help='steps of the epsilon row')
   timing.add_call_options(parser)
   args = parser.parse_args(argv)
-  if any(d < 1 for d in args.dims) or args.batch < 1:
-    parser.error('--dims and --batch must be at least 1')
+  if any(d < 1 for d in args.dimensions) or args.batch_size < 1:
+    parser.error('--dimensions and --batch-size must be at least 1')
   timing.check_call_options(parser, args)
   return args
 
@@ -114,26 +116,28 @@ def main(argv=None):
   args = parse_args(argv)
   print(f'device {jax.devices()[0].device_kind}; {timing.legend()}, '
         f'{args.repeats} calls per pass after {args.warmup} warmup calls; '
-        f'noise multiplier {args.sigma}; ratio = exact / float (same run)\n')
+        f'noise multiplier {args.noise_multiplier}; ratio = exact / float '
+        '(same run)\n')
   print('| row | d | float | exact | ratio | compile float / exact |')
   print('|---|---|---|---|---|---|')
-  for d in args.dims:
+  for d in args.dimensions:
     for row, steps in (
-        ('noise step', _noise_steps(d, args.sigma)),
-        (f'DP-SGD step, B={args.batch}',
-         _dpsgd_steps(d, args.batch, args.sigma))):
+        ('noise step', _noise_steps(d, args.noise_multiplier)),
+        (f'DP-SGD step, B={args.batch_size}',
+         _dpsgd_steps(d, args.batch_size, args.noise_multiplier))):
       t = time_pair(steps, args.repeats, args.warmup)
       (tf, cf), (te, ce) = t['float'], t['exact']
       print(f'| {row} | {d:,} | {timing.cell(tf)} ms | {timing.cell(te)} ms '
             f"| {te['median'] / tf['median']:.1f}x | {cf:.1f} s / {ce:.1f} s "
             '|', flush=True)
-  print(f'\n| epsilon at delta 1e-5, {args.steps} steps, q={args.rate} | d | '
-        'float | exact | ratio |')
+  print(f'\n| epsilon at delta 1e-5, {args.steps} steps, '
+        f'q={args.sampling_rate} | d | float | exact | ratio |')
   print('|---|---|---|---|---|')
-  for d in args.dims:
-    ef, ee = epsilons(d, args.sigma, args.rate, args.steps)
-    print(f'| sigma={args.sigma} | {d:,} | {ef:.3f} | {ee:.3f} | '
-          f'{ee / ef:.2f}x |')
+  for d in args.dimensions:
+    ef, ee = epsilons(d, args.noise_multiplier, args.sampling_rate,
+                      args.steps)
+    print(f'| noise multiplier {args.noise_multiplier} | {d:,} | {ef:.3f} | '
+          f'{ee:.3f} | {ee / ef:.2f}x |')
 
 
 if __name__ == '__main__':

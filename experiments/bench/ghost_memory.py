@@ -108,7 +108,8 @@ def measure(name: str, batch_size: int, rounds: int) -> dict:
 def main(argv=None):
   parser = argparse.ArgumentParser(prog='python -m experiments bench '
                                    'ghost_memory',
-                                   description=__doc__.splitlines()[0])
+                                   description=__doc__.splitlines()[0],
+                                   allow_abbrev=False)
   parser.add_argument('--batch-sizes', type=int, nargs='+',
                       default=[64, 256, 1024])
   parser.add_argument('--models', nargs='+', default=list(MODELS),

@@ -1,10 +1,14 @@
 """Fit + predict timings: dpjax.nonparametric vs scikit-learn and diffprivlib.
 
-n = 1e5 training points, d = 10, 1e4 test points (make_classification),
-eps = 2. The cold time is each method's first call (compilation included for
-dpjax); the warm time a median over calls interleaved across the methods in
-two passes, with the range of the pass medians (``timing.time_medians``).
-Ratios are against scikit-learn's brute-force kNN measured in the same run. Run: ``python -m experiments bench nonparametric``.
+n = 1e5 training points (``--num-examples``), d = 10 (``--dimension``), 1e4
+test points (``--num-test``; make_classification), eps = 2 (``--epsilon``).
+The cold time is each method's first call (compilation included for dpjax);
+the warm time a median over calls interleaved across the methods in two
+passes, with the range of the pass medians (``timing.time_medians``). Ratios
+are against scikit-learn's brute-force kNN measured in the same run.
+
+Run: ``python -m experiments bench nonparametric [--num-examples 100000]
+[--dimension 10] [--num-test 10000] [--epsilon 2.0]``.
 """
 
 import argparse
@@ -17,19 +21,23 @@ from dpjax import nonparametric as npm
 from experiments.bench import timing
 
 # The smallest setting (``bench all --quick``, the harness check).
-QUICK = '--n 5000 --n-test 1000'
+QUICK = '--num-examples 5000 --num-test 1000'
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog='python -m experiments bench nonparametric')
-  p.add_argument('--n', type=int, default=100_000)
-  p.add_argument('--d', type=int, default=10)
-  p.add_argument('--n-test', type=int, default=10_000)
+  p = argparse.ArgumentParser(
+      prog='python -m experiments bench nonparametric', allow_abbrev=False)
+  p.add_argument('--num-examples', type=int, default=100_000,
+                 help='training points')
+  p.add_argument('--dimension', type=int, default=10,
+                 help='features per point')
+  p.add_argument('--num-test', type=int, default=10_000, help='test points')
   p.add_argument('--epsilon', type=float, default=2.0)
   p.add_argument('--repeats', type=int, default=1,
                  help='warm calls per method and pass')
   args = p.parse_args(argv)
-  n, d, n_test, eps = args.n, args.d, args.n_test, args.epsilon
+  n, d, n_test, eps = (args.num_examples, args.dimension, args.num_test,
+                        args.epsilon)
   x, y = datasets.make_classification(n + n_test, d, random_state=0)
   x, xt, y, yt = x[:n], x[n:], y[:n], y[n:]
   bounds = (np.minimum(x.min(0), xt.min(0)), np.maximum(x.max(0), xt.max(0)))

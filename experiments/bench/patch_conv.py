@@ -44,7 +44,8 @@ class FlaxConvCNN(models.MnistCNN):
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                   allow_abbrev=False)
   parser.add_argument('--seeds', type=int, default=10)
   parser.add_argument('--steps', type=int, default=20)
   parser.add_argument('--repeats', type=int, default=2)

@@ -1,8 +1,9 @@
 """Decentralized round benchmark (not a test): one jitted round vs a Python loop.
 
-For n agents in ``--agents`` (default 10, 100, 1000), each holding a copy of a
-one-hidden-layer MLP of about 40K parameters (784 -> 50 -> 10, sigmoid, the
-paper's MNIST model) and a deadline batch (B = 20, cap 36), it times:
+For n agents in ``--num-agents`` (default 10, 100, 1000), each holding a
+copy of a one-hidden-layer MLP of about 40K parameters (784 -> 50 -> 10,
+sigmoid, the paper's MNIST model) and a deadline batch (B = 20, cap 36), it
+times:
 
 * **jitted**: one ``dpjax.distributed.qdpsgd1`` round over all agents at
   once (vmapped over agents, gossip as one W @ z per leaf);
@@ -16,7 +17,7 @@ Both are measured in the same run, their calls interleaved in two passes
 compilation excluded and reported). The loop is timed at up to
 ``--loop-max`` agents and extrapolated linearly beyond (reported as such).
 
-Run: ``python -m experiments bench qdpsgd [--agents 10 100 1000]``.
+Run: ``python -m experiments bench qdpsgd [--num-agents 10 100 1000]``.
 """
 
 import argparse
@@ -33,7 +34,7 @@ from dpjax import sampling
 from experiments.bench import timing
 
 # The smallest setting (``bench all --quick``, the harness check).
-QUICK = '--agents 10 --repeats 1 --loop-max 10'
+QUICK = '--num-agents 10 --repeats 1 --loop-max 10'
 
 
 def _model(key):
@@ -132,8 +133,10 @@ def bench(n: int, repeats: int, loop_max: int) -> dict:
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--agents', type=int, nargs='+', default=[10, 100, 1000])
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                   allow_abbrev=False)
+  parser.add_argument('--num-agents', type=int, nargs='+',
+                      default=[10, 100, 1000], help='agents n, one row each')
   parser.add_argument('--repeats', type=int, default=5)
   parser.add_argument('--loop-max', type=int, default=100)
   args = parser.parse_args(argv)
@@ -142,7 +145,7 @@ def main(argv=None):
   print('| agents | params | compile (s) | jitted round (s) | Python loop (s) '
         '| loop / jitted | jitted s per agent |')
   print('|---|---|---|---|---|---|---|')
-  for n in args.agents:
+  for n in args.num_agents:
     r = bench(n, args.repeats, args.loop_max)
     loop = timing.cell(r['loop'], 3) + (' (extrapolated)'
                                         if r['loop_extrapolated'] else '')

@@ -24,7 +24,8 @@ QUICK = '--model mlp --seeds 2 --steps 10 --repeats 1'
 
 
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                   allow_abbrev=False)
   parser.add_argument('--model', choices=('cnn', 'mlp'), default='cnn')
   parser.add_argument('--seeds', type=int, default=3)
   parser.add_argument('--steps', type=int, default=150)

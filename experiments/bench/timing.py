@@ -25,7 +25,12 @@ MIN_PASSES = 2
 
 
 class OneLineParser(argparse.ArgumentParser):
-  """argparse that reports a bad argument in one line (status 2)."""
+  """argparse that reports a bad argument in one line (status 2) and takes
+  each flag by its whole name only (no prefixes: a retired flag that is the
+  prefix of a current one is refused, not read as it)."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, allow_abbrev=False, **kwargs)
 
   def error(self, message):  # one line, no usage dump, exit status 2
     sys.stderr.write(f'{self.prog}: error: {message}\n')

@@ -1,19 +1,19 @@
 """Tree-ensemble benchmark (not a test): build + predict vs scikit-learn.
 
-An ensemble of ``--trees`` trees of depth ``--depth`` on ``--n`` training
-points in ``--d`` dimensions (``make_classification``, 2 classes), then
-predictions for ``--n-test`` points: ``dpjax.nonparametric.spe`` (private
-median splits, eps = 2; its first call, with compilation, reported apart
-with every method's first call, whose predictions give the accuracy)
-against diffprivlib's ``RandomForestClassifier`` (eps = 2, explicit public
-bounds, ``max_depth`` = depth) and scikit-learn's ``RandomForestClassifier``
-(not private, ``max_depth`` = depth, one core), all measured in the same run:
-a median over calls interleaved across the methods in two passes, with the
-range of the pass medians (``timing.time_medians``); ratios are against
-scikit-learn.
+An ensemble of ``--num-trees`` trees of depth ``--depth`` on
+``--num-examples`` training points of dimension ``--dimension``
+(``make_classification``, 2 classes), then predictions for ``--num-test``
+points: ``dpjax.nonparametric.spe`` (private median splits, eps = 2; its
+first call, with compilation, reported apart with every method's first call,
+whose predictions give the accuracy) against diffprivlib's
+``RandomForestClassifier`` (eps = 2, explicit public bounds, ``max_depth`` =
+depth) and scikit-learn's ``RandomForestClassifier`` (not private,
+``max_depth`` = depth, one core), all measured in the same run: a median
+over calls interleaved across the methods in two passes, with the range of
+the pass medians (``timing.time_medians``); ratios are against scikit-learn.
 
-Run: ``python -m experiments bench trees [--n 100000] [--d 16]
-[--trees 100] [--depth 10] [--n-test 10000]``.
+Run: ``python -m experiments bench trees [--num-examples 100000]
+[--dimension 16] [--num-trees 100] [--depth 10] [--num-test 10000]``.
 """
 
 import argparse
@@ -29,40 +29,49 @@ from dpjax import nonparametric as npm
 from experiments.bench import timing
 
 # The smallest setting (``bench all --quick``, the harness check).
-QUICK = '--n 2000 --trees 5 --depth 4 --n-test 500'
+QUICK = '--num-examples 2000 --num-trees 5 --depth 4 --num-test 500'
 
 
-def main(argv=None) -> None:
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument('--n', type=int, default=100_000)
-  p.add_argument('--d', type=int, default=16)
-  p.add_argument('--trees', type=int, default=100)
+def parse_args(argv=None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                              allow_abbrev=False)
+  p.add_argument('--num-examples', type=int, default=100_000,
+                 help='training points')
+  p.add_argument('--dimension', type=int, default=16,
+                 help='features per point')
+  p.add_argument('--num-trees', type=int, default=100,
+                 help='trees per ensemble')
   p.add_argument('--depth', type=int, default=10)
-  p.add_argument('--n-test', type=int, default=10_000)
+  p.add_argument('--num-test', type=int, default=10_000, help='test points')
   p.add_argument('--epsilon', type=float, default=2.0)
   p.add_argument('--repeats', type=int, default=1,
                  help='timed calls per method and pass')
-  args = p.parse_args(argv)
+  return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+  args = parse_args(argv)
   x, y = sk_datasets.make_classification(
-      args.n + args.n_test, args.d, n_informative=args.d // 2,
-      random_state=0)
+      args.num_examples + args.num_test, args.dimension,
+      n_informative=args.dimension // 2, random_state=0)
   x = x.astype(np.float32)
-  xtr, ytr, xte, yte = x[:args.n], y[:args.n], x[args.n:], y[args.n:]
+  n = args.num_examples
+  xtr, ytr, xte, yte = x[:n], y[:n], x[n:], y[n:]
   bounds = (x.min(0).astype(np.float64), x.max(0).astype(np.float64))
-  print(f'n={args.n} d={args.d} trees={args.trees} depth={args.depth} '
-        f'n_test={args.n_test} eps={args.epsilon} '
+  print(f'n={n} d={args.dimension} trees={args.num_trees} '
+        f'depth={args.depth} n_test={args.num_test} eps={args.epsilon} '
         f'devices={jax.devices()}')
   rows = {}
 
   def sk():
-    m = sk_ensemble.RandomForestClassifier(args.trees, max_depth=args.depth,
-                                           random_state=0, n_jobs=1)
+    m = sk_ensemble.RandomForestClassifier(
+        args.num_trees, max_depth=args.depth, random_state=0, n_jobs=1)
     return m.fit(xtr, ytr).predict(xte)
   rows['scikit-learn RF (not private)'] = sk
 
   def dp_jax(seed):
     rel, _ = npm.spe(jax.random.key(seed), xtr, ytr, epsilon=args.epsilon,
-                     bounds=bounds, num_classes=2, num_trees=args.trees,
+                     bounds=bounds, num_classes=2, num_trees=args.num_trees,
                      depth=args.depth)
     return np.asarray(npm.predict(rel, xte))
   seeds = itertools.count()
@@ -77,8 +86,8 @@ def main(argv=None) -> None:
       with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         m = models.RandomForestClassifier(
-            args.trees, epsilon=args.epsilon, bounds=bounds, classes=[0, 1],
-            max_depth=args.depth, random_state=0)
+            args.num_trees, epsilon=args.epsilon, bounds=bounds,
+            classes=[0, 1], max_depth=args.depth, random_state=0)
         return m.fit(xtr, ytr).predict(xte)
     rows['diffprivlib RF'] = dpl
   first = {name: timing.timed_call(fn) for name, fn in rows.items()}

@@ -132,7 +132,7 @@ def report(result: dict) -> str:
 def main(argv=None) -> dict | None:
   p = argparse.ArgumentParser(
       prog='python -m experiments bench ynnpack_reduce',
-      description=__doc__.splitlines()[0])
+      description=__doc__.splitlines()[0], allow_abbrev=False)
   p.add_argument('--shape', type=int, nargs='+', default=[64, 784, 512])
   p.add_argument('--ops', nargs='+', default=list(OPS), choices=OPS)
   p.add_argument('--repeats', type=int, default=10)
