@@ -211,3 +211,12 @@ def test_torch_models_match_flax_and_opacus_sums_match_dpjax(name):
   ref = dpsgd_torch.torch_layout(name, sums['vmap'])
   for column, value in made['clipped'].items():
     assert dpsgd_steps.agreement(ref, value) <= dpsgd_cli.TOL, column
+
+
+def test_exact_gaussian_benchmark_steps_run_jitted():
+  # The exact path needs the sum's bound concrete: a step that took the
+  # ClippedSum as a jitted argument traced it and was refused.
+  from experiments.bench import exact_gaussian  # pylint: disable=g-import-not-at-top
+  for fn, args in exact_gaussian._noise_steps(16, 1.1).values():  # pylint: disable=protected-access
+    out, _ = fn(*args)
+    assert out.shape == (16,) and bool(np.all(np.isfinite(out)))

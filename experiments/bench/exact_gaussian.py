@@ -41,12 +41,15 @@ def _clipped_sum(row):
 
 
 def _noise_steps(d, sigma):
+  """The noise steps, each clipping its row inside the jitted step: the
+  exact path needs the sum's bound concrete, which a jitted ClippedSum
+  argument would trace (the one-row clip costs both paths alike)."""
   steps = {}
   for name in ('float', 'exact'):
     tx = transforms.add_dpsgd_noise(sigma, key=jax.random.key(0), noise=name)
-    x = _clipped_sum(jnp.full((d,), 1.0 / d**0.5, jnp.float32))
-    state = tx.init(None)
-    steps[name] = (jax.jit(tx.update), (x, state))
+    row = jnp.full((d,), 1.0 / d**0.5, jnp.float32)
+    fn = jax.jit(lambda r, s, tx=tx: tx.update(_clipped_sum(r), s))
+    steps[name] = (fn, (row, tx.init(None)))
   return steps
 
 
