@@ -200,33 +200,14 @@ def paired_verdict(treatment: Sequence[float],
   >>> paired_verdict([0.2, -0.1, 0.05]).verdict
   'inconclusive'
   """
-  d = _finite('treatment', treatment, 1)
-  if control is not None:
-    c = _finite('control', control, 1)
-    if c.shape != d.shape:
-      raise ValueError(f'treatment has {d.size} seeds but control has '
-                       f'{c.size}; a paired check needs the same seeds')
-    d = d - c
+  d = _differences(treatment, control)
   if not np.isfinite(threshold):
     raise ValueError(f'need a finite threshold ({threshold})')
   _check_power(confidence, comparisons, power)
   level = 1.0 - (1.0 - confidence) / comparisons
   n = int(d.size)
-  if np.all(d == d[0]):  # exact, so a constant equal to threshold stays equal
-    mean, half, sd = float(d[0]), 0.0, 0.0
-  else:
-    mean, sd = float(d.mean()), float(d.std(ddof=1))
-    half = float(special.stdtrit(n - 1, 0.5 + level / 2) * sd / np.sqrt(n))
-  if n < 2:
-    sd = float('nan')
-    low = high = float('nan')
-    verdict = 'inconclusive'
-  else:
-    low, high = mean - half, mean + half
-    above, below = low > threshold, high < threshold
-    if not higher_is_better:
-      above, below = below, above
-    verdict = 'held' if above else 'refuted' if below else 'inconclusive'
+  mean, sd, low, high = _interval(d, level)
+  verdict = _decide(low, high, threshold, higher_is_better)
   return Verdict(mean=mean, low=low, high=high, n=n, threshold=float(threshold),
                  confidence=level, comparisons=int(comparisons),
                  direction=('higher is better' if higher_is_better
@@ -235,6 +216,43 @@ def paired_verdict(treatment: Sequence[float],
                  mde=(float('nan') if n < 2 else detectable_effect(
                      sd, n, comparisons=comparisons, confidence=confidence,
                      power=power)))
+
+
+def _differences(treatment, control) -> np.ndarray:
+  """Per-seed treatment - control (``treatment`` itself without control)."""
+  d = _finite('treatment', treatment, 1)
+  if control is None:
+    return d
+  c = _finite('control', control, 1)
+  if c.shape != d.shape:
+    raise ValueError(f'treatment has {d.size} seeds but control has '
+                     f'{c.size}; a paired check needs the same seeds')
+  return d - c
+
+
+def _interval(d: np.ndarray, level: float
+              ) -> tuple[float, float, float, float]:
+  """(mean, sd, low, high) of the two-sided t interval at ``level``; a
+  constant ``d`` is its own interval, one seed has none (NaN)."""
+  if np.all(d == d[0]):  # exact, so a constant equal to threshold stays equal
+    mean, half, sd = float(d[0]), 0.0, 0.0
+  else:
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    half = float(special.stdtrit(d.size - 1, 0.5 + level / 2) * sd
+                 / np.sqrt(d.size))
+  if d.size < 2:
+    return mean, float('nan'), float('nan'), float('nan')
+  return mean, sd, mean - half, mean + half
+
+
+def _decide(low: float, high: float, threshold: float,
+            higher_is_better: bool) -> str:
+  """'held' when [low, high] lies on the claimed side of ``threshold``,
+  'refuted' on the other, else (or without an interval) 'inconclusive'."""
+  above, below = low > threshold, high < threshold
+  if not higher_is_better:
+    above, below = below, above
+  return 'held' if above else 'refuted' if below else 'inconclusive'
 
 
 def _scores(validation, test, baseline):
