@@ -48,8 +48,9 @@ def test_list_names_every_experiment(capsys):
     (['run', 'qdpsgd', '--devices', '2'], 'unknown flag --devices'),
     (['run', 'trees', '--epsilons', '2', '0.5'], 'unknown flag --epsilons'),
     (['run', 'nonparametric', '--delta', '1e-5'], 'unknown flag --delta'),
-    (['run', 'audit', '--one-run-guesses', '9', '--one-run-canaries', '8'],
-     'one_run_guesses=9 <= one_run_canaries=8'),
+    (['run', 'audit', '--one-run-num-guesses', '9',
+      '--one-run-num-canaries', '8'],
+     'one_run_num_guesses=9 <= one_run_num_canaries=8'),
     (['run', 'compgd', '--out', __file__], 'is a file, not a directory'),
     (['run', 'all', '--jobs', '0'], 'jobs=0'),
 ])
@@ -275,8 +276,8 @@ TINY = {
     'finetune': dict(num_seeds=2, epochs=1, learning_rates=[0.1], hidden=8,
                      rank=2, pretrain_epochs=1),
     'audit': dict(num_seeds=2, trials=400, cases=['gaussian', 'dpsgd_vmap'],
-                  one_run_epsilons=[2.0], one_run_canaries=50,
-                  one_run_guesses=10),
+                  one_run_epsilons=[2.0], one_run_num_canaries=50,
+                  one_run_num_guesses=10),
 }
 
 

@@ -17,7 +17,9 @@ from experiments.audit._config import Config
 from experiments.audit._config import DESCRIPTION
 from experiments.audit._config import NAME
 from experiments.audit._report import report
+from experiments.audit._results import Results
 from experiments.audit._run import run
 from experiments.common import runner
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

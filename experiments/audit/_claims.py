@@ -12,11 +12,10 @@ flags it per case. The claims here pool the cases, one Bonferroni family:
   far too weak to refute anything at these sizes).
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.audit._config import Config
+from experiments.audit._results import Results
 from experiments.common import claims as claims_lib
 
 
@@ -25,9 +24,9 @@ def ratios(row, which: str) -> np.ndarray:
   return np.array([a['lower_bound'] / stated for a in row[which]])
 
 
-def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
+def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
   del cfg
-  rows = results['cases']
+  rows = results.cases
   family = claims_lib.ClaimFamily()
   honest = [ratios(r, 'honest') for r in rows]
   if honest:
@@ -45,7 +44,7 @@ def claims(results: dict[str, Any], cfg: Config) -> claims_lib.ClaimFamily:
       ('broken', 1, 'one-run gradient-canary audits catch training without '
        'clipping (lower / stated - 1 > 0, pooled)')):
     r = [np.array([a['lower_bound'] for a in row[row_kind]]) / row['epsilon']
-         for row in results.get('one_run', []) if row['kind'] == 'gradient']
+         for row in results.one_run if row['kind'] == 'gradient']
     if r:
       family.add(text, sign * (np.concatenate(r) - 1),
                  kind=f'one_run_{row_kind}')

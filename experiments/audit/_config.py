@@ -28,8 +28,8 @@ class Config(config.Config):
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       num_seeds=10, trials=1_000_000, cases=None,
-      one_run_epsilons=(1.0, 2.0, 4.0, 8.0), one_run_canaries=5000,
-      one_run_guesses=1000)}
+      one_run_epsilons=(1.0, 2.0, 4.0, 8.0), one_run_num_canaries=5000,
+      one_run_num_guesses=1000)}
 
   num_seeds: int = setting(3, 'seeds (one audit per seed)', ge=1)
   trials: int = setting(20_000, 'runs per neighbouring input and seed',
@@ -44,13 +44,15 @@ class Config(config.Config):
   # one_run_delta.
   one_run_epsilons: tuple[float, ...] = setting(
       (2.0,), 'stated epsilons of the one-run audits', gt=0)
-  one_run_canaries: int = setting(1000, 'gradient canaries m', ge=1)
-  one_run_guesses: int = setting(100, 'guesses r of the one-run audit', ge=1)
+  one_run_num_canaries: int = setting(1000, 'gradient canaries m', ge=1)
+  one_run_num_guesses: int = setting(100, 'guesses r of the one-run audit',
+                                     ge=1)
   one_run_steps: int = setting(10, 'full-batch DP-SGD steps', ge=1)
   one_run_delta: float = setting(1e-5, 'delta of the one-run audits', gt=0,
                                  lt=1)
 
   def validate(self):
-    if self.one_run_guesses > self.one_run_canaries:
-      raise ValueError(f'Expected one_run_guesses={self.one_run_guesses} <= '
-                       f'one_run_canaries={self.one_run_canaries}.')
+    if self.one_run_num_guesses > self.one_run_num_canaries:
+      raise ValueError(
+          f'Expected one_run_num_guesses={self.one_run_num_guesses} <= '
+          f'one_run_num_canaries={self.one_run_num_canaries}.')

@@ -1,11 +1,11 @@
 """audit's report body: the audit table and the plot of lower / stated."""
 
-from typing import Any
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 from experiments.audit._claims import ratios
+from experiments.audit._config import Config
+from experiments.audit._results import Results
 from experiments.common import report as report_lib
 
 
@@ -33,8 +33,8 @@ def _row(row, trials) -> str:
           f'{broken} | {row["attack"]} |')
 
 
-def _plot(results, out_dir) -> str:
-  rows = results['cases']
+def _plot(results: Results, out_dir: str) -> str:
+  rows = results.cases
   fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.5))
   y = np.arange(len(rows))
   for offset, which, color, label in ((-0.15, 'honest', 'C0', 'as stated'),
@@ -56,8 +56,8 @@ def _plot(results, out_dir) -> str:
   return report_lib.save_figure(fig, out_dir, 'audit_ratios.png')
 
 
-def _one_run_table(results) -> list[str]:
-  rows = results['one_run']
+def _one_run_table(results: Results) -> list[str]:
+  rows = results.one_run
   if not rows:
     return []
   grad = next(r for r in rows if r['kind'] == 'gradient')
@@ -92,10 +92,10 @@ def _one_run_table(results) -> list[str]:
   return out
 
 
-def _coverage(results) -> str:
-  ran = {r['name'] for r in results['cases']}
-  rest = [n for n in results['registered'] if n not in ran]
-  text = (f'Audited here: {len(ran)} of the {len(results["registered"])} '
+def _coverage(results: Results) -> str:
+  ran = {r['name'] for r in results.cases}
+  rest = [n for n in results.registered if n not in ran]
+  text = (f'Audited here: {len(ran)} of the {len(results.registered)} '
           'cases of `dpjax.audit.audit_cases()`.')
   if rest:
     text += (f' Not in this mode: {", ".join(rest)} (they compile for '
@@ -104,24 +104,23 @@ def _coverage(results) -> str:
   return text
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
-  cfg = results['config']
-  trials = cfg['trials']
+def report(results: Results, cfg: Config, out_dir: str) -> str:
+  trials = cfg.trials
   out = [f'Each mechanism is run {trials:,} times on each of two worst-case '
-         f'neighbouring inputs per seed ({cfg["num_seeds"]} seeds); half the '
+         f'neighbouring inputs per seed ({cfg.num_seeds} seeds); half the '
          'runs choose the score threshold, half measure the error rates, '
-         f'and their {cfg["confidence"]:.0%} Clopper-Pearson bounds give the '
+         f'and their {cfg.confidence:.0%} Clopper-Pearson bounds give the '
          'lower bound on epsilon (`dpjax.audit.distinguishing_audit`). A '
          'lower bound above the stated epsilon refutes the statement; the '
          'broken twins (noise halved, clipping skipped, a paper\'s '
          'miscalibrated constant) must be caught. The point estimate uses '
          'the raw held-out rates. No data: canaries built per mechanism. '
-         f'Devices: {results["devices"]}.', '', _coverage(results), '',
+         f'Devices: {results.devices}.', '', _coverage(results), '',
          '| Mechanism | Neighbours | Stated eps (delta) | Lower bound: median '
          '[min, max] | Point estimate | Trials per input | Lower / stated | '
          'Above the claim | Broken twin: lower / stated | Attack |',
          '|' + '---|' * 10]
-  out += [_row(r, trials) for r in results['cases']]
+  out += [_row(r, trials) for r in results.cases]
   out += _one_run_table(results)
   out += ['', f'![lower bound / stated]({_plot(results, out_dir)})']
   return '\n'.join(out)

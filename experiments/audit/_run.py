@@ -10,6 +10,7 @@ import numpy as np
 from dpjax import accounting
 from dpjax import audit
 from experiments.audit._config import Config
+from experiments.audit._results import Results
 from experiments.common import row_cache
 from experiments.common import runner
 
@@ -63,7 +64,7 @@ def one_run(cfg: Config, seeds) -> list[dict[str, Any]]:
         sigma, steps=steps), delta))
     for kind in ('gradient', 'input'):
       if kind == 'gradient':
-        m, r = cfg.one_run_canaries, cfg.one_run_guesses
+        m, r = cfg.one_run_num_canaries, cfg.one_run_num_guesses
         make = lambda clip, m=m: audit.dpsgd_gradient_canaries(  # noqa: E731
             m, steps=steps, noise_multiplier=sigma, clip=clip)
       else:
@@ -130,7 +131,7 @@ def _runs(arrays: dict[str, np.ndarray], side: str) -> list[dict[str, Any]]:
           for j in range(len(columns['lower_bound']))]
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Every selected case and its broken twin on every seed; one-run audits.
   Each finished case is kept, so that the full audit can run in parts."""
   seeds = cfg.seeds
@@ -149,6 +150,6 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
     lbs = [a['lower_bound'] for a in row['honest']]
     ctx.say(f'{case.name}: stated eps {case.epsilon:.3g}, lower bound median '
             f'{np.median(lbs):.3g}')
-  return dict(dataset=dict(name='none: canaries built per mechanism'),
-              cases=rows, registered=[c.name for c in registered],
-              one_run=one_run(cfg, seeds), devices=str(jax.devices()))
+  return Results(dataset=dict(name='none: canaries built per mechanism'),
+                 cases=rows, registered=[c.name for c in registered],
+                 one_run=one_run(cfg, seeds), devices=str(jax.devices()))
