@@ -246,20 +246,23 @@ def test_finetune_experiment_tiny_run_reads_its_privacy_from_the_runs(
   cfg = exp.configure('quick', num_seeds=2, epochs=1, learning_rates=[0.1],
                       hidden=8, rank=2, pretrain_epochs=1)
   results = exp.results(cfg, str(tmp_path), progress=False)
+  record = exp.record.from_dict(results)
   adapters = 2 * (784 + 8) + 2 * (8 + 10)
   dense = 784 * 8 + 8 + 8 * 10 + 10
   for eps in cfg.epsilons:
-    runs = {k: results['private'][k][str(eps)] for k in
+    runs = {k: record.private[k][str(eps)] for k in
             ('scratch', 'full', 'lora')}
     assert runs['lora']['dimension'] == adapters
     assert runs['full']['dimension'] == runs['scratch']['dimension'] == dense
     for run in runs.values():
       assert run['epsilon'] == pytest.approx(eps, rel=1e-3)
       assert len(run['selected_test']) == 2
-  assert results['bits'] == dict(
+  assert record.bits == dict(
       lora=dpjax.transforms.dpsgd_bits(adapters),
       full=dpjax.transforms.dpsgd_bits(dense))
   assert {c['family'] for c in results['claims']} == {'fine-tuning', 'sanity'}
+  body = exp.report_body(record, cfg, str(tmp_path))
+  assert f'C = {cfg.l2_norm_clip:g}' in body
 
 
 @pytest.mark.slow

@@ -19,6 +19,8 @@ from experiments.finetune._config import Config
 from experiments.finetune._config import DESCRIPTION
 from experiments.finetune._config import NAME
 from experiments.finetune._report import report
+from experiments.finetune._results import Results
 from experiments.finetune._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

@@ -11,17 +11,15 @@ fine-tuning improves on the pretrained model, the non-private ceiling beats
 private full fine-tuning, and a larger epsilon helps full fine-tuning.
 """
 
-from typing import Any
-
 import numpy as np
 
 from experiments.common import claims as claims_lib
 from experiments.finetune._config import Config
+from experiments.finetune._results import Results
 
 
-def claims(results: dict[str, Any], cfg: Config
-           ) -> list[claims_lib.ClaimFamily]:
-  runs = results['private']
+def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
+  runs = results.private
   lo, hi = str(min(cfg.epsilons)), str(max(cfg.epsilons))
   acc = lambda kind, eps: runs[kind][eps]['selected_test']
   main = claims_lib.ClaimFamily('fine-tuning')
@@ -39,10 +37,10 @@ def claims(results: dict[str, Any], cfg: Config
   sanity.add(f'private LoRA fine-tuning at eps = {float(lo):g} improves on '
              'the pretrained model (test acc)',
              list(np.asarray(acc('lora', lo)) -
-                  results['pretrained']['test']))
+                  results.pretrained['test']))
   sanity.add(f'non-private fine-tuning beats private full fine-tuning at '
              f'eps = {float(lo):g} (test acc)',
-             results['non_private']['full']['selected_test'], acc('full', lo))
+             results.non_private['full']['selected_test'], acc('full', lo))
   sanity.add(f'full fine-tuning at eps = {float(hi):g} beats eps = '
              f'{float(lo):g} (test acc)', acc('full', hi), acc('full', lo))
   return [main, sanity]

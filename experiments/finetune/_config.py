@@ -32,7 +32,7 @@ class Config(config.Config):
       (0.1, 0.3), 'SGD learning rates; every method and epsilon picks '
       'its own per seed on the validation split', gt=0)
   momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
-  clip: float = setting(1.0, 'per-example L2 clip C', gt=0)
+  l2_norm_clip: float = setting(1.0, 'per-example L2 clip C', gt=0)
   hidden: int = setting(64, 'MLP hidden width (784-h-10, tanh)', ge=1)
   rank: int = setting(8, 'LoRA rank r of both layers\' adapters', ge=1)
   alpha: float = setting(16.0, 'LoRA scale numerator (scale alpha / r)',
