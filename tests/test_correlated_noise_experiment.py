@@ -7,18 +7,20 @@ from experiments import correlated_noise
 from experiments.common import runner
 from experiments.common import verdict
 from experiments.correlated_noise import _claims
+from experiments.correlated_noise._results import Results
 
 
 def test_config_modes_and_validation():
   configure = correlated_noise.EXPERIMENT.configure
   quick, full = configure('quick'), configure('full')
   assert quick.num_seeds >= 5 and full.num_seeds >= 10
-  assert quick.clips == tuple(sorted(quick.clips))
+  assert quick.l2_norm_clips == tuple(sorted(quick.l2_norm_clips))
   for overrides, match in ((dict(target_quantile=1.0), 'target_quantile'),
                            (dict(target_quantile=0.0), 'target_quantile'),
-                           (dict(clips=[1.0]), 'clips'),
+                           (dict(l2_norm_clips=[1.0]), 'l2_norm_clips'),
                            (dict(epsilon=0.0), 'epsilon'),
-                           (dict(examples_per_user=0), 'examples_per_user')):
+                           (dict(num_examples_per_user=0),
+                            'num_examples_per_user')):
     with pytest.raises(ValueError, match=match):
       configure('quick', **overrides)
 
@@ -32,7 +34,7 @@ def _part(settings, val, test):
 
 
 def test_claims_pick_on_validation_and_follow_the_seed_rule():
-  cfg = correlated_noise.Config(num_seeds=4, clips=(0.1, 1.0),
+  cfg = correlated_noise.Config(num_seeds=4, l2_norm_clips=(0.1, 1.0),
                                 learning_rates=(0.1,))
   # Validation prefers C = 1, whose test accuracy is 0.8; C = 0.1 is 0.6.
   fixed = _part([(0.1, 0.1), (1.0, 0.1)], [[0.5, 0.9]] * 4,
@@ -43,9 +45,10 @@ def test_claims_pick_on_validation_and_follow_the_seed_rule():
   correlated = dict(_part([(0.1, 0.1), (1.0, 0.1)], [[0.5, 0.9]] * 4,
                           [[0.6, 0.85], [0.6, 0.86], [0.6, 0.84],
                            [0.6, 0.85]]), bands=4)
-  families = _claims.claims(dict(fixed=fixed, adaptive=adaptive,
-                                 bandmf=correlated, user_level=user,
-                                 example_level=example), cfg)
+  results = Results(dataset={}, steps=100, sampling_rate=0.04, fixed=fixed,
+                    adaptive=adaptive, bandmf=correlated, user_level=user,
+                    example_level=example)
+  families = _claims.claims(results, cfg)
   found = [c for f in families for c in f.verdicts()]
   assert len(found) == 5 and all(c['verdict'] in verdict.VERDICTS
                                  for c in found)
@@ -59,19 +62,21 @@ def test_claims_pick_on_validation_and_follow_the_seed_rule():
 @pytest.mark.slow
 def test_tiny_run_reads_each_epsilon_from_what_ran(tmp_path):
   exp = correlated_noise.EXPERIMENT
-  cfg = exp.configure('quick', num_seeds=2, epochs=1, clips=[0.3, 1.0],
-                      learning_rates=[0.1], expected_users=48)
+  cfg = exp.configure('quick', num_seeds=2, epochs=1,
+                      l2_norm_clips=[0.3, 1.0], learning_rates=[0.1],
+                      expected_num_users=48)
   results = exp.run(cfg, runner.Context(exp.name, str(tmp_path), False))
-  for part in ('fixed', 'adaptive', 'bandmf', 'user_level',
+  for name in ('fixed', 'adaptive', 'bandmf', 'user_level',
                'example_level'):
-    assert results[part]['epsilon'] <= cfg.epsilon * (1 + 1e-6)
-    assert results[part]['epsilon'] > 0.9 * cfg.epsilon
-    assert np.asarray(results[part]['test']).shape[0] == 2
-    assert min(results[part]['selected_test']) > 0.2  # learns in one epoch
-  assert results['user_level']['unit'] == 'user'
+    part = getattr(results, name)
+    assert part['epsilon'] <= cfg.epsilon * (1 + 1e-6)
+    assert part['epsilon'] > 0.9 * cfg.epsilon
+    assert np.asarray(part['test']).shape[0] == 2
+    assert min(part['selected_test']) > 0.2  # learns in one epoch
+  assert results.user_level['unit'] == 'user'
   # Adaptive clipping at the same epsilon runs less gradient noise than
   # sigma but records sigma (its count noise spends the rest).
-  assert results['adaptive']['noise_multiplier'] == pytest.approx(
-      results['fixed']['noise_multiplier'], rel=1e-5)
-  body = exp.report_body(dict(results, config=cfg.to_dict()), str(tmp_path))
+  assert results.adaptive['noise_multiplier'] == pytest.approx(
+      results.fixed['noise_multiplier'], rel=1e-5)
+  body = exp.report_body(results, cfg, str(tmp_path))
   assert 'chosen on validation' in body

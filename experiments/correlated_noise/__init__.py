@@ -17,6 +17,8 @@ from experiments.correlated_noise._config import Config
 from experiments.correlated_noise._config import DESCRIPTION
 from experiments.correlated_noise._config import NAME
 from experiments.correlated_noise._report import report
+from experiments.correlated_noise._results import Results
 from experiments.correlated_noise._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

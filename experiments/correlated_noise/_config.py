@@ -29,7 +29,7 @@ class Config(config.Config):
       'seed on the validation split', gt=0)
   momentum: float = setting(0.9, 'SGD momentum', ge=0, lt=1)
   hidden: int = setting(32, 'MLP hidden width (784-h-10, tanh)', ge=1)
-  clips: tuple[float, ...] = setting(
+  l2_norm_clips: tuple[float, ...] = setting(
       (0.1, 0.3, 1.0, 3.0), 'fixed clip grid (the adaptive run '
       'starts from the smallest)', gt=0, min_len=2)
   bands: int = setting(4, 'BandMF bands (= cyclic Poisson partitions)',
@@ -41,16 +41,17 @@ class Config(config.Config):
   non_inferiority: float = setting(
       0.03, 'claimed largest accuracy loss of adaptive clipping against the '
       'best fixed clip chosen on validation', ge=0)
-  examples_per_user: int = setting(10, 'examples of each user (user-level '
-                                   'part)', ge=1)
-  expected_users: int = setting(24, 'expected users per step (user-level)',
-                                ge=1)
+  num_examples_per_user: int = setting(10, 'examples of each user '
+                                       '(user-level part)', ge=1)
+  expected_num_users: int = setting(24, 'expected users per step '
+                                    '(user-level)', ge=1)
   user_sanity_accuracy: float = setting(
       0.3, 'test accuracy the user-level run must exceed to count as '
       'learning (chance is 0.1)', gt=0, lt=1)
-  user_clip: float = setting(1.0, 'clip of one user\'s (or example\'s) '
-                             'gradient in the user-level part', gt=0)
+  user_l2_norm_clip: float = setting(
+      1.0, 'clip of one user\'s (or example\'s) gradient in the user-level '
+      'part', gt=0)
 
   def normalize(self):
-    return dict(clips=tuple(sorted(self.clips)),
+    return dict(l2_norm_clips=tuple(sorted(self.l2_norm_clips)),
                 learning_rates=tuple(sorted(self.learning_rates)))

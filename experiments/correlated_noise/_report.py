@@ -5,6 +5,8 @@ from typing import Any
 import numpy as np
 
 from experiments.common import report as report_lib
+from experiments.correlated_noise._config import Config
+from experiments.correlated_noise._results import Results
 
 
 def _fmt(setting) -> str:
@@ -35,41 +37,53 @@ COLUMNS = [('run', 'run'), ('test_mean', 'test acc'), ('test_std', 'std'),
            ('sigma', 'noise multiplier'), ('note', 'note')]
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
-  del out_dir
-  cfg = results['config']
-  adaptive, user = results['adaptive'], results['user_level']
-  rows = _rows('fixed', results['fixed']) + _rows(
-      f"adaptive (gamma {cfg['target_quantile']:g}, eta "
-      f"{cfg['clip_learning_rate']:g}, from C = {min(cfg['clips']):g})",
+def _method_rows(results: Results, cfg: Config) -> list[dict[str, Any]]:
+  """Fixed clips, adaptive clipping and BandMF: every setting and the
+  validation choice of each."""
+  adaptive, correlated = results.adaptive, results.bandmf
+  rows = _rows('fixed', results.fixed) + _rows(
+      f'adaptive (gamma {cfg.target_quantile:g}, eta '
+      f'{cfg.clip_learning_rate:g}, from C = {min(cfg.l2_norm_clips):g})',
       adaptive)
   rows[-1]['note'] += '; final C: ' + ', '.join(
       f'{c:.2f}' for c in adaptive['chosen_final_clip'])
-  correlated = results['bandmf']
   rows += _rows(f"BandMF ({correlated['bands']} bands, partition rate "
                 f"{correlated['partition_rate']:.3f})", correlated)
-  unit_rows = (_rows('user-level (unit: user)', user) +
-               _rows('example-level (unit: example)',
-                     results['example_level']))
-  return '\n'.join([
-      report_lib.dataset_line(results['dataset']) + ' (validation: the '
-      'fixed 500-image split)', '',
-      f"784-{cfg['hidden']}-10 tanh MLP, momentum SGD (momentum "
-      f"{cfg['momentum']}), Poisson sampling q = "
-      f"{results['sampling_rate']:.4f} (expected batch "
-      f"{cfg['expected_batch_size']}), {results['steps']} steps, every run "
-      f"at eps = {cfg['epsilon']:g}, delta = {cfg['delta']:g}. Adaptive "
+  return rows
+
+
+def _setting(results: Results, cfg: Config) -> str:
+  return (
+      f'784-{cfg.hidden}-10 tanh MLP, momentum SGD (momentum '
+      f'{cfg.momentum}), Poisson sampling q = '
+      f'{results.sampling_rate:.4f} (expected batch '
+      f'{cfg.expected_batch_size}), {results.steps} steps, every run '
+      f'at eps = {cfg.epsilon:g}, delta = {cfg.delta:g}. Adaptive '
       'clipping (Andrew et al. 2021) spends the same budget on the gradient '
       'and the count (count noise m / 20). Each method picks its learning '
       'rate (fixed and BandMF: and C) per seed on the validation split. '
       'BandMF: an optimized banded Toeplitz strategy, cyclic Poisson '
       'sampling over as many partitions as bands (the same expected batch), '
-      'accounted by amplification (Choquette-Choo et al. 2023, Thm. 4).',
-      '',
-      report_lib.markdown_table(rows, COLUMNS), '',
+      'accounted by amplification (Choquette-Choo et al. 2023, Thm. 4).')
+
+
+def _user_setting(results: Results, cfg: Config) -> str:
+  user = results.user_level
+  return (
       f"User level: the train split in {user['num_users']} users of "
-      f"{cfg['examples_per_user']} examples; {cfg['expected_users']} users "
+      f'{cfg.num_examples_per_user} examples; {cfg.expected_num_users} users '
       f"expected per step, {user['steps']} steps; the example-level run "
       'samples the same expected number of examples per step. C = '
-      f"{cfg['user_clip']:g} per user or per example.", '',
+      f'{cfg.user_l2_norm_clip:g} per user or per example.')
+
+
+def report(results: Results, cfg: Config, out_dir: str) -> str:
+  del out_dir
+  unit_rows = (_rows('user-level (unit: user)', results.user_level) +
+               _rows('example-level (unit: example)', results.example_level))
+  return '\n'.join([
+      report_lib.dataset_line(results.dataset) + ' (validation: the '
+      'fixed 500-image split)', '', _setting(results, cfg), '',
+      report_lib.markdown_table(_method_rows(results, cfg), COLUMNS), '',
+      _user_setting(results, cfg), '',
       report_lib.markdown_table(unit_rows, COLUMNS), ''])

@@ -18,6 +18,8 @@ from experiments.common import report as report_lib
 from experiments.common import runner
 from experiments.correlated_noise import _training
 from experiments.correlated_noise._config import Config
+from experiments.correlated_noise._results import Part
+from experiments.correlated_noise._results import Results
 
 DATASET = 'mnist5k'  # real MNIST digits with a validation split
 
@@ -61,7 +63,93 @@ def _user_ids(n: int, per_user: int, seed: int) -> np.ndarray:
   return ids
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def _grid(pairs) -> tuple[np.ndarray, np.ndarray]:
+  """The (C, lr) pairs as two float32 arrays."""
+  return (np.asarray([c for c, _ in pairs], np.float32),
+          np.asarray([lr for _, lr in pairs], np.float32))
+
+
+def _fixed(cfg: Config, ds, keys, sampler, sigma: float, steps: int,
+           pairs) -> Part:
+  """DP-SGD over the (C, lr) grid."""
+  params, state = _training.fixed_clip(cfg, sampler, sigma, steps)(
+      keys, *_grid(pairs), ds.x_train, ds.y_train)
+  return dict(**_selected(params, ds, pairs),
+              **_epsilon(state, sampler, steps, cfg.delta, 2))
+
+
+def _bandmf(cfg: Config, ds, keys, steps: int, pairs,
+            ctx: runner.Context) -> Part:
+  """BandMF over the (C, lr) grid, cyclic Poisson over ``bands``
+  partitions; its epsilon is the event of the sigma read from the run."""
+  n, bands = len(ds.x_train), cfg.bands
+  cyclic = dpjax.sampling.CyclicPoissonSampler(
+      n, cfg.expected_batch_size * bands / n, bands)
+  strategy = dpjax.correlated_noise.banded_toeplitz(
+      dpjax.correlated_noise.optimize_banded_toeplitz(steps, bands), steps)
+  event = lambda s: dpjax.correlated_noise.bandmf_event(
+      s, strategy, steps=steps, min_separation=bands,
+      sampling_rate=cyclic.sampling_rate)
+  sigma = accounting.calibrate(event, cfg.epsilon, cfg.delta)
+  ctx.say(f'BandMF, {bands} bands, sigma {sigma:.3f}')
+  params, state = _training.bandmf(cfg, cyclic, sigma, steps, strategy)(
+      keys, *_grid(pairs), ds.x_train, ds.y_train)
+  noise = jax.tree.map(lambda a: a[0, 0], _noise_state(state))
+  read_sigma = float(noise.noise_multiplier)
+  return dict(
+      **_selected(params, ds, pairs), bands=bands, noise_multiplier=read_sigma,
+      partition_rate=cyclic.sampling_rate,
+      epsilon=float(accounting.epsilon(event(read_sigma), cfg.delta)))
+
+
+def _adaptive(cfg: Config, ds, keys, sampler, sigma: float,
+              steps: int) -> Part:
+  """Adaptive clipping over the learning rates, from the smallest C."""
+  lrs = list(cfg.learning_rates)
+  params, state = _training.adaptive_clip(cfg, sampler, sigma, steps)(
+      keys, np.asarray(lrs, np.float32), ds.x_train, ds.y_train)
+  part = dict(**_selected(params, ds, lrs),
+              **_epsilon(state, sampler, steps, cfg.delta, 2),
+              final_clip=np.asarray(state[0].l2_norm_clip).tolist())
+  part['chosen_final_clip'] = [part['final_clip'][s][lrs.index(lr)]
+                               for s, lr in enumerate(part['chosen'])]
+  return part
+
+
+def _units(cfg: Config, ds, keys, ctx: runner.Context
+           ) -> tuple[Part, Part]:
+  """User-level DP-SGD and example-level DP-SGD at the same epsilon, the
+  same expected examples per step and the same steps."""
+  n, per_user = len(ds.x_train), cfg.num_examples_per_user
+  lrs = np.asarray(cfg.learning_rates, np.float32)
+  users = dpjax.sampling.UserPoissonSampler(
+      _user_ids(n, per_user, cfg.seed),
+      cfg.expected_num_users / (n // per_user),
+      max_examples_per_user=per_user)
+  steps = int(round(cfg.epochs / users.sampling_rate))
+  user_sigma = accounting.calibrate(users.dp_event, cfg.epsilon, cfg.delta,
+                                    steps=steps)
+  examples = dpjax.PoissonSampler(n, cfg.expected_num_users * per_user / n)
+  example_sigma = accounting.calibrate(examples.dp_event, cfg.epsilon,
+                                       cfg.delta, steps=steps)
+  ctx.say(f'user level: sigma {user_sigma:.3f} (users) vs '
+          f'{example_sigma:.3f} (examples), {steps} steps')
+  parts = []
+  for train, sampler, sigma, extra in (
+      (_training.user_level, users, user_sigma,
+       dict(num_users=users.num_users, rate=users.sampling_rate,
+            unit='user')),
+      (_training.example_level, examples, example_sigma,
+       dict(rate=examples.sampling_rate, unit='example'))):
+    params, state = train(cfg, sampler, sigma, steps)(
+        keys, lrs, ds.x_train, ds.y_train)
+    parts.append(dict(**_selected(params, ds, list(cfg.learning_rates)),
+                      **_epsilon(state, sampler, steps, cfg.delta, 2),
+                      steps=steps, **extra))
+  return parts[0], parts[1]
+
+
+def run(cfg: Config, ctx: runner.Context) -> Results:
   ds = data_lib.load(DATASET, seed=cfg.seed)
   n = len(ds.x_train)
   keys = jax.vmap(jax.random.key)(np.asarray(cfg.seeds))
@@ -69,76 +157,14 @@ def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
   steps = int(round(cfg.epochs / sampler.sampling_rate))
   sigma = accounting.calibrate(sampler.dp_event, cfg.epsilon, cfg.delta,
                                steps=steps)
-  lrs = np.asarray(cfg.learning_rates, np.float32)
-  pairs = [(c, lr) for c in cfg.clips for lr in cfg.learning_rates]
+  pairs = [(c, lr) for c in cfg.l2_norm_clips for lr in cfg.learning_rates]
   ctx.say(f'{len(pairs)} fixed (C, lr), sigma {sigma:.3f}, {steps} steps')
-  params, state = _training.fixed_clip(cfg, sampler, sigma, steps)(
-      keys, np.asarray([c for c, _ in pairs], np.float32),
-      np.asarray([lr for _, lr in pairs], np.float32), ds.x_train,
-      ds.y_train)
-  fixed = dict(**_selected(params, ds, pairs),
-               **_epsilon(state, sampler, steps, cfg.delta, 2))
-  bands = cfg.bands
-  cyclic = dpjax.sampling.CyclicPoissonSampler(
-      n, cfg.expected_batch_size * bands / n, bands)
-  strategy = dpjax.correlated_noise.banded_toeplitz(
-      dpjax.correlated_noise.optimize_banded_toeplitz(steps, bands), steps)
-  bandmf_sigma = accounting.calibrate(
-      lambda s: dpjax.correlated_noise.bandmf_event(
-          s, strategy, steps=steps, min_separation=bands,
-          sampling_rate=cyclic.sampling_rate), cfg.epsilon, cfg.delta)
-  ctx.say(f'BandMF, {bands} bands, sigma {bandmf_sigma:.3f}')
-  params, state = _training.bandmf(cfg, cyclic, bandmf_sigma, steps,
-                                   strategy)(
-      keys, np.asarray([c for c, _ in pairs], np.float32),
-      np.asarray([lr for _, lr in pairs], np.float32), ds.x_train,
-      ds.y_train)
-  noise = jax.tree.map(lambda a: a[0, 0], _noise_state(state))
-  read_sigma = float(noise.noise_multiplier)
-  correlated = dict(
-      **_selected(params, ds, pairs), bands=bands, noise_multiplier=read_sigma,
-      partition_rate=cyclic.sampling_rate,
-      epsilon=float(accounting.epsilon(dpjax.correlated_noise.bandmf_event(
-          read_sigma, strategy, steps=steps, min_separation=bands,
-          sampling_rate=cyclic.sampling_rate), cfg.delta)))
+  fixed = _fixed(cfg, ds, keys, sampler, sigma, steps, pairs)
+  correlated = _bandmf(cfg, ds, keys, steps, pairs, ctx)
   ctx.say('adaptive clipping')
-  params, state = _training.adaptive_clip(cfg, sampler, sigma, steps)(
-      keys, lrs, ds.x_train, ds.y_train)
-  adaptive = dict(**_selected(params, ds, list(cfg.learning_rates)),
-                  **_epsilon(state, sampler, steps, cfg.delta, 2),
-                  final_clip=np.asarray(state[0].l2_norm_clip).tolist())
-  adaptive['chosen_final_clip'] = [
-      adaptive['final_clip'][s][list(cfg.learning_rates).index(lr)]
-      for s, lr in enumerate(adaptive['chosen'])]
-
-  ids = _user_ids(n, cfg.examples_per_user, cfg.seed)
-  users = dpjax.sampling.UserPoissonSampler(
-      ids, cfg.expected_users / (n // cfg.examples_per_user),
-      max_examples_per_user=cfg.examples_per_user)
-  user_steps = int(round(cfg.epochs / users.sampling_rate))
-  user_sigma = accounting.calibrate(users.dp_event, cfg.epsilon, cfg.delta,
-                                    steps=user_steps)
-  examples = dpjax.PoissonSampler(
-      n, cfg.expected_users * cfg.examples_per_user / n)
-  example_sigma = accounting.calibrate(examples.dp_event, cfg.epsilon,
-                                       cfg.delta, steps=user_steps)
-  ctx.say(f'user level: sigma {user_sigma:.3f} (users) vs '
-          f'{example_sigma:.3f} (examples), {user_steps} steps')
-  params, state = _training.user_level(cfg, users, user_sigma, user_steps)(
-      keys, lrs, ds.x_train, ds.y_train)
-  user = dict(**_selected(params, ds, list(cfg.learning_rates)),
-              **_epsilon(state, users, user_steps, cfg.delta, 2),
-              steps=user_steps, num_users=users.num_users,
-              rate=users.sampling_rate, unit='user')
-  params, state = _training.example_level(cfg, examples, example_sigma,
-                                          user_steps)(
-                                              keys, lrs, ds.x_train,
-                                              ds.y_train)
-  example = dict(**_selected(params, ds, list(cfg.learning_rates)),
-                 **_epsilon(state, examples, user_steps, cfg.delta, 2),
-                 steps=user_steps, rate=examples.sampling_rate,
-                 unit='example')
-  return dict(dataset=report_lib.dataset_info(ds), steps=steps,
-              sampling_rate=sampler.sampling_rate, fixed=fixed,
-              adaptive=adaptive, bandmf=correlated, user_level=user,
-              example_level=example)
+  adaptive = _adaptive(cfg, ds, keys, sampler, sigma, steps)
+  user, example = _units(cfg, ds, keys, ctx)
+  return Results(dataset=report_lib.dataset_info(ds), steps=steps,
+                 sampling_rate=sampler.sampling_rate, fixed=fixed,
+                 adaptive=adaptive, bandmf=correlated, user_level=user,
+                 example_level=example)

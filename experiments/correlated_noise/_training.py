@@ -101,7 +101,7 @@ def adaptive_clip(cfg, sampler, sigma: float, steps: int) -> Callable:
 
   def one(key, lr, x, y):
     tx = dpjax.adaptive_dpsgd(
-        lr, min(cfg.clips), sigma, sampler,
+        lr, min(cfg.l2_norm_clips), sigma, sampler,
         target_quantile=cfg.target_quantile,
         clip_learning_rate=cfg.clip_learning_rate, key=key,
         momentum=cfg.momentum)
@@ -122,7 +122,8 @@ def user_level(cfg, sampler, sigma: float, steps: int) -> Callable:
 
   def one(key, lr, x, y):
     grad_sum = dpjax.clipping.clipped_user_grad_sum(example_loss,
-                                                    cfg.user_clip, 'ghost')
+                                                    cfg.user_l2_norm_clip,
+                                                    'ghost')
     tx = dpjax.dpsgd(lr, None, sigma, sampler, key=key,
                      momentum=cfg.momentum, per_example=False)
 
@@ -141,7 +142,8 @@ def example_level(cfg, sampler, sigma: float, steps: int) -> Callable:
   """The user-level part's baseline: example-level DP-SGD at C_user."""
 
   def one(key, lr, x, y):
-    grad_sum = dpjax.clipped_grad_sum(example_loss, cfg.user_clip, 'ghost')
+    grad_sum = dpjax.clipped_grad_sum(example_loss, cfg.user_l2_norm_clip,
+                                      'ghost')
     tx = dpjax.dpsgd(lr, None, sigma, sampler, key=key,
                      momentum=cfg.momentum, per_example=False)
 
