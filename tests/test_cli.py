@@ -256,9 +256,9 @@ TINY = {
                       cor3_num_clients=None),
     'cpsgd_training': dict(num_clients=20, rounds=2, levels=[2],
                            trials=[256], unrotated=[], num_seeds=1),
-    'qdpsgd': dict(dataset='synthetic', rounds=3, num_seeds=2, agents=[4],
-                   epsilons=[2.0], sweep_epsilons=[], more_bits=[],
-                   mixing_rate_scale=1.0, hidden=8, evals=2,
+    'qdpsgd': dict(dataset='synthetic', rounds=3, num_seeds=2,
+                   num_agents=[4], epsilons=[2.0], sweep_epsilons=[],
+                   more_bits=[], mixing_rate_scale=1.0, hidden=8, num_evals=2,
                    data_options=dict(n_samples=400, n_features=16,
                                      n_classes=3)),
     'distributed_dp': dict(num_clients=4, dimension=16, bits=[16],
@@ -450,7 +450,7 @@ def test_qdpsgd_resumes_from_its_finished_rows(tmp_path, monkeypatch):
   cache = row_cache.RowCache(str(tmp_path), cfg.to_dict())
   other = row_cache.RowCache(
       str(tmp_path), exp.configure('quick', **dict(
-          TINY['qdpsgd'], clip_norm=0.4)).to_dict())
+          TINY['qdpsgd'], l2_norm_clip=0.4)).to_dict())
   assert other.path(row) != cache.path(row)
   assert cache.path(dict(row, sigma=1e-9)) != cache.path(row)
   cache.provenance = dict(cache.provenance, source='edited')

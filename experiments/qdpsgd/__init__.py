@@ -22,6 +22,8 @@ from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import DESCRIPTION
 from experiments.qdpsgd._config import NAME
 from experiments.qdpsgd._report import report
+from experiments.qdpsgd._results import Results
 from experiments.qdpsgd._run import run
 
-EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, run, claims, report)
+EXPERIMENT = runner.Experiment(NAME, DESCRIPTION, Config, Results, run, claims,
+                               report)

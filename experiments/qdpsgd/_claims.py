@@ -27,6 +27,7 @@ import numpy as np
 from experiments.common import claims as claims_lib
 from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import LABELS
+from experiments.qdpsgd._results import Results
 
 DIVERGED = 100.0
 LEARNS = 0.2  # test accuracy above chance that counts as learning
@@ -100,22 +101,21 @@ def _at_time(curve, budget: float) -> float:
   return float(curve['loss'][done[-1]])
 
 
-def claims(results: dict[str, Any], cfg: Config
-           ) -> list[claims_lib.ClaimFamily]:
+def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   """The planned claims, checked on the main scenario."""
   del cfg
-  scenario = results['scenarios'][0]
+  scenario = results.scenarios[0]
   curves = scenario['curves']
   seeds = scenario['seeds']
   families = {name: claims_lib.ClaimFamily(name)
               for name in ('sanity', 'paper')}
-  for c in results['plan']:
+  for c in results.plan:
     treat = {r['seed']: r for r in curves[c['treatment']]}
     family = families[c['family']]
     if c['kind'] == 'learns':
       acc = np.asarray([treat[s]['test_accuracy'][-1] for s in seeds])
-      family.add(c['text'], acc - results['chance'], threshold=LEARNS,
-                 treatment=c['treatment'], chance=results['chance'],
+      family.add(c['text'], acc - results.chance, threshold=LEARNS,
+                 treatment=c['treatment'], chance=results.chance,
                  treatment_accuracy=float(acc.mean()))
       continue
     ctrl = {r['seed']: r for r in curves[c['control']]}

@@ -31,7 +31,7 @@ class Config(config.Config):
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
       num_seeds=10, epsilons=(1.0, 1.5), more_bits=(8,),
-      agents=(10, 20, 50), batch_sizes=(20, 50), rounds=1000,
+      num_agents=(10, 20, 50), expected_batch_sizes=(20, 50), rounds=1000,
       sweep_epsilons=(4.0, 16.0, 64.0, 256.0, 1024.0),
       sweep_algorithms=('qdpsgd1', 'qdpsgd2', 'sdm'),
       paper_calibration=('qdpsgd1', 'qdpsgd2'))}
@@ -41,9 +41,10 @@ class Config(config.Config):
   allow_fallback: bool = setting(
       False, 'run digits when a tfds set is not prepared (the report says '
       'so)')
-  agents: tuple[int, ...] = setting((10,), 'numbers of agents n', ge=2)
-  batch_sizes: tuple[int, ...] = setting((20,), 'expected batch sizes B',
-                                         ge=1)
+  num_agents: tuple[int, ...] = setting((10,), 'numbers of agents n',
+                                        ge=2)
+  expected_batch_sizes: tuple[int, ...] = setting(
+      (20,), 'expected batch sizes B', ge=1)
   epsilons: tuple[float, ...] = setting(
       (1.5,), "the paper's target epsilons: sound rows, the paper's "
       'calibration beside them and the claims', gt=0)
@@ -60,8 +61,8 @@ class Config(config.Config):
   edge_probability: float = setting(0.4, 'edge probability p_c of the '
                                     'Erdos-Renyi graph', gt=0, le=1)
   hidden: int = setting(50, 'sigmoid hidden units', ge=1)
-  clip_norm: float = setting(0.5, 'per-example clip norm K', gt=0)
-  clipping: str = setting(
+  l2_norm_clip: float = setting(0.5, 'per-example clip norm K', gt=0)
+  clip_method: str = setting(
       'ghost', "per-example clipping: 'ghost' (no per-example gradients; the "
       "same clipped mean, about 3x faster on this network) or 'vmap'",
       choices=('ghost', 'vmap'))
@@ -84,12 +85,13 @@ class Config(config.Config):
                                        'T^(1/6)', gt=0)
   mixing_rate_scale: float = setting(11.0, 'Q-DPSGD mixing rate = scale / '
                                      'T^(1/2)', gt=0)
-  train_records: int = setting(10000, 'training records shared out to the '
-                               'agents (at most the training split)', ge=2)
+  num_train_examples: int = setting(
+      10000, 'training examples shared out to the agents (at most the '
+      'training split)', ge=2)
   amplified: bool = setting(True, 'account for sampling without replacement '
                             'from each agent\'s records')
-  evals: int = setting(30, 'evaluations of loss and accuracy per run (the '
-                       'last after round T)', ge=1)
+  num_evals: int = setting(30, 'evaluations of loss and accuracy per run '
+                           '(the last after round T)', ge=1)
   data_options: dict | None = setting(
       None, 'options of the synthetic set (none: 12,500 records, 64 '
       'features, 10 classes)')
@@ -117,8 +119,8 @@ class Config(config.Config):
           '(Alg. 1 then extrapolates past the neighbours\' average); raise '
           f'rounds to at least {math.ceil(self.mixing_rate_scale**2)} or '
           'lower mixing_rate_scale')
-    if self.evals > self.rounds:
-      raise ValueError(f'{NAME}: evals={self.evals} exceeds '
+    if self.num_evals > self.rounds:
+      raise ValueError(f'{NAME}: num_evals={self.num_evals} exceeds '
                        f'rounds={self.rounds}')
 
 

@@ -6,7 +6,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from experiments.common import report as report_lib
+from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import NAME
+from experiments.qdpsgd._results import Results
 
 SCENARIO_COLUMNS = [('agents', 'agents n'), ('batch', 'B'), ('m', 'm per agent'),
                     ('dimension', 'p'), ('edges', 'edges'),
@@ -110,50 +112,59 @@ def plot_sweep(scenario, chance: float, out_dir, name):
       f"{name}_sweep_n{scenario['agents']}_B{scenario['batch']:g}.png")
 
 
-def report(results: dict[str, Any], out_dir: str) -> str:
-  cfg = results['config']
-  first = results['scenarios'][0]
-  lines = [report_lib.dataset_line(results['dataset']), '',
-           'Ding et al. (AAAI 2021) Sec. 5: decentralized training on an '
-           f"Erdos-Renyi graph G(n, {cfg['edge_probability']}), one sigmoid "
-           f"hidden layer of {cfg['hidden']}, K = {cfg['clip_norm']}, "
-           f"s = {cfg['bits']} bits at eta = {cfg['eta']} (Q-DPSGD-2 also at "
-           f"{cfg['more_bits']} bits, eta scaled to keep the range), SDM c = "
-           f"{cfg['sdm_rate']}, theta = {cfg['theta']}, T_c = "
-           f"{cfg['comm_time']}, delta = {cfg['delta']}, T = {cfg['rounds']} "
-           "iterations with the paper's step sizes alpha = "
-           f"{cfg['learning_rate_scale']} / T^(1/6), mixing rate "
-           f"{cfg['mixing_rate_scale']} / sqrt(T) (<= 1 at this T). "
-           'Q-DPSGD uses deadline batches (V ~ U(10, 90), T_d = '
-           'B / E[V]); DSGD and SDM wait for the slowest agent\'s batch of B. '
-           'DSGD and Q-DPSGD-1 with sigma = 0 are the noise-free sanity rows. '
-           'Sound rows are calibrated to each epsilon with the per-agent '
-           'accounting (Q-DPSGD-1 and SDM: rounds sampled without replacement'
-           ' from the agent\'s m records' + (
-               '' if cfg['amplified'] else ' -- disabled in this run') +
-           '; Q-DPSGD-2: the broadcast\'s drift-and-rounding sensitivity). '
-           'Rows "paper Thm. 1 / 5" run the sigma the paper\'s theorem gives '
-           'for the target; "eps spent (sound)" is what they really spend, '
-           'and they are labelled *unsound* where a seed spends more than the '
-           'target, *sound here* where none does (Thm. 1 charges 8 rho / '
-           '(m^2 sigma^2) per round, which is not a bound in general but can '
-           'exceed the subsampled Gaussian\'s cost). Loss is the training '
-           'loss of the average model; '
-           f"loss and test accuracy are measured {len(first['eval_rounds'])} "
-           'times per run, the last after round T.', '',
-           report_lib.markdown_table(results['scenarios'], SCENARIO_COLUMNS),
+def _setting(cfg: Config, num_evals: int) -> str:
+  """The paragraph: the paper's setup, the rows, the accounting."""
+  return (
+      'Ding et al. (AAAI 2021) Sec. 5: decentralized training on an '
+      f'Erdos-Renyi graph G(n, {cfg.edge_probability}), one sigmoid '
+      f'hidden layer of {cfg.hidden}, K = {cfg.l2_norm_clip}, '
+      f's = {cfg.bits} bits at eta = {cfg.eta} (Q-DPSGD-2 also at '
+      f'{list(cfg.more_bits)} bits, eta scaled to keep the range), SDM c = '
+      f'{cfg.sdm_rate}, theta = {cfg.theta}, T_c = '
+      f'{cfg.comm_time}, delta = {cfg.delta}, T = {cfg.rounds} '
+      "iterations with the paper's step sizes alpha = "
+      f'{cfg.learning_rate_scale} / T^(1/6), mixing rate '
+      f'{cfg.mixing_rate_scale} / sqrt(T) (<= 1 at this T). '
+      'Q-DPSGD uses deadline batches (V ~ U(10, 90), T_d = '
+      'B / E[V]); DSGD and SDM wait for the slowest agent\'s batch of B. '
+      'DSGD and Q-DPSGD-1 with sigma = 0 are the noise-free sanity rows. '
+      'Sound rows are calibrated to each epsilon with the per-agent '
+      'accounting (Q-DPSGD-1 and SDM: rounds sampled without replacement'
+      ' from the agent\'s m records' + (
+          '' if cfg.amplified else ' -- disabled in this run') +
+      '; Q-DPSGD-2: the broadcast\'s drift-and-rounding sensitivity). '
+      'Rows "paper Thm. 1 / 5" run the sigma the paper\'s theorem gives '
+      'for the target; "eps spent (sound)" is what they really spend, '
+      'and they are labelled *unsound* where a seed spends more than the '
+      'target, *sound here* where none does (Thm. 1 charges 8 rho / '
+      '(m^2 sigma^2) per round, which is not a bound in general but can '
+      'exceed the subsampled Gaussian\'s cost). Loss is the training '
+      'loss of the average model; '
+      f'loss and test accuracy are measured {num_evals} '
+      'times per run, the last after round T.')
+
+
+def _scenario(sc, eps: float, chance: float, out_dir: str) -> list[str]:
+  """One scenario's section: privacy and result tables, its two plots."""
+  rows = summary(sc)
+  curves = plot_curves(sc, eps, out_dir, NAME)
+  sweep = plot_sweep(sc, chance, out_dir, NAME)
+  return [f"### n={sc['agents']}, B={sc['batch']:g}", '',
+          report_lib.markdown_table(
+              [r for r in rows if r['noise_multiplier']], PRIVACY_COLUMNS),
+          '', report_lib.markdown_table(rows, RESULT_COLUMNS), '',
+          f'![loss curves]({curves})', '',
+          f'![accuracy vs epsilon]({sweep})', '']
+
+
+def report(results: Results, cfg: Config, out_dir: str) -> str:
+  first = results.scenarios[0]
+  lines = [report_lib.dataset_line(results.dataset), '',
+           _setting(cfg, len(first['eval_rounds'])), '',
+           report_lib.markdown_table(results.scenarios, SCENARIO_COLUMNS),
            '']
-  hi = max(cfg['epsilons'])
-  for sc in results['scenarios']:
-    rows = summary(sc)
-    curves = plot_curves(sc, hi, out_dir, NAME)
-    sweep = plot_sweep(sc, results['chance'], out_dir, NAME)
-    lines += [f"### n={sc['agents']}, B={sc['batch']:g}", '',
-              report_lib.markdown_table(
-                  [r for r in rows if r['noise_multiplier']], PRIVACY_COLUMNS),
-              '', report_lib.markdown_table(rows, RESULT_COLUMNS), '',
-              f'![loss curves]({curves})', '',
-              f'![accuracy vs epsilon]({sweep})', '']
+  for sc in results.scenarios:
+    lines += _scenario(sc, max(cfg.epsilons), results.chance, out_dir)
   lines += ['The claims are checked on the main scenario: '
             f"n={first['agents']}, B={first['batch']:g}.", '']
   return '\n'.join(lines)

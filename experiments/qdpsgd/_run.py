@@ -37,6 +37,7 @@ from experiments.qdpsgd._claims import plan
 from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import eta_at
 from experiments.qdpsgd._config import step_sizes
+from experiments.qdpsgd._results import Results
 
 
 def connected_graph(seed: int, n: int, p: float) -> np.ndarray:
@@ -59,7 +60,7 @@ class Scenario:
                                    hidden=(cfg.hidden,),
                                    activation='sigmoid')
     self.loss_fn = train_lib.per_example_loss(self.model, 'classification')
-    records = min(cfg.train_records, len(ds.x_train))
+    records = min(cfg.num_train_examples, len(ds.x_train))
     self.m = records // n
     if self.m < 1:
       raise ValueError(f'{n} agents need at least {n} training records')
@@ -87,7 +88,7 @@ class Scenario:
     self.keys = jnp.stack([jax.random.fold_in(jax.random.key(s), 1)
                            for s in self.seeds])
     self.rounds = cfg.rounds
-    self.every = max(1, cfg.rounds // cfg.evals)
+    self.every = max(1, cfg.rounds // cfg.num_evals)
     self.eval_rounds = eval_rounds(cfg)
     self.x_tr, self.y_tr = jnp.asarray(ds.x_train), jnp.asarray(ds.y_train)
     self.x_te, self.y_te = jnp.asarray(ds.x_test), jnp.asarray(ds.y_test)
@@ -170,7 +171,7 @@ def privacy_setting(cfg, sc: Scenario, algorithm: str, sigma: float,
   """The run's privacy setting; ``copies`` tiles the agents (seeds stacked)."""
   alpha, rate = step_sizes(cfg)
   return dd.DecentralizedPrivacy(
-      algorithm, sigma, cfg.clip_norm, sc.m, alpha, rate,
+      algorithm, sigma, cfg.l2_norm_clip, sc.m, alpha, rate,
       eta_at(cfg, cfg.bits if bits is None else bits), sc.dimension,
       tuple(float(w) for w in np.diag(sc.mixing)) * copies, cfg.amplified)
 
@@ -178,24 +179,24 @@ def privacy_setting(cfg, sc: Scenario, algorithm: str, sigma: float,
 def make_algorithm(cfg, sc: Scenario, algorithm: str, sigma: float,
                    bits: int):
   alpha, rate = step_sizes(cfg)
-  clip = cfg.clip_norm
+  clip = cfg.l2_norm_clip
   quantizer = compression.low_precision_quantizer(eta_at(cfg, bits), bits)
   if algorithm == 'qdpsgd1':
     return dd.qdpsgd1(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                       noise_multiplier=sigma, learning_rate=alpha,
                       mixing_rate=rate, quantizer=quantizer,
-                      clip_method=cfg.clipping)
+                      clip_method=cfg.clip_method)
   if algorithm == 'qdpsgd2':
     return dd.qdpsgd2(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                       noise_multiplier=sigma, learning_rate=alpha,
                       mixing_rate=rate, quantizer=quantizer,
-                      clip_method=cfg.clipping)
+                      clip_method=cfg.clip_method)
   if algorithm == 'sdm':
     return dd.sdm(sc.loss_fn, sc.mixing, l2_norm_clip=clip,
                   noise_multiplier=sigma,
                   learning_rate=cfg.baseline_learning_rate,
                   theta=cfg.theta, rate=cfg.sdm_rate,
-                  clip_method=cfg.clipping)
+                  clip_method=cfg.clip_method)
   return dd.dsgd(sc.loss_fn, sc.mixing,
                  learning_rate=cfg.baseline_learning_rate)
 
@@ -227,6 +228,118 @@ def settings(cfg: Config) -> list[dict[str, Any]]:
   return out
 
 
+def _noise(cfg: Config, sc: Scenario, spec, sizes
+           ) -> tuple[dd.DecentralizedPrivacy, float]:
+  """The row's privacy setting at sigma 1 (seeds stacked) and the sigma it
+  runs: 0 for the noise-free rows, else calibrated as ``spec`` says."""
+  unit = privacy_setting(cfg, sc, spec['algorithm'], 1.0, len(sc.seeds),
+                         spec['bits'])
+  sigma = 0.0
+  if spec['calibration'] == 'sound':
+    sigma = dd.calibrate_decentralized(unit, sizes, spec['eps'], cfg.delta)
+  elif spec['calibration'] == 'paper':
+    sigma = paper_sigma(unit, sizes, spec['eps'], cfg.delta)
+  return unit, sigma
+
+
+def _train(cfg: Config, sc: Scenario, spec, sigma: float, trainers: dict):
+  """Every seed's run of the row (per-round metrics and curves); compiles
+  once per algorithm (and per Q-DPSGD-2 sigma), kept in ``trainers``."""
+  algorithm, bits = spec['algorithm'], spec['bits']
+  key = (algorithm, bits, sigma if algorithm == 'qdpsgd2' else None)
+  if key not in trainers:
+    trainers[key] = sc.trainer(
+        make_algorithm(cfg, sc, algorithm, sigma, bits),
+        algorithm in ('qdpsgd1', 'qdpsgd2'))
+  hyper = ({} if algorithm in ('qdpsgd2', 'dsgd')
+           else dict(noise_multiplier=sigma))
+  return trainers[key](sc.keys, sc.params0, sc.shards, hyper)
+
+
+def _spent(cfg: Config, setting, out, num_seeds: int, private: bool,
+           algorithm: str) -> tuple[list, list]:
+  """Per seed: the epsilon spent by the rounds that ran (sound) and the one
+  the paper's theorem gives (None where it does not apply)."""
+  spent, paper = [], []
+  for j in range(num_seeds):
+    used = out['batch_size'][j]  # [T, n]
+    # The rounds' metrics: the accounting checks the sigma that ran.
+    ran = dd.RoundMetrics(used, out['bits'][j], out['consensus'][j],
+                          out['noise_multiplier'][j])
+    spent.append(float(dd.run_epsilon(setting, ran, cfg.delta)) if private
+                 else None)
+    paper.append(dd.paper_epsilon(setting, used, cfg.delta)
+                 if private and algorithm != 'sdm' else None)
+  return spent, paper
+
+
+def _seed_rows(sc: Scenario, spec, name: str, sigma: float, out, times,
+               spent, paper) -> list[dict[str, Any]]:
+  """One results row per seed of the setting ``name``."""
+  rows = []
+  for j, s in enumerate(sc.seeds):
+    used = out['batch_size'][j]
+    rows.append(dict(
+        setting=name, algorithm=spec['algorithm'],
+        target_epsilon=spec['eps'], calibration=spec['calibration'],
+        bits=spec['bits'], seed=s, agents=sc.n, batch=sc.batch,
+        noise_multiplier=sigma, epsilon=spent[j], paper_epsilon=paper[j],
+        final_loss=float(out['loss'][j, -1]),
+        final_test_accuracy=float(out['test_accuracy'][j, -1]),
+        final_consensus=float(out['consensus'][j, -1]),
+        total_time=float(times[j, -1]),
+        bits_per_agent=float(out['bits'][j].sum(axis=0).max()),
+        mean_batch=float(used.mean())))
+  return rows
+
+
+def _seed_curves(sc: Scenario, out, times) -> list[dict[str, Any]]:
+  """Per seed: loss, test accuracy and simulated time at each evaluation."""
+  return [dict(seed=s, loss=out['loss'][j].tolist(),
+               test_accuracy=out['test_accuracy'][j].tolist(),
+               time=times[j][np.asarray(sc.eval_rounds) - 1].tolist())
+          for j, s in enumerate(sc.seeds)]
+
+
+def _privacy_row(cfg: Config, spec, name: str, sigma: float, unit, sizes,
+                 spent) -> dict[str, Any]:
+  """The setting's noise, what the paper would run, and whether every seed
+  kept to the target."""
+  eps, algorithm = spec['eps'], spec['algorithm']
+  return dict(
+      setting=name, algorithm=algorithm, target_epsilon=eps,
+      calibration=spec['calibration'], bits=spec['bits'],
+      noise_multiplier=sigma, noise_stddev=sigma * cfg.l2_norm_clip,
+      paper_noise_multiplier=(
+          paper_sigma(unit, sizes, eps, cfg.delta)
+          if eps is not None and algorithm != 'sdm' else None),
+      within_target=None if eps is None else max(spent) <= eps * (1 + 1e-9))
+
+
+def run_setting(cfg: Config, sc: Scenario, spec, sizes, trainers: dict,
+                rows_done: row_cache.RowCache):
+  """One setting (a row of ``settings``) on every seed: its name, seed rows,
+  curves and privacy row. ``sizes``: the batch sizes it draws [T, S n]."""
+  algorithm = spec['algorithm']
+  unit, sigma = _noise(cfg, sc, spec, sizes)
+  setting = privacy_setting(cfg, sc, algorithm, sigma, bits=spec['bits'])
+  # called at once by rows_done.get, or not at all
+  out = rows_done.get(dict(spec, sigma=sigma),
+                      lambda: _train(cfg, sc, spec, sigma, trainers))
+  p_bits = 16.0 * sc.dimension
+  times = np.cumsum(out['compute_time'] + cfg.comm_time
+                    * out['bits'].max(axis=-1) / p_bits, axis=1)
+  private = algorithm != 'dsgd' and sigma > 0
+  spent, paper = _spent(cfg, setting, out, len(sc.seeds), private, algorithm)
+  name = spec['label']
+  if spec['calibration'] == 'paper':  # sound here only if no seed overspends
+    name += (' (unsound)' if max(spent) > spec['eps'] * (1 + 1e-9)
+             else ' (sound here)')
+  return (name, _seed_rows(sc, spec, name, sigma, out, times, spent, paper),
+          _seed_curves(sc, out, times),
+          _privacy_row(cfg, spec, name, sigma, unit, sizes, spent))
+
+
 def run_scenario(cfg: Config, ds, n: int, batch: float,
                  ctx: runner.Context) -> dict[str, Any]:
   """Every setting of one scenario: rows per (setting, seed) and curves."""
@@ -234,7 +347,6 @@ def run_scenario(cfg: Config, ds, n: int, batch: float,
   deadline_sizes = sc.deadline_sizes()  # [S, T, n]
   stacked = np.concatenate(list(deadline_sizes), axis=1)  # [T, S n]
   fixed_sizes = np.full_like(stacked, sc.fixed)
-  delta = cfg.delta
   rows, curves, privacy = [], {}, []
   trainers = {}  # one compilation per algorithm (and per Q-DPSGD-2 sigma)
   # Finished rows are kept, so that a long (full) run resumes in parts.
@@ -242,74 +354,17 @@ def run_scenario(cfg: Config, ds, n: int, batch: float,
                                  cfg.to_dict())
   for spec in settings(cfg):
     t0 = time.time()
-    algorithm, eps, bits = spec['algorithm'], spec['eps'], spec['bits']
-    deadline = algorithm in ('qdpsgd1', 'qdpsgd2')
-    sizes = stacked if deadline else fixed_sizes
-    unit = privacy_setting(cfg, sc, algorithm, 1.0, len(sc.seeds), bits)
-    sigma = 0.0
-    if spec['calibration'] == 'sound':
-      sigma = dd.calibrate_decentralized(unit, sizes, eps, delta)
-    elif spec['calibration'] == 'paper':
-      sigma = paper_sigma(unit, sizes, eps, delta)
-    setting = privacy_setting(cfg, sc, algorithm, sigma, bits=bits)
-
-    def train():  # called at once by rows_done.get, or not at all
-      key = (algorithm, bits, sigma if algorithm == 'qdpsgd2' else None)
-      if key not in trainers:
-        trainers[key] = sc.trainer(
-            make_algorithm(cfg, sc, algorithm, sigma, bits), deadline)
-      hyper = ({} if algorithm in ('qdpsgd2', 'dsgd')
-               else dict(noise_multiplier=sigma))
-      return trainers[key](sc.keys, sc.params0, sc.shards, hyper)
-
-    out = rows_done.get(dict(spec, sigma=sigma), train)
-    p_bits = 16.0 * sc.dimension
-    times = np.cumsum(out['compute_time'] + cfg.comm_time
-                      * out['bits'].max(axis=-1) / p_bits, axis=1)
-    private = algorithm != 'dsgd' and sigma > 0
-    spent, paper = [], []
-    for j in range(len(sc.seeds)):
-      used = out['batch_size'][j]  # [T, n]
-      # The rounds' metrics: the accounting checks the sigma that ran.
-      ran = dd.RoundMetrics(used, out['bits'][j], out['consensus'][j],
-                            out['noise_multiplier'][j])
-      spent.append(float(dd.run_epsilon(setting, ran, delta)) if private
-                   else None)
-      paper.append(dd.paper_epsilon(setting, used, delta)
-                   if private and algorithm != 'sdm' else None)
-    name = spec['label']
-    if spec['calibration'] == 'paper':  # sound here only if no seed overspends
-      name += (' (unsound)' if max(spent) > eps * (1 + 1e-9)
-               else ' (sound here)')
-    for j, s in enumerate(sc.seeds):
-      used = out['batch_size'][j]
-      rows.append(dict(
-          setting=name, algorithm=algorithm, target_epsilon=eps,
-          calibration=spec['calibration'], bits=bits, seed=s, agents=n,
-          batch=batch, noise_multiplier=sigma, epsilon=spent[j],
-          paper_epsilon=paper[j], final_loss=float(out['loss'][j, -1]),
-          final_test_accuracy=float(out['test_accuracy'][j, -1]),
-          final_consensus=float(out['consensus'][j, -1]),
-          total_time=float(times[j, -1]),
-          bits_per_agent=float(out['bits'][j].sum(axis=0).max()),
-          mean_batch=float(used.mean())))
-      curves.setdefault(name, []).append(dict(
-          seed=s, loss=out['loss'][j].tolist(),
-          test_accuracy=out['test_accuracy'][j].tolist(),
-          time=times[j][np.asarray(sc.eval_rounds) - 1].tolist()))
-    privacy.append(dict(
-        setting=name, algorithm=algorithm, target_epsilon=eps,
-        calibration=spec['calibration'], bits=bits, noise_multiplier=sigma,
-        noise_stddev=sigma * cfg.clip_norm,
-        paper_noise_multiplier=(
-            paper_sigma(unit, sizes, eps, delta)
-            if eps is not None and algorithm != 'sdm' else None),
-        within_target=None if eps is None else max(spent) <= eps * (1 + 1e-9)))
-    mine = [r for r in rows if r['setting'] == name]
-    ctx.say(f"n={n} B={batch:g} {name}: sigma={sigma:.4g}, final "
-            f"loss {np.mean([r['final_loss'] for r in mine]):.4f}, test acc "
-            f"{np.mean([r['final_test_accuracy'] for r in mine]):.3f} "
-            f'({time.time() - t0:.1f}s)')
+    deadline = spec['algorithm'] in ('qdpsgd1', 'qdpsgd2')
+    name, mine, runs, private = run_setting(
+        cfg, sc, spec, stacked if deadline else fixed_sizes, trainers,
+        rows_done)
+    rows += mine
+    curves.setdefault(name, []).extend(runs)
+    privacy.append(private)
+    ctx.say(f"n={n} B={batch:g} {name}: sigma={private['noise_multiplier']:.4g}"
+            f", final loss {np.mean([r['final_loss'] for r in mine]):.4f}, "
+            f"test acc {np.mean([r['final_test_accuracy'] for r in mine]):.3f}"
+            f' ({time.time() - t0:.1f}s)')
   return dict(agents=n, batch=batch, m=sc.m, records=sc.records,
               dimension=sc.dimension, spectral_gap=sc.gap,
               edges=int(sc.adjacency.sum() // 2),
@@ -335,7 +390,7 @@ def paper_sigma(unit: dd.DecentralizedPrivacy, sizes, eps: float,
 
 def eval_rounds(cfg: Config) -> list[int]:
   """The rounds after which loss and accuracy are measured (T last)."""
-  every = max(1, cfg.rounds // cfg.evals)
+  every = max(1, cfg.rounds // cfg.num_evals)
   out = list(range(every, cfg.rounds + 1, every))
   return out if out[-1] == cfg.rounds else out + [cfg.rounds]
 
@@ -349,14 +404,14 @@ def load_data(cfg):
   return ds
 
 
-def run(cfg: Config, ctx: runner.Context) -> dict[str, Any]:
+def run(cfg: Config, ctx: runner.Context) -> Results:
   """Every scenario (agents x batch sizes); the claims' plan, fixed from the
   settings alone before any training."""
   ds = load_data(cfg)
   the_plan = plan(cfg)
   scenarios = []
-  for n in cfg.agents:
-    for batch in cfg.batch_sizes:
+  for n in cfg.num_agents:
+    for batch in cfg.expected_batch_sizes:
       scenarios.append(run_scenario(cfg, ds, n, batch, ctx))
-  return dict(dataset=report_lib.dataset_info(ds), scenarios=scenarios,
-              plan=the_plan, chance=1.0 / ds.num_classes)
+  return Results(dataset=report_lib.dataset_info(ds), scenarios=scenarios,
+                 plan=the_plan, chance=1.0 / ds.num_classes)
