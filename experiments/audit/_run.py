@@ -10,6 +10,10 @@ import numpy as np
 from dpjax import accounting
 from dpjax import audit
 from experiments.audit._config import Config
+from experiments.audit._results import Audit
+from experiments.audit._results import Case
+from experiments.audit._results import OneRun
+from experiments.audit._results import OneRunAudit
 from experiments.audit._results import Results
 from experiments.common import row_cache
 from experiments.common import runner
@@ -51,7 +55,22 @@ def input_canary_data(n=512, m=256, d=32, classes=4, seed=0):
   return x, y, rng.normal(size=(m, d)) * 5, rng.integers(0, classes, m)
 
 
-def one_run(cfg: Config, seeds) -> list[dict[str, Any]]:
+def _one_run_audits(cfg: Config, scores, m: int, r: int, delta: float,
+                    seeds) -> list[OneRunAudit]:
+  """The one-run audit of ``scores`` (m canaries, r guesses) per seed."""
+  out = []
+  for seed in seeds:
+    start = time.time()
+    res = audit.one_run_audit(jax.random.key(seed), scores, num_canaries=m,
+                              num_guesses=r, delta=delta,
+                              confidence=cfg.confidence)
+    out.append(OneRunAudit(lower_bound=res.epsilon_lower_bound,
+                           correct=res.num_correct,
+                           seconds=time.time() - start))
+  return out
+
+
+def one_run(cfg: Config, seeds) -> list[OneRun]:
   """One-run audits of full-batch DP-SGD training, honest and with clipping
   skipped, per stated epsilon and seed: white-box gradient canaries and
   black-box input-space canaries."""
@@ -72,19 +91,11 @@ def one_run(cfg: Config, seeds) -> list[dict[str, Any]]:
         make = lambda clip: audit.dpsgd_input_canaries(  # noqa: E731
             x, y, cx, cy, num_classes=4, steps=steps, noise_multiplier=sigma,
             learning_rate=2.0, clip=clip)
-      row = dict(kind=kind, target=eps, epsilon=stated, delta=delta,
-                 noise_multiplier=sigma, canaries=m, guesses=r, steps=steps)
-      for name, clip in (('honest', True), ('broken', False)):
-        scores, row[name] = make(clip), []
-        for seed in seeds:
-          start = time.time()
-          res = audit.one_run_audit(jax.random.key(seed), scores,
-                                    num_canaries=m, num_guesses=r,
-                                    delta=delta, confidence=cfg.confidence)
-          row[name].append(dict(lower_bound=res.epsilon_lower_bound,
-                                correct=res.num_correct,
-                                seconds=time.time() - start))
-      rows.append(row)
+      honest, broken = (_one_run_audits(cfg, make(clip), m, r, delta, seeds)
+                        for clip in (True, False))
+      rows.append(OneRun(kind=kind, target=eps, epsilon=stated, delta=delta,
+                         noise_multiplier=sigma, canaries=m, guesses=r,
+                         steps=steps, honest=honest, broken=broken))
   return rows
 
 
@@ -122,12 +133,12 @@ def _audit_case(i: int, case, cfg: Config) -> dict[str, np.ndarray]:
   return out
 
 
-def _runs(arrays: dict[str, np.ndarray], side: str) -> list[dict[str, Any]]:
+def _runs(arrays: dict[str, np.ndarray], side: str) -> list[Audit]:
   if f'{side}.lower_bound' not in arrays:
     return []
   cast = {f: int if f in _COUNTS else float for f in _FIELDS}
   columns = {f: arrays[f'{side}.{f}'] for f in _FIELDS}
-  return [{f: cast[f](columns[f][j]) for f in _FIELDS}
+  return [Audit(**{f: cast[f](columns[f][j]) for f in _FIELDS})
           for j in range(len(columns['lower_bound']))]
 
 
@@ -140,14 +151,14 @@ def run(cfg: Config, ctx: runner.Context) -> Results:
   for i, case in enumerate(select(registered, cfg.cases)):
     arrays = done.get(dict(case=case.name, index=i),
                       lambda: _audit_case(i, case, cfg))
-    row = dict(name=case.name, epsilon=float(case.epsilon),
+    row = Case(name=case.name, epsilon=float(case.epsilon),
                delta=float(case.delta), relation=case.relation,
                attack=case.attack, honest=_runs(arrays, 'honest'),
-               broken=_runs(arrays, 'broken'), broken_epsilon=None)
-    if case.broken is not None:
-      row['broken_epsilon'] = float(case.broken.epsilon)
+               broken=_runs(arrays, 'broken'),
+               broken_epsilon=(None if case.broken is None
+                               else float(case.broken.epsilon)))
     rows.append(row)
-    lbs = [a['lower_bound'] for a in row['honest']]
+    lbs = [a.lower_bound for a in row.honest]
     ctx.say(f'{case.name}: stated eps {case.epsilon:.3g}, lower bound median '
             f'{np.median(lbs):.3g}')
   return Results(dataset=dict(name='none: canaries built per mechanism'),
