@@ -7,7 +7,7 @@ from experiments import correlated_noise
 from experiments.common import runner
 from experiments.common import verdict
 from experiments.correlated_noise import _claims
-from experiments.correlated_noise._results import Results
+from experiments.correlated_noise import _results
 
 
 def test_config_modes_and_validation():
@@ -25,12 +25,13 @@ def test_config_modes_and_validation():
       configure('quick', **overrides)
 
 
-def _part(settings, val, test):
+def _part(settings, val, test, record=_results.Part, **extra):
   val, test = np.asarray(val), np.asarray(test)
   chosen = np.argmax(val, axis=1)
-  return dict(settings=settings, val=val.tolist(), test=test.tolist(),
-              chosen=[settings[i] for i in chosen],
-              selected_test=test[np.arange(len(test)), chosen].tolist())
+  return record(settings=settings, val=val.tolist(), test=test.tolist(),
+                chosen=[settings[i] for i in chosen],
+                selected_test=test[np.arange(len(test)), chosen].tolist(),
+                noise_multiplier=1.0, epsilon=2.0, **extra)
 
 
 def test_claims_pick_on_validation_and_follow_the_seed_rule():
@@ -39,15 +40,21 @@ def test_claims_pick_on_validation_and_follow_the_seed_rule():
   # Validation prefers C = 1, whose test accuracy is 0.8; C = 0.1 is 0.6.
   fixed = _part([(0.1, 0.1), (1.0, 0.1)], [[0.5, 0.9]] * 4,
                 [[0.6, 0.8]] * 4)
-  adaptive = _part([0.1], [[0.8]] * 4, [[0.79], [0.8], [0.78], [0.8]])
-  user = _part([0.1], [[0.5]] * 4, [[0.5], [0.52], [0.49], [0.51]])
-  example = _part([0.1], [[0.8]] * 4, [[0.8], [0.81], [0.79], [0.8]])
-  correlated = dict(_part([(0.1, 0.1), (1.0, 0.1)], [[0.5, 0.9]] * 4,
-                          [[0.6, 0.85], [0.6, 0.86], [0.6, 0.84],
-                           [0.6, 0.85]]), bands=4)
-  results = Results(dataset={}, steps=100, sampling_rate=0.04, fixed=fixed,
-                    adaptive=adaptive, bandmf=correlated, user_level=user,
-                    example_level=example)
+  adaptive = _part([0.1], [[0.8]] * 4, [[0.79], [0.8], [0.78], [0.8]],
+                   _results.Adaptive, final_clip=[[0.3]] * 4,
+                   chosen_final_clip=[0.3] * 4)
+  unit = dict(steps=50, rate=0.1)
+  user = _part([0.1], [[0.5]] * 4, [[0.5], [0.52], [0.49], [0.51]],
+               _results.UserLevel, unit='user', num_users=350, **unit)
+  example = _part([0.1], [[0.8]] * 4, [[0.8], [0.81], [0.79], [0.8]],
+                  _results.Unit, unit='example', **unit)
+  correlated = _part([(0.1, 0.1), (1.0, 0.1)], [[0.5, 0.9]] * 4,
+                     [[0.6, 0.85], [0.6, 0.86], [0.6, 0.84], [0.6, 0.85]],
+                     _results.BandMf, bands=4, partition_rate=0.15)
+  results = _results.Results(
+      dataset={}, steps=100, sampling_rate=0.04, fixed=fixed,
+      adaptive=adaptive, bandmf=correlated, user_level=user,
+      example_level=example)
   families = _claims.claims(results, cfg)
   found = [c for f in families for c in f.verdicts()]
   assert len(found) == 5 and all(c['verdict'] in verdict.VERDICTS
@@ -69,14 +76,18 @@ def test_tiny_run_reads_each_epsilon_from_what_ran(tmp_path):
   for name in ('fixed', 'adaptive', 'bandmf', 'user_level',
                'example_level'):
     part = getattr(results, name)
-    assert part['epsilon'] <= cfg.epsilon * (1 + 1e-6)
-    assert part['epsilon'] > 0.9 * cfg.epsilon
-    assert np.asarray(part['test']).shape[0] == 2
-    assert min(part['selected_test']) > 0.2  # learns in one epoch
-  assert results.user_level['unit'] == 'user'
+    assert part.epsilon <= cfg.epsilon * (1 + 1e-6)
+    assert part.epsilon > 0.9 * cfg.epsilon
+    assert np.asarray(part.test).shape[0] == 2
+    assert min(part.selected_test) > 0.2  # learns in one epoch
+  assert results.user_level.unit == 'user'
   # Adaptive clipping at the same epsilon runs less gradient noise than
   # sigma but records sigma (its count noise spends the rest).
-  assert results.adaptive['noise_multiplier'] == pytest.approx(
-      results.fixed['noise_multiplier'], rel=1e-5)
-  body = exp.report_body(results, cfg, str(tmp_path))
+  assert results.adaptive.noise_multiplier == pytest.approx(
+      results.fixed.noise_multiplier, rel=1e-5)
+  # results.json's leaves read back as the same parts.
+  back = exp.record.from_dict(results.to_dict())
+  assert type(back.user_level) is _results.UserLevel
+  assert back.user_level.to_dict() == results.user_level.to_dict()
+  body = exp.report_body(results, cfg, [], str(tmp_path))
   assert 'chosen on validation' in body

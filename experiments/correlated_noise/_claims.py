@@ -21,31 +21,31 @@ from experiments.correlated_noise._results import Results
 
 def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   fixed, adaptive = results.fixed, results.adaptive
-  best = fixed['selected_test']
+  best = fixed.selected_test
   # The fixed clip adaptive clipping starts from, its lr chosen on validation.
-  first = [i for i, (c, _) in enumerate(fixed['settings'])
+  first = [i for i, (c, _) in enumerate(fixed.settings)
            if c == min(cfg.l2_norm_clips)]
-  val, test = np.asarray(fixed['val'])[:, first], np.asarray(
-      fixed['test'])[:, first]
+  val = np.asarray(fixed.val)[:, first]
+  test = np.asarray(fixed.test)[:, first]
   start = test[np.arange(len(test)), np.argmax(val, axis=1)].tolist()
   clipping = claims_lib.ClaimFamily('adaptive clipping')
   clipping.add(f'adaptive clipping within {cfg.non_inferiority:g} of the '
                'best fixed clip chosen on validation (test acc)',
-               adaptive['selected_test'], best, threshold=-cfg.non_inferiority)
+               adaptive.selected_test, best, threshold=-cfg.non_inferiority)
   clipping.add(f'adaptive clipping beats the fixed clip it starts from '
                f'(C = {min(cfg.l2_norm_clips):g}; test acc)',
-               adaptive['selected_test'], start)
+               adaptive.selected_test, start)
   correlated = claims_lib.ClaimFamily('correlated noise')
-  correlated.add(f"BandMF ({results.bandmf['bands']} bands, cyclic Poisson)"
+  correlated.add(f'BandMF ({results.bandmf.bands} bands, cyclic Poisson)'
                  ' beats DP-SGD at the same epsilon, each tuned on the same '
                  '(C, lr) grid on validation (test acc)',
-                 results.bandmf['selected_test'], best)
+                 results.bandmf.selected_test, best)
   user = results.user_level
   units = claims_lib.ClaimFamily('user level')
   units.add(f'user-level DP-SGD learns (test acc above '
             f'{cfg.user_sanity_accuracy:g})',
-            [a - cfg.user_sanity_accuracy for a in user['selected_test']])
+            [a - cfg.user_sanity_accuracy for a in user.selected_test])
   units.add(f'user-level DP costs accuracy against example-level DP at the '
             f'same epsilon ({cfg.num_examples_per_user} examples per user)',
-            results.example_level['selected_test'], user['selected_test'])
+            results.example_level.selected_test, user.selected_test)
   return [correlated, clipping, units]

@@ -5,7 +5,9 @@ from typing import Any
 import numpy as np
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.correlated_noise._config import Config
+from experiments.correlated_noise._results import Part
 from experiments.correlated_noise._results import Results
 
 
@@ -15,19 +17,19 @@ def _fmt(setting) -> str:
   return f'lr {setting:g}'
 
 
-def _rows(name: str, part: dict[str, Any], **extra) -> list[dict[str, Any]]:
+def _rows(name: str, part: Part, **extra) -> list[dict[str, Any]]:
   """One row per setting (mean over seeds) and one for the validation
   choice."""
-  test = np.asarray(part['test'])
+  test = np.asarray(part.test)
   rows = [dict(run=f'{name}, {_fmt(s)}', test_mean=float(test[:, i].mean()),
                test_std=float(test[:, i].std(ddof=1)))
-          for i, s in enumerate(part['settings'])]
-  chosen = np.asarray(part['selected_test'])
+          for i, s in enumerate(part.settings)]
+  chosen = np.asarray(part.selected_test)
   rows.append(dict(
       run=f'**{name}, chosen on validation**',
       test_mean=float(chosen.mean()), test_std=float(chosen.std(ddof=1)),
-      epsilon=part['epsilon'], sigma=part['noise_multiplier'],
-      note='per seed: ' + '; '.join(_fmt(s) for s in part['chosen']),
+      epsilon=part.epsilon, sigma=part.noise_multiplier,
+      note='per seed: ' + '; '.join(_fmt(s) for s in part.chosen),
       **extra))
   return rows
 
@@ -46,9 +48,9 @@ def _method_rows(results: Results, cfg: Config) -> list[dict[str, Any]]:
       f'{cfg.clip_learning_rate:g}, from C = {min(cfg.l2_norm_clips):g})',
       adaptive)
   rows[-1]['note'] += '; final C: ' + ', '.join(
-      f'{c:.2f}' for c in adaptive['chosen_final_clip'])
-  rows += _rows(f"BandMF ({correlated['bands']} bands, partition rate "
-                f"{correlated['partition_rate']:.3f})", correlated)
+      f'{c:.2f}' for c in adaptive.chosen_final_clip)
+  rows += _rows(f'BandMF ({correlated.bands} bands, partition rate '
+                f'{correlated.partition_rate:.3f})', correlated)
   return rows
 
 
@@ -70,15 +72,16 @@ def _setting(results: Results, cfg: Config) -> str:
 def _user_setting(results: Results, cfg: Config) -> str:
   user = results.user_level
   return (
-      f"User level: the train split in {user['num_users']} users of "
+      f'User level: the train split in {user.num_users} users of '
       f'{cfg.num_examples_per_user} examples; {cfg.expected_num_users} users '
-      f"expected per step, {user['steps']} steps; the example-level run "
+      f'expected per step, {user.steps} steps; the example-level run '
       'samples the same expected number of examples per step. C = '
       f'{cfg.user_l2_norm_clip:g} per user or per example.')
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
-  del out_dir
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims, out_dir  # the runner's claims table shows them
   unit_rows = (_rows('user-level (unit: user)', results.user_level) +
                _rows('example-level (unit: example)', results.example_level))
   return '\n'.join([

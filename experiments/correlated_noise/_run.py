@@ -18,8 +18,12 @@ from experiments.common import report as report_lib
 from experiments.common import runner
 from experiments.correlated_noise import _training
 from experiments.correlated_noise._config import Config
+from experiments.correlated_noise._results import Adaptive
+from experiments.correlated_noise._results import BandMf
 from experiments.correlated_noise._results import Part
 from experiments.correlated_noise._results import Results
+from experiments.correlated_noise._results import Unit
+from experiments.correlated_noise._results import UserLevel
 
 DATASET = 'mnist5k'  # real MNIST digits with a validation split
 
@@ -74,12 +78,12 @@ def _fixed(cfg: Config, ds, keys, sampler, sigma: float, steps: int,
   """DP-SGD over the (C, lr) grid."""
   params, state = _training.fixed_clip(cfg, sampler, sigma, steps)(
       keys, *_grid(pairs), ds.x_train, ds.y_train)
-  return dict(**_selected(params, ds, pairs),
+  return Part(**_selected(params, ds, pairs),
               **_epsilon(state, sampler, steps, cfg.delta, 2))
 
 
 def _bandmf(cfg: Config, ds, keys, steps: int, pairs,
-            ctx: runner.Context) -> Part:
+            ctx: runner.Context) -> BandMf:
   """BandMF over the (C, lr) grid, cyclic Poisson over ``bands``
   partitions; its epsilon is the event of the sigma read from the run."""
   n, bands = len(ds.x_train), cfg.bands
@@ -96,28 +100,28 @@ def _bandmf(cfg: Config, ds, keys, steps: int, pairs,
       keys, *_grid(pairs), ds.x_train, ds.y_train)
   noise = jax.tree.map(lambda a: a[0, 0], _noise_state(state))
   read_sigma = float(noise.noise_multiplier)
-  return dict(
+  return BandMf(
       **_selected(params, ds, pairs), bands=bands, noise_multiplier=read_sigma,
       partition_rate=cyclic.sampling_rate,
       epsilon=float(accounting.epsilon(event(read_sigma), cfg.delta)))
 
 
 def _adaptive(cfg: Config, ds, keys, sampler, sigma: float,
-              steps: int) -> Part:
+              steps: int) -> Adaptive:
   """Adaptive clipping over the learning rates, from the smallest C."""
   lrs = list(cfg.learning_rates)
   params, state = _training.adaptive_clip(cfg, sampler, sigma, steps)(
       keys, np.asarray(lrs, np.float32), ds.x_train, ds.y_train)
-  part = dict(**_selected(params, ds, lrs),
-              **_epsilon(state, sampler, steps, cfg.delta, 2),
-              final_clip=np.asarray(state[0].l2_norm_clip).tolist())
-  part['chosen_final_clip'] = [part['final_clip'][s][lrs.index(lr)]
-                               for s, lr in enumerate(part['chosen'])]
-  return part
+  selected = _selected(params, ds, lrs)
+  final_clip = np.asarray(state[0].l2_norm_clip).tolist()
+  return Adaptive(**selected, **_epsilon(state, sampler, steps, cfg.delta, 2),
+                  final_clip=final_clip,
+                  chosen_final_clip=[final_clip[s][lrs.index(lr)] for s, lr
+                                     in enumerate(selected['chosen'])])
 
 
 def _units(cfg: Config, ds, keys, ctx: runner.Context
-           ) -> tuple[Part, Part]:
+           ) -> tuple[UserLevel, Unit]:
   """User-level DP-SGD and example-level DP-SGD at the same epsilon, the
   same expected examples per step and the same steps."""
   n, per_user = len(ds.x_train), cfg.num_examples_per_user
@@ -135,17 +139,16 @@ def _units(cfg: Config, ds, keys, ctx: runner.Context
   ctx.say(f'user level: sigma {user_sigma:.3f} (users) vs '
           f'{example_sigma:.3f} (examples), {steps} steps')
   parts = []
-  for train, sampler, sigma, extra in (
-      (_training.user_level, users, user_sigma,
-       dict(num_users=users.num_users, rate=users.sampling_rate,
-            unit='user')),
-      (_training.example_level, examples, example_sigma,
-       dict(rate=examples.sampling_rate, unit='example'))):
+  for train, sampler, sigma, record, extra in (
+      (_training.user_level, users, user_sigma, UserLevel,
+       dict(num_users=users.num_users, unit='user')),
+      (_training.example_level, examples, example_sigma, Unit,
+       dict(unit='example'))):
     params, state = train(cfg, sampler, sigma, steps)(
         keys, lrs, ds.x_train, ds.y_train)
-    parts.append(dict(**_selected(params, ds, list(cfg.learning_rates)),
-                      **_epsilon(state, sampler, steps, cfg.delta, 2),
-                      steps=steps, **extra))
+    parts.append(record(**_selected(params, ds, list(cfg.learning_rates)),
+                        **_epsilon(state, sampler, steps, cfg.delta, 2),
+                        steps=steps, rate=sampler.sampling_rate, **extra))
   return parts[0], parts[1]
 
 
