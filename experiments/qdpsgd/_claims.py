@@ -105,8 +105,7 @@ def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   """The planned claims, checked on the main scenario."""
   del cfg
   scenario = results.scenarios[0]
-  curves = scenario['curves']
-  seeds = scenario['seeds']
+  curves, seeds = scenario.curves, scenario.seeds
   families = {name: claims_lib.ClaimFamily(name)
               for name in ('sanity', 'paper')}
   for c in results.plan:

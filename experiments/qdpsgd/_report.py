@@ -6,9 +6,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import NAME
 from experiments.qdpsgd._results import Results
+from experiments.qdpsgd._results import ScenarioRuns
 
 SCENARIO_COLUMNS = [('agents', 'agents n'), ('batch', 'B'), ('m', 'm per agent'),
                     ('dimension', 'p'), ('edges', 'edges'),
@@ -33,16 +35,16 @@ METRICS = ('final_loss', 'final_test_accuracy', 'final_consensus',
            'paper_epsilon')
 
 
-def summary(scenario) -> list[dict[str, Any]]:
+def summary(scenario: ScenarioRuns) -> list[dict[str, Any]]:
   rows = []
-  for r in scenario['rows']:
+  for r in scenario.rows:
     r = dict(r)
     for k in ('epsilon', 'paper_epsilon'):
       if r[k] is None:
         r[k] = float('nan')
     rows.append(r)
   out = report_lib.summarize_over_seeds(rows, ('setting',), METRICS)
-  privacy = {p['setting']: p for p in scenario['privacy']}
+  privacy = {p['setting']: p for p in scenario.privacy}
   for row in out:
     row.update(privacy[row['setting']])
     row['within_target'] = {True: 'yes', False: 'no'}.get(
@@ -54,15 +56,15 @@ def _mean_curve(runs, key):
   return np.nanmean(np.asarray([r[key] for r in runs], np.float64), axis=0)
 
 
-def plot_curves(scenario, eps: float, out_dir, name):
+def plot_curves(scenario: ScenarioRuns, eps: float, out_dir, name):
   """Loss vs rounds and vs simulated time: sanity rows and eps's sound rows."""
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-  rounds = scenario['eval_rounds']
+  rounds = scenario.eval_rounds
   shown = [r for r in summary(scenario)
            if r['calibration'] in ('none', 'zero')
            or (r['calibration'] == 'sound' and r['target_epsilon'] == eps)]
   for i, row in enumerate(shown):
-    runs = scenario['curves'][row['setting']]
+    runs = scenario.curves[row['setting']]
     loss = _mean_curve(runs, 'loss')
     style = dict(color=f'C{i}', lw=1.2,
                  ls=':' if row['calibration'] != 'sound' else '-')
@@ -74,15 +76,15 @@ def plot_curves(scenario, eps: float, out_dir, name):
   for ax in axes:
     ax.set_ylabel('training loss (average model)')
     ax.set_yscale('log')
-  axes[0].set_title(f"n={scenario['agents']} agents, B={scenario['batch']:g},"
+  axes[0].set_title(f'n={scenario.agents} agents, B={scenario.batch:g},'
                     f' eps={eps:g} (sound)')
   axes[1].set_title('loss vs simulated wall-clock')
   axes[1].legend(fontsize=6)
   return report_lib.save_figure(
-      fig, out_dir, f"{name}_n{scenario['agents']}_B{scenario['batch']:g}.png")
+      fig, out_dir, f'{name}_n{scenario.agents}_B{scenario.batch:g}.png')
 
 
-def plot_sweep(scenario, chance: float, out_dir, name):
+def plot_sweep(scenario: ScenarioRuns, chance: float, out_dir, name):
   """Final test accuracy vs target epsilon per algorithm (sound rows), the
   noise-free rows and the paper's calibration as markers."""
   fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -109,7 +111,7 @@ def plot_sweep(scenario, chance: float, out_dir, name):
   ax.legend(fontsize=6)
   return report_lib.save_figure(
       fig, out_dir,
-      f"{name}_sweep_n{scenario['agents']}_B{scenario['batch']:g}.png")
+      f'{name}_sweep_n{scenario.agents}_B{scenario.batch:g}.png')
 
 
 def _setting(cfg: Config, num_evals: int) -> str:
@@ -144,12 +146,13 @@ def _setting(cfg: Config, num_evals: int) -> str:
       'times per run, the last after round T.')
 
 
-def _scenario(sc, eps: float, chance: float, out_dir: str) -> list[str]:
+def _scenario(sc: ScenarioRuns, eps: float, chance: float,
+              out_dir: str) -> list[str]:
   """One scenario's section: privacy and result tables, its two plots."""
   rows = summary(sc)
   curves = plot_curves(sc, eps, out_dir, NAME)
   sweep = plot_sweep(sc, chance, out_dir, NAME)
-  return [f"### n={sc['agents']}, B={sc['batch']:g}", '',
+  return [f'### n={sc.agents}, B={sc.batch:g}', '',
           report_lib.markdown_table(
               [r for r in rows if r['noise_multiplier']], PRIVACY_COLUMNS),
           '', report_lib.markdown_table(rows, RESULT_COLUMNS), '',
@@ -157,14 +160,17 @@ def _scenario(sc, eps: float, chance: float, out_dir: str) -> list[str]:
           f'![accuracy vs epsilon]({sweep})', '']
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims  # the runner's claims table shows them
   first = results.scenarios[0]
   lines = [report_lib.dataset_line(results.dataset), '',
-           _setting(cfg, len(first['eval_rounds'])), '',
-           report_lib.markdown_table(results.scenarios, SCENARIO_COLUMNS),
+           _setting(cfg, len(first.eval_rounds)), '',
+           report_lib.markdown_table(
+               [sc.to_dict() for sc in results.scenarios], SCENARIO_COLUMNS),
            '']
   for sc in results.scenarios:
     lines += _scenario(sc, max(cfg.epsilons), results.chance, out_dir)
   lines += ['The claims are checked on the main scenario: '
-            f"n={first['agents']}, B={first['batch']:g}.", '']
+            f'n={first.agents}, B={first.batch:g}.', '']
   return '\n'.join(lines)

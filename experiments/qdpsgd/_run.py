@@ -38,6 +38,7 @@ from experiments.qdpsgd._config import Config
 from experiments.qdpsgd._config import eta_at
 from experiments.qdpsgd._config import step_sizes
 from experiments.qdpsgd._results import Results
+from experiments.qdpsgd._results import ScenarioRuns
 
 
 def connected_graph(seed: int, n: int, p: float) -> np.ndarray:
@@ -341,7 +342,7 @@ def run_setting(cfg: Config, sc: Scenario, spec, sizes, trainers: dict,
 
 
 def run_scenario(cfg: Config, ds, n: int, batch: float,
-                 ctx: runner.Context) -> dict[str, Any]:
+                 ctx: runner.Context) -> ScenarioRuns:
   """Every setting of one scenario: rows per (setting, seed) and curves."""
   sc = Scenario(cfg, ds, n, batch)
   deadline_sizes = sc.deadline_sizes()  # [S, T, n]
@@ -365,12 +366,12 @@ def run_scenario(cfg: Config, ds, n: int, batch: float,
             f", final loss {np.mean([r['final_loss'] for r in mine]):.4f}, "
             f"test acc {np.mean([r['final_test_accuracy'] for r in mine]):.3f}"
             f' ({time.time() - t0:.1f}s)')
-  return dict(agents=n, batch=batch, m=sc.m, records=sc.records,
-              dimension=sc.dimension, spectral_gap=sc.gap,
-              edges=int(sc.adjacency.sum() // 2),
-              deadline=sc.deadline.time, max_batch=sc.deadline.max_batch_size,
-              eval_rounds=sc.eval_rounds, rows=rows, curves=curves,
-              privacy=privacy, seeds=sc.seeds)
+  return ScenarioRuns(
+      agents=n, batch=batch, m=sc.m, records=sc.records,
+      dimension=sc.dimension, spectral_gap=sc.gap,
+      edges=int(sc.adjacency.sum() // 2), deadline=sc.deadline.time,
+      max_batch=sc.deadline.max_batch_size, eval_rounds=sc.eval_rounds,
+      rows=rows, curves=curves, privacy=privacy, seeds=sc.seeds)
 
 
 def paper_sigma(unit: dd.DecentralizedPrivacy, sizes, eps: float,
