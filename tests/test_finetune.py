@@ -261,7 +261,7 @@ def test_finetune_experiment_tiny_run_reads_its_privacy_from_the_runs(
       lora=dpjax.transforms.dpsgd_bits(adapters),
       full=dpjax.transforms.dpsgd_bits(dense))
   assert {c['family'] for c in results['claims']} == {'fine-tuning', 'sanity'}
-  body = exp.report_body(record, cfg, str(tmp_path))
+  body = exp.report_body(record, cfg, results['claims'], str(tmp_path))
   assert f'C = {cfg.l2_norm_clip:g}' in body
 
 

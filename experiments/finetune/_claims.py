@@ -37,7 +37,7 @@ def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   sanity.add(f'private LoRA fine-tuning at eps = {float(lo):g} improves on '
              'the pretrained model (test acc)',
              list(np.asarray(acc('lora', lo)) -
-                  results.pretrained['test']))
+                  results.pretrained.test))
   sanity.add(f'non-private fine-tuning beats private full fine-tuning at '
              f'eps = {float(lo):g} (test acc)',
              results.non_private['full']['selected_test'], acc('full', lo))

@@ -5,6 +5,7 @@ from typing import Any
 import numpy as np
 
 from experiments.common import report as report_lib
+from experiments.common.results import Rows
 from experiments.finetune._config import Config
 from experiments.finetune._results import Results
 
@@ -28,8 +29,8 @@ def _rows(results: Results) -> list[dict[str, Any]]:
   """The pretrained model, every private (method, eps), the ceilings."""
   pre = results.pretrained
   rows = [dict(run='pretrained on public digits, no fine-tuning',
-               test_mean=pre['test'],
-               note=f"public train acc {pre['public_train']:.3f}")]
+               test_mean=pre.test,
+               note=f'public train acc {pre.public_train:.3f}')]
   for kind, name in NAMES.items():
     for eps, part in results.private[kind].items():
       rows.append(_row(name, part, eps=float(eps), epsilon=part['epsilon'],
@@ -48,7 +49,7 @@ def _setting(results: Results, cfg: Config) -> str:
   public = results.public
   return (
       f"784-{cfg.hidden}-10 tanh MLP pretrained without privacy on the "
-      f"public {public['name']} ({public['n']} images, AdamW, "
+      f'public {public.name} ({public.n} images, AdamW, '
       f'{cfg.pretrain_epochs} epochs, random shifts of up to '
       f"{cfg.pretrain_shift} pixels), then fine-tuned on MNIST-5k's "
       'train split with DP-SGD (ghost clipping, C = '
@@ -66,8 +67,9 @@ def _setting(results: Results, cfg: Config) -> str:
       'selection is not accounted, as usual).')
 
 
-def report(results: Results, cfg: Config, out_dir: str) -> str:
-  del out_dir
+def report(results: Results, cfg: Config, claims: Rows, out_dir: str
+           ) -> str:
+  del claims, out_dir  # the runner's claims table shows them
   return '\n'.join([
       report_lib.dataset_line(results.dataset) + ' (private; validation: '
       'the fixed 500-image split)', '', _setting(results, cfg), '',

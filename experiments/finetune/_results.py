@@ -16,11 +16,25 @@ Part = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Public(results.Record):
+  name: str  # the public set and how its images were made MNIST-like
+  n: int  # its images
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Pretrained(results.Record):
+  """The pretrained model's accuracy, before any fine-tuning."""
+  public_train: float  # on the public set it was trained on
+  val: float  # on MNIST-5k's validation split
+  test: float  # on MNIST-5k's test split
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Results(results.Results):
-  public: dict[str, Any]  # the public pretraining set: name, n
+  public: Public  # the public pretraining set
   steps: int  # DP-SGD steps of every fine-tuning run
   sampling_rate: float  # Poisson sampling rate q
-  pretrained: dict[str, float]  # accuracy: public_train, val, test
+  pretrained: Pretrained  # the pretrained model's accuracy
   private: dict[str, dict[str, Part]]  # per method, per target epsilon (str)
   non_private: dict[str, Part]  # per method: noise 0, clip never reached
   bits: dict[str, int]  # bits per noisy update: full, lora

@@ -18,6 +18,8 @@ from experiments.common import report as report_lib
 from experiments.common import runner
 from experiments.finetune import _training
 from experiments.finetune._config import Config
+from experiments.finetune._results import Pretrained
+from experiments.finetune._results import Public
 from experiments.finetune._results import Results
 
 DATASET = 'mnist5k'  # the private data, with a validation split
@@ -47,10 +49,10 @@ def _pretrained(cfg: Config, ds, ctx: runner.Context):
   pre = lambda x, y: float(_training.evaluate(
       cfg, 'full', jax.tree.map(lambda a: a[None, None], pretrained),
       pretrained, x, y)[0, 0])
-  accuracy = dict(public_train=pre(x_pub, y_pub),
-                  val=pre(ds.x_val, ds.y_val),
-                  test=pre(ds.x_test, ds.y_test))
-  ctx.say(f"pretrained: {accuracy['test']:.3f} on MNIST-5k test")
+  accuracy = Pretrained(public_train=pre(x_pub, y_pub),
+                        val=pre(ds.x_val, ds.y_val),
+                        test=pre(ds.x_test, ds.y_test))
+  ctx.say(f'pretrained: {accuracy.test:.3f} on MNIST-5k test')
   return x_pub, pretrained, accuracy
 
 
@@ -125,8 +127,8 @@ def run(cfg: Config, ctx: runner.Context) -> Results:
         cfg, members, sigmas, trained, state, val, test, sampler, steps)
     bits[kind] = dpjax.transforms.dpsgd_bits(dimension)
   return Results(dataset=report_lib.dataset_info(ds),
-                 public=dict(name='sklearn digits (8x8 -> 20x20, padded to '
-                             '28x28)', n=len(x_pub)),
+                 public=Public(name='sklearn digits (8x8 -> 20x20, padded '
+                               'to 28x28)', n=len(x_pub)),
                  steps=steps, sampling_rate=sampler.sampling_rate,
                  pretrained=pretrained_acc, private=out,
                  non_private=non_private,
