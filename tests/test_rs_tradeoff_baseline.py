@@ -118,8 +118,8 @@ def test_baseline_clips_each_model_with_its_own_method():
   assert {name: clipping for name, (_, clipping)
           in baseline_run._model_specs(ds, full).items()} == {
               'mlp': 'ghost', 'mnist_cnn': 'vmap'}
-  swapped = baseline_config.Config.preset('full', clipping='vmap',
-                                          cnn_clipping='ghost')
+  swapped = baseline_config.Config.preset('full', clip_method='vmap',
+                                          cnn_clip_method='ghost')
   assert {name: clipping for name, (_, clipping)
           in baseline_run._model_specs(ds, swapped).items()} == {
               'mlp': 'vmap', 'mnist_cnn': 'ghost'}
@@ -190,7 +190,7 @@ def test_sweeps_share_one_data_model_and_train_config_setup(config_module):
   assert base == dict(steps=steps, expected_batch_size=10,
                       learning_rate=cfg.learning_rate, momentum=cfg.momentum,
                       l2_norm_clip=1.0, devices=getattr(cfg, 'devices', 1),
-                      eval_every=steps // 4, clipping=cfg.clipping)
+                      eval_every=steps // 4, clipping=cfg.clip_method)
   name, model = models.for_dataset(ds, getattr(cfg, 'model', ''))
   assert name == (getattr(cfg, 'model', '') or 'mlp')  # iris: the MLP
   assert model.num_outputs == ds.num_classes

@@ -324,7 +324,7 @@ def sweep_base(cfg: Any, num_examples: int) -> dict[str, Any]:
   return dict(steps=steps, expected_batch_size=cfg.expected_batch_size,
               learning_rate=cfg.learning_rate, momentum=cfg.momentum,
               l2_norm_clip=1.0, devices=getattr(cfg, 'devices', 1),
-              eval_every=max(1, steps // cfg.num_evals), clipping=cfg.clipping)
+              eval_every=max(1, steps // cfg.num_evals), clipping=cfg.clip_method)
 
 
 def run_seeds_and_record(module: nn.Module, data: Dataset,

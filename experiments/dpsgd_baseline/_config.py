@@ -16,8 +16,8 @@ setting = config.setting
 class Config(config.Config):
   """Quick: mnist5k, the MLP, C chosen from {0.5, 1} on validation, 6
   seeds; full (10 seeds): also the dataset's CNN, the clip grid {0.1, 0.5,
-  1} of Zhu & Blaschko Sec. 6.2, 30 epochs. The MLP clips with ``clipping``,
-  the CNN with ``cnn_clipping``: both give the same clipped sum."""
+  1} of Zhu & Blaschko Sec. 6.2, 30 epochs. The MLP clips with ``clip_method``,
+  the CNN with ``cnn_clip_method``: both give the same clipped sum."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(l2_norm_clips=(0.1, 0.5, 1.0),
                                        epochs=30, cnn=True, num_seeds=10)}
@@ -40,11 +40,11 @@ class Config(config.Config):
   validation_fraction: float = setting(
       0.2, 'fraction of the training data held out to choose C on, for a '
       'dataset without a validation split (mnist5k has one)', gt=0, lt=1)
-  clipping: str = setting(
+  clip_method: str = setting(
       'ghost', "per-example clipping: 'ghost' (no per-example gradients; the "
       "same clipped sum, several times faster for the MLP) or 'vmap'",
       choices=('ghost', 'vmap'))
-  cnn_clipping: str = setting(
+  cnn_clip_method: str = setting(
       'vmap', "the CNN's per-example clipping (ghost is slower for its "
       'convolutions: 2.9 against 2.0 s a step for 10 seeds on 2 CPU cores)',
       choices=('ghost', 'vmap'))

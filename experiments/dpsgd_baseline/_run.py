@@ -27,10 +27,10 @@ from experiments.dpsgd_baseline._results import Results
 def _model_specs(ds: data_lib.Dataset, cfg: Config):
   """{model name: (its keyword arguments, its clipping method)}."""
   specs = {'mlp': (dict(hidden=list(cfg.mlp_hidden),
-                        activation=cfg.activation), cfg.clipping)}
+                        activation=cfg.activation), cfg.clip_method)}
   cnn = models.default_model_name(ds.name)
   if cfg.cnn and cnn.endswith('_cnn'):
-    specs[cnn] = ({}, cfg.cnn_clipping)
+    specs[cnn] = ({}, cfg.cnn_clip_method)
   return specs
 
 

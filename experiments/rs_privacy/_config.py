@@ -18,7 +18,7 @@ class Config(sgd_config.SgdConfig):
   0.7, 0.9}, 30 epochs."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      clipping='vmap', model='', l2_norm_clips=(0.1, 0.5, 1.0),
+      clip_method='vmap', model='', l2_norm_clips=(0.1, 0.5, 1.0),
       final_rates=(0.5, 0.7, 0.9), epochs=30, epsilons=(1.0, 3.0),
       num_seeds=10)}
 
@@ -40,7 +40,7 @@ class Config(sgd_config.SgdConfig):
       lt=1)
   l2_norm_clips: tuple[float, ...] = setting(
       (0.5, 1.0), 'clip norms C both methods are tuned over', gt=0)
-  clipping: str = setting(
+  clip_method: str = setting(
       'ghost', "per-example clipping: 'ghost' (no per-example gradients; the "
       "same clipped sum, several times faster for the MLP) or 'vmap'",
       choices=('ghost', 'vmap'))

@@ -24,7 +24,7 @@ class Config(sgd_config.SgdConfig):
   power)."""
   NAME = NAME
   PRESETS = {'quick': {}, 'full': dict(
-      clipping='vmap', model='', noise_multipliers=(1.0, 2.0, 4.0),
+      clip_method='vmap', model='', noise_multipliers=(1.0, 2.0, 4.0),
       l2_norm_clips=(0.25, 0.5, 1.0), final_rates=(0.0, 0.3, 0.5, 0.7, 0.9),
       epochs=30, panels=(), num_seeds=10)}
 
@@ -55,7 +55,7 @@ class Config(sgd_config.SgdConfig):
   flat_tolerance: float = setting(
       0.02, 'largest test-accuracy loss of tuned RS that still counts as '
       '"maintained" where sigma C <= 1', ge=0)
-  clipping: str = setting(
+  clip_method: str = setting(
       'ghost', "per-example clipping: 'ghost' (no per-example gradients; the "
       "same clipped sum, several times faster for the MLP) or 'vmap'",
       choices=('ghost', 'vmap'))
