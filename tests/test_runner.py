@@ -458,3 +458,22 @@ def test_a_record_reads_back_nested_parts_and_refuses_a_missing_field():
   assert back == rec and isinstance(back.parts[0], Part)
   with pytest.raises(ValueError, match='Out: results hold no part'):
     Out.from_dict({k: v for k, v in data.items() if k != 'part'})
+
+
+def test_a_record_reads_back_records_nested_in_dicts_of_dicts():
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from experiments.common import results  # pylint: disable=g-import-not-at-top
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Part(results.Record):
+    value: float
+
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class Out(results.Results):
+    by_method: dict[str, dict[str, Part]]
+    table: list[list[float]]
+
+  rec = Out(dataset={}, by_method={'a': {'1': Part(value=1.0)}},
+            table=[[1.0, 2.0]])
+  back = Out.from_dict(json.loads(json.dumps(rec.to_dict())))
+  assert back == rec and isinstance(back.by_method['a']['1'], Part)

@@ -89,8 +89,9 @@ def _record_type(tp) -> type[Record] | None:
 
 
 def _read(tp, value: Any) -> Any:
-  """``value`` (JSON) as the annotation ``tp`` holds it: records (also in a
-  list, a dict's values or an optional) are rebuilt, the rest is kept."""
+  """``value`` (JSON) as the annotation ``tp`` holds it: records, at any
+  depth of lists, dicts' values and optionals, are rebuilt; the rest is
+  kept."""
   if value is None:
     return None
   record = _record_type(tp)
@@ -98,10 +99,10 @@ def _read(tp, value: Any) -> Any:
     return record.from_dict(value)
   args = [a for a in typing.get_args(tp) if a is not type(None)]
   origin = typing.get_origin(tp)
-  if origin in (list, tuple) and args and _record_type(args[0]):
-    return [args[0].from_dict(v) for v in value]
-  if origin is dict and len(args) == 2 and _record_type(args[1]):
-    return {k: args[1].from_dict(v) for k, v in value.items()}
+  if origin in (list, tuple) and args:
+    return [_read(args[0], v) for v in value]
+  if origin is dict and len(args) == 2:
+    return {k: _read(args[1], v) for k, v in value.items()}
   if origin in (typing.Union, types.UnionType) and len(args) == 1:
     return _read(args[0], value)
   return value
