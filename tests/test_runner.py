@@ -477,3 +477,19 @@ def test_a_record_reads_back_records_nested_in_dicts_of_dicts():
             table=[[1.0, 2.0]])
   back = Out.from_dict(json.loads(json.dumps(rec.to_dict())))
   assert back == rec and isinstance(back.by_method['a']['1'], Part)
+
+
+# Names the glossary replaced (docs/experiments.md, Settings): one concept,
+# one flag, in every experiment.
+NOT_GLOSSARY = {'clip', 'clips', 'clip_norm', 'clip_norms', 'xi', 'user_clip',
+                'projected_clip', 'dim', 'dims', 'd', 'n', 'n_test', 'n_val',
+                'sigma', 'sigmas', 'reps', 'evals', 'lr', 'lr_scale',
+                'clipping', 'eps', 'eps_small', 'eps_large'}
+
+
+@pytest.mark.parametrize('name', registry.NAMES)
+def test_settings_take_the_glossarys_names(name):
+  fields = set(registry.get(name).config.field_names())
+  assert not fields & NOT_GLOSSARY
+  assert not {f for f in fields if f.endswith(('_clipping', '_clip_norm'))
+              or f.startswith(('lr_', 'eps_'))}
