@@ -10,7 +10,8 @@ script draws Gaussian scores for held-in and held-out canaries, fixes
 thresholds, and prints both libraries' bounds side by side with their
 difference; ``dpjax/`` never imports jax_privacy.
 
-Run: ``python -m experiments.compare_audit [--num-canaries 10000] [--delta 1e-5]``.
+Run: ``python -m experiments.compare_audit [--num-canaries 10000]
+[--delta 1e-5]``.
 """
 
 import argparse
