@@ -78,6 +78,14 @@ def test_event_and_bits_are_the_mechanisms(name):
   assert p.bits_per_client == bits()
 
 
+@pytest.mark.parametrize('config', [DDG, SKELLAM], ids=['ddg', 'skellam'])
+def test_distributed_dp_protocol_states_its_neighbouring_relation(config):
+  replace = protocols.distributed_dp_protocol(config, D, replace_one=True)
+  assert replace.event == distributed.distributed_dp_event(config, D,
+                                                           replace_one=True)
+  assert replace.event != protocols.distributed_dp_protocol(config, D).event
+
+
 def test_a_new_round_key_gives_a_new_message():
   p = protocols.gaussian_distributed_mean_protocol(1.0, 0.3, N, D)
   xs = _clients()

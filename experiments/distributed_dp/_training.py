@@ -198,11 +198,11 @@ def _ddp_setting(cfg, mech: str, bits: int, d: int, n: int):
   if mech == 'skellam' and config.local_mu > dist.MAX_SKELLAM_MU:
     return dict(row, note=f'local mu = {config.local_mu:.3g} above the '
                 'Skellam sampler range (2^22)'), None
-  # distributed_dp_protocol's event is add/remove-one; the run's unit is
-  # replace-one (as cpSGD's and the Gaussian's), as calibrated above.
-  event = dist.distributed_dp_event(config, d, replace_one=True)
-  protocol = dist.distributed_dp_protocol(config, d)._replace(event=event)
-  return dict(row, protocol=protocol, event=event, gamma=config.gamma,
+  # The run's unit is replace-one (as cpSGD's and the Gaussian's), as
+  # calibrated above.
+  protocol = dist.distributed_dp_protocol(config, d, replace_one=True)
+  return dict(row, protocol=protocol, event=protocol.event,
+              gamma=config.gamma,
               stddev=config.stddev,
               noise_multiplier=config.stddev / (2 * clip),
               bits_per_client=protocol.bits_per_client), config

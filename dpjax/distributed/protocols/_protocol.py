@@ -147,19 +147,24 @@ def _cpsgd_parts(config, dimension, num_clients):
 
 
 def distributed_dp_protocol(config: _ddp_config.DistributedDpConfig,
-                            dimension: int) -> Protocol:
+                            dimension: int, *,
+                            replace_one: bool = False) -> Protocol:
   """DDG or Skellam as a ``Protocol``: modular messages, modular decoding.
 
   Args:
     config: a ``DistributedDpConfig`` (its ``num_clients`` clients per
       round).
     dimension: d, the length of each client's vector.
+    replace_one: the neighbouring relation of the event: one client's
+      vector replaced (True) or added or removed (False), as for
+      ``distributed_dp_event``.
 
   Returns:
     A ``Protocol`` whose mean is ``secure_sum_round(config, key,
     xs).estimate``, encoder ``client_encode_modular`` (uint32 messages in
     [0, 2^b)), decoder ``server_decode_modular`` of the sum modulo 2^b,
-    divided by n; event ``distributed_dp_event(config, d)``, bits
+    divided by n; event ``distributed_dp_event(config, d,
+    replace_one=replace_one)``, bits
     ``distributed_dp_bits(config, d)``; ``param`` is unused.
 
   References:
@@ -175,7 +180,8 @@ def distributed_dp_protocol(config: _ddp_config.DistributedDpConfig,
     (3,)
   """
   dimension = _dimension(dimension)
-  event = _ddp_config.distributed_dp_event(config, dimension)
+  event = _ddp_config.distributed_dp_event(config, dimension,
+                                           replace_one=replace_one)
   _ddp.check_sampler_range(config)
   mean, encode, decode = _ddp_parts(config, dimension)
   return Protocol(mean, event=event,
