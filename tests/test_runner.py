@@ -399,9 +399,7 @@ def test_compare_results_reports_every_moved_leaf(tmp_path, capsys):
 
 def test_examples():
   import doctest  # pylint: disable=g-import-not-at-top
-  from experiments.common import flags  # pylint: disable=g-import-not-at-top
-  from experiments.common import results  # pylint: disable=g-import-not-at-top
-  for module in (claims_lib, compare, flags, results):
+  for module in (claims_lib, compare, flags, results_lib):
     assert doctest.testmod(module).failed == 0, module.__name__
 
 
@@ -433,20 +431,19 @@ def test_claims_docstring_examples():
   assert result.attempted > 0 and result.failed == 0
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Part(results_lib.Record):
+  value: float
+
+
 def test_a_record_reads_back_nested_parts_and_refuses_a_missing_field():
-  import dataclasses  # pylint: disable=g-import-not-at-top
-  from experiments.common import results  # pylint: disable=g-import-not-at-top
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Part(results.Record):
-    value: float
-
-  @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Out(results.Results):
+  class Out(results_lib.Results):
     part: Part
     maybe: Part | None = None
     parts: list[Part]
-    rows: results.Rows
+    rows: results_lib.Rows
 
   rec = Out(dataset={'name': 'x'}, part=Part(value=1.0), parts=[
       Part(value=2.0)], rows=[{'a': 1}])
@@ -461,15 +458,9 @@ def test_a_record_reads_back_nested_parts_and_refuses_a_missing_field():
 
 
 def test_a_record_reads_back_records_nested_in_dicts_of_dicts():
-  import dataclasses  # pylint: disable=g-import-not-at-top
-  from experiments.common import results  # pylint: disable=g-import-not-at-top
 
   @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Part(results.Record):
-    value: float
-
-  @dataclasses.dataclass(frozen=True, kw_only=True)
-  class Out(results.Results):
+  class Out(results_lib.Results):
     by_method: dict[str, dict[str, Part]]
     table: list[list[float]]
 
