@@ -216,7 +216,9 @@ def unwrap(updates: Any) -> tuple[PyTree, Any, str, Any]:
         ' got a bare pytree: the noise is calibrated to the bound the sum '
         'carries and cannot tell a clipped sum from an unclipped one. Pass '
         'the clipping function\'s grad_sum as it is, or per-example '
-        'gradients to a chain that clips them.')
+        'gradients to a chain that clips them. (optax.MultiSteps passes its '
+        'bare accumulator: to accumulate micro-batches into one noised step, '
+        'use clipped_grad_sum(..., microbatch_size=m).)')
   ok = linear(updates)
   bound = updates.l2_norm_clip
   bound = abs(bound) if isinstance(bound, float) else jnp.abs(bound)
