@@ -108,7 +108,12 @@ class ClippedSum:
             f'l2_norm_clip={self.l2_norm_clip!r}, unit={self.unit!r})')
 
   def __add__(self, other: 'ClippedSum') -> 'ClippedSum':
-    """The sum of two clipped sums of one unit: their bounds add."""
+    """The sum of two clipped sums of one unit: their bounds add.
+
+    Their rows may overlap (a record in both moves the sum by both bounds).
+    Micro-batches of one batch are summed with the bound C by
+    ``clipped_grad_sum(..., microbatch_size=m)``.
+    """
     if not (isinstance(other, ClippedSum) and other.unit == self.unit
             and other.shapes == self.shapes):
       return NotImplemented

@@ -16,6 +16,14 @@ values with ``+`` gives the bound k C instead: that operator cannot know its
 terms are sums of disjoint rows, so it keeps the triangle inequality's
 bound. ``optax.MultiSteps`` cannot accumulate a ``ClippedSum`` (its
 accumulator is a bare pytree, which the noise refuses; optax issue #515).
+
+Example:
+  >>> loss = lambda w, x: jnp.sum(w * x)
+  >>> x = jnp.array([[3., 4.], [0., .5], [6., 8.], [1., 0.]])
+  >>> micro = dpjax.clipped_grad_sum(loss, 1.0, microbatch_size=2)
+  >>> out = micro(jnp.ones(2), x, jnp.ones(4, bool))
+  >>> out.grad_sum.value, out.grad_sum.l2_norm_clip, out.norms.shape
+  (Array([2.2, 2.1], dtype=float32), 1.0, (4,))
 """
 
 from typing import Any, Callable
