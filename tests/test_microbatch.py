@@ -1,8 +1,9 @@
 """Clipped sums in micro-batches (``clipped_grad_sum(..., microbatch_size=m)``).
 
 k micro-batches of 8 rows give the clipped sum, the update (same noise key)
-and the one ledger event of one batch of 8k rows; the compiled temporary
-memory falls with m; bad sizes and ``optax.MultiSteps`` are refused.
+and the one ledger event of one batch of 8k rows, also per shard of a
+mesh; the compiled temporary memory falls with m; bad sizes and
+``optax.MultiSteps`` are refused.
 """
 
 import functools
@@ -121,6 +122,28 @@ def test_another_key_draws_other_noise():
   _, _, out = _run('vmap', key=5)
   _, _, first = _run('vmap')
   assert not np.allclose(out['micro'][2]['w2'], first['micro'][2]['w2'])
+
+
+def test_sharded_microbatches_give_the_whole_batch_sum():
+  # 30 rows on 4 devices in micro-batches of 4: padded with masked rows to
+  # 32, two micro-batches per shard; the sum of one device's whole batch.
+  mesh = jax.make_mesh((4,), ('data',))
+  sharded = dpjax.clipping.sharded_clipped_grad_sum(
+      _loss, CLIP, 'ghost', mesh=mesh, microbatch_size=4)
+  whole = dpjax.clipped_grad_sum(_loss, CLIP)
+
+  @jax.jit
+  def sums():
+    x, y = _data()
+    rows, mask = (x[:30], y[:30]), jnp.arange(30) % 7 != 3
+    return sharded(_params(), rows, mask), whole(_params(), rows, mask)
+
+  micro, one = sums()
+  close = functools.partial(np.testing.assert_allclose, rtol=1e-5, atol=1e-6)
+  jax.tree.map(close, micro.grad_sum.value, one.grad_sum.value)
+  jax.tree.map(close, micro.norms, one.norms)
+  assert np.isclose(float(micro.grad_sum.l2_norm_clip),
+                    dpjax.clipping.clipped_norm_bound(CLIP))
 
 
 @pytest.mark.parametrize('method,rows,limit', [('vmap', 64, 0.3),

@@ -59,6 +59,16 @@ def _rows(batch: Any) -> int:
   return sizes.pop()
 
 
+def _zeros(like: jax.ShapeDtypeStruct) -> jax.Array:
+  """Zeros of ``like``'s shape and dtype, varying over the manual mesh axes
+  it varies over (the scan's carry inside ``shard_map``)."""
+  zeros = jnp.zeros(like.shape, like.dtype)
+  varying = getattr(like.manual_axis_type, 'varying', ())
+  if varying:
+    zeros = jax.lax.pcast(zeros, tuple(sorted(varying)), to='varying')
+  return zeros
+
+
 def microbatched(fn: Callable[..., Any], microbatch_size: int,
                  bound: Any, make_output: Callable[[Any, Any], Any]
                  ) -> Callable[..., Any]:
@@ -99,7 +109,7 @@ def microbatched(fn: Callable[..., Any], microbatch_size: int,
 
     value_shape, _ = jax.eval_shape(
         chunk_sum, jax.tree.map(lambda x: x[0], chunks))
-    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), value_shape)
+    zeros = jax.tree.map(_zeros, value_shape)
 
     def body(total, chunk):
       value, norms = chunk_sum(chunk)
