@@ -119,8 +119,8 @@ def test_fixed_size_pld_matches_the_closed_form_profile(eps):
 
 def test_a_full_fixed_size_batch_is_the_replace_one_gaussian():
   z, n = 2.0, 100
-  got = accounting.epsilon(dpjax.sampling.FixedSizeSampler(n, n).dp_event(z), 1e-5,
-                           'pld')
+  got = accounting.epsilon(
+      dpjax.sampling.FixedSizeSampler(n, n).dp_event(z), 1e-5, 'pld')
   exact = accounting.gaussian_epsilon(z, 2.0, 1e-5)
   assert exact <= got <= exact + 1e-3
 

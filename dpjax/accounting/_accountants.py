@@ -36,7 +36,7 @@ ACCOUNTANTS = ('rdp', 'pld')
 _PLD_INTERVAL = 1e-4
 _PLD_MAX_INTERVAL = 1.0
 _PLD_POINTS = 1e5
-_STEP_POINTS = 2e5
+_STEP_POINTS = 1e5
 
 
 def _pld_interval(event, delta, neighboring_relation) -> float:
@@ -44,7 +44,8 @@ def _pld_interval(event, delta, neighboring_relation) -> float:
   and its smallest Gaussian noise multiplier z: a Gaussian step's loss
   spans about 10 / z + 1 / (2 z^2) (tails of mass e^-50 cut). Above
   ``_PLD_MAX_INTERVAL`` the PLD is not computed (``_composed``)."""
-  gaussians = [float(e.noise_multiplier) for e in _extended_accountants.walk(event)
+  gaussians = [float(e.noise_multiplier)
+               for e in _extended_accountants.walk(event)
                if isinstance(e, dp_accounting.GaussianDpEvent)]
   z = min(gaussians, default=math.inf)
   step_range = 10 / z + 1 / (2 * z * z) if z > 0 else 0.0
@@ -64,9 +65,11 @@ def make_accountant(
     neighboring_relation: NeighboringRelation = (
         NeighboringRelation.ADD_OR_REMOVE_ONE)
 ) -> dp_accounting.PrivacyAccountant:
-  """A fresh dp_accounting accountant (``"rdp"`` or ``"pld"``) with dpjax events."""
+  """A fresh dp_accounting accountant (``"rdp"`` or ``"pld"``) with dpjax
+  events."""
   if accountant == 'rdp':
-    return _extended_accountants.RdpAccountant(neighboring_relation=neighboring_relation)
+    return _extended_accountants.RdpAccountant(
+        neighboring_relation=neighboring_relation)
   if accountant == 'pld':
     return _extended_accountants.PldAccountant(neighboring_relation)
   raise ValueError(f'Expected accountant={accountant!r} in {ACCOUNTANTS}.')
@@ -94,14 +97,16 @@ def _composed(event, accountant, neighboring_relation, delta):
         'or Skellam events (known by an RDP bound only); use '
         'accountant="rdp".')
   if accountant == 'pld' and any(
-      isinstance(e, dp_accounting.ZCDpEvent) for e in _extended_accountants.walk(event)):
+      isinstance(e, dp_accounting.ZCDpEvent)
+      for e in _extended_accountants.walk(event)):
     raise ValueError(
         'accountant="pld" does not support ZCDpEvent (e.g. '
         'discrete_gaussian_event): dp_accounting has no privacy loss '
         'distribution for zCDP. Use accountant="rdp", which composes it '
         'exactly as RDP(a) = xi + a rho.')
   if neighboring_relation is None:
-    neighboring_relation = _extended_accountants.infer_neighboring_relation(event)
+    neighboring_relation = (
+        _extended_accountants.infer_neighboring_relation(event))
   if accountant == 'pld':
     interval = _pld_interval(_truncation.untruncate(event)[0], delta,
                              neighboring_relation)
@@ -179,16 +184,17 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
 
   Truncated Poisson (either accountant): the untruncated event at
   delta - tv, tv the chance that some step's other examples fill the cap
-  (``_truncation.untruncate``: no e^eps factor). Where tv exceeds delta / 2 (a cap
-  too small for the run), the PLD accountant composes the truncated event
-  itself (dp_accounting's exact PLD) and ``note`` says so.
+  (``_truncation.untruncate``: no e^eps factor). Where tv exceeds
+  delta / 2 (a cap too small for the run), the PLD accountant composes the
+  truncated event itself (dp_accounting's exact PLD) and ``note`` says so.
 
-  Speed: the PLD's discretization grows with the event's epsilon
-  (``_pld_interval``), still pessimistic; dp_accounting's RDP warnings that
-  a series failed to converge are dropped (that order is left out, an upper
-  bound still) and counted in ``note``. Every dpjax sampler's event answers
-  in about a second at any noise multiplier (0 gives inf) and up to 10^5
-  steps.
+  Speed: the PLD's discretization interval grows with the event's epsilon
+  and one step's loss range (``_pld_interval``; pessimistic at any
+  interval), and where it would exceed 1 (epsilon in the hundreds of
+  thousands) RDP answers and ``note`` says so. dp_accounting's RDP warnings
+  that a series failed to converge are dropped (that order is left out,
+  an upper bound still) and counted in ``note``. A noise multiplier of 0
+  gives inf at once.
 
   Pure events: if the event is built only from pure ``EpsilonDeltaDpEvent``s,
   the result is the smaller of the accountant's and basic composition's.
@@ -218,7 +224,8 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
     return Epsilon(math.inf, accountant, 'not private: a Gaussian part has '
                    'noise multiplier 0')
   if neighboring_relation is None:
-    neighboring_relation = _extended_accountants.infer_neighboring_relation(event)
+    neighboring_relation = (
+        _extended_accountants.infer_neighboring_relation(event))
   untruncated, tv = _truncation.untruncate(event)
   note = ''
   with _extended_accountants.quiet_convergence() as quiet:
@@ -276,7 +283,8 @@ def delta(event: dp_accounting.DpEvent, epsilon: float,
   """
   _validate.non_negative(epsilon=epsilon)
   if neighboring_relation is None:
-    neighboring_relation = _extended_accountants.infer_neighboring_relation(event)
+    neighboring_relation = (
+        _extended_accountants.infer_neighboring_relation(event))
   untruncated, tv = _truncation.untruncate(event)
   if _basic_epsilon(untruncated) <= epsilon:
     return 0.0
@@ -386,7 +394,8 @@ def rdp_curve(event: dp_accounting.DpEvent, orders: Sequence[float],
     [0.25, 0.5]
   """
   if neighboring_relation is None:
-    neighboring_relation = _extended_accountants.infer_neighboring_relation(event)
+    neighboring_relation = (
+        _extended_accountants.infer_neighboring_relation(event))
   acc = _extended_accountants.RdpAccountant(orders=[float(a) for a in orders],
                        neighboring_relation=neighboring_relation)
   acc.compose(event)

@@ -91,7 +91,7 @@ def tradeoff_curve(event: dp_accounting.DpEvent, alphas,
   if mu is not None:
     if math.isinf(mu):
       return np.zeros_like(alphas)
-    return stats.norm.cdf(stats.norm.isf(alphas) - mu)
+    return np.asarray(stats.norm.cdf(stats.norm.isf(alphas) - mu), np.float64)
   eps, deltas = _profile(event, neighboring_relation)
   if deltas is None:  # not private, or too little noise for a PLD
     return np.zeros_like(alphas)
