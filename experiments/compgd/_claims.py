@@ -83,8 +83,9 @@ def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
 
 
 def crossover(claim_list, k) -> int | None:
-  """The smallest d from which on every DP claim at k held (None if none)."""
-  dp = sorted((c['d'], c['verdict']) for c in claim_list
+  """The smallest d from which on every DP claim at k held, by outcome (a
+  claim not tested does not count; None if none)."""
+  dp = sorted((c['d'], c['outcome']) for c in claim_list
               if c.get('comparison') == 'dp' and c['intrinsic'] == k)
   first = None
   for d, verdict in reversed(dp):
