@@ -338,7 +338,7 @@ def test_a_failed_sanity_claim_leaves_the_paper_claims_not_tested(tmp_path):
   text = exp.report(results, str(tmp_path))
   assert 'Paper claims not tested: sanity failed' in text
   assert ('- ceiling beats it (inconclusive). The run that would make the '
-          'paper claims testable: a smaller epsilon') in text
+          'experiment testable: a smaller epsilon') in text
   assert 'sanity failed' not in _tiny([]).report(
       _tiny([]).results(exp.configure(), str(tmp_path), progress=False),
       str(tmp_path))

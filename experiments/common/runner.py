@@ -185,15 +185,17 @@ class Experiment:
 
 def _sanity_note(claims: list[dict[str, Any]]) -> list[str]:
   """Report lines naming the sanity claims that did not hold and the run
-  each says would make the paper claims testable; none when all held."""
+  each says would make the experiment testable; none when all held."""
   failed = claims_lib.failed_sanity(claims)
   if not failed:
     return []
-  lines = ['**Paper claims not tested: sanity failed.** '
+  paper = any(c['kind'] == 'paper' for c in claims)
+  lines = [('**Paper claims not tested: sanity failed.** ' if paper else
+            '**Sanity failed** (this experiment makes no paper claim). ')
            + ('This sanity claim did not hold' if len(failed) == 1 else
               'These sanity claims did not hold') + ':', '']
   lines += [f"- {c['claim']} ({c['verdict']}). The run that would make the "
-            f"paper claims testable: {c['remedy']}" for c in failed]
+            f"experiment testable: {c['remedy']}" for c in failed]
   return lines + ['']
 
 
