@@ -19,6 +19,7 @@ import numpy as np
 
 from dpjax import _solve
 from dpjax import _validate
+from dpjax.accounting import _balls_in_bins
 from dpjax.accounting import _distributed
 from dpjax.accounting import _events
 from dpjax.accounting import _extended_accountants
@@ -96,6 +97,11 @@ def _composed(event, accountant, neighboring_relation, delta):
         'accountant="pld" does not support the distributed discrete Gaussian '
         'or Skellam events (known by an RDP bound only); use '
         'accountant="rdp".')
+  if accountant == 'pld' and any(
+      isinstance(e, _balls_in_bins.BallsInBinsDpEvent)
+      for e in _extended_accountants.walk(event)):
+    raise ValueError('accountant="pld" does not support BallsInBinsDpEvent '
+                     '(known by an RDP bound only); use accountant="rdp".')
   if accountant == 'pld' and any(
       isinstance(e, dp_accounting.ZCDpEvent)
       for e in _extended_accountants.walk(event)):
