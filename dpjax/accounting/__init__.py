@@ -66,8 +66,8 @@ from dpjax.accounting._tradeoff import tradeoff_curve
 __all__ = [
     'ACCOUNTANTS',
     'advanced_composition',
-    'BALLS_IN_BINS_MAX_STEPS',
     'balls_in_bins_event',
+    'BALLS_IN_BINS_MAX_STEPS',
     'balls_in_bins_rdp',
     'BallsInBinsDpEvent',
     'basic_composition',
