@@ -127,12 +127,21 @@ def test_rdp_of_one_step_is_the_gaussian_and_matches_the_package():
 
 
 # (sigma, k, epochs, delta) -> epsilon reported by random-allocation 1.0.5
-# (Feldman & Shenfeld's package; needs numpy < 2.2, so computed in a separate
-# environment): allocation_epsilon_direct (alpha orders 2..60),
-# allocation_epsilon_RDP_DCO, allocation_epsilon_decomposition and
-# allocation_epsilon_lower_bound (MC_sample_size=100_000), each with
-# PrivacyParams(sigma, num_steps=k, num_selected=1, num_epochs, delta),
-# Direction.BOTH; the last two support one epoch only (None).
+# (Feldman & Shenfeld's package; it needs numpy < 2.2, so it ran in a
+# separate environment: pip install random-allocation==1.0.5 pandas), by
+#   from random_allocation.comparisons.definitions import (
+#       PrivacyParams, SchemeConfig, Direction, Verbosity)
+#   from random_allocation.random_allocation_scheme import (
+#       allocation_epsilon_direct, allocation_epsilon_RDP_DCO,
+#       allocation_epsilon_decomposition, allocation_epsilon_lower_bound)
+#   p = PrivacyParams(sigma=s, num_steps=k, num_selected=1,
+#                     num_epochs=epochs, delta=delta)
+#   cfg = SchemeConfig(verbosity=Verbosity.NONE, MC_sample_size=100_000,
+#                      allocation_direct_alpha_orders=list(range(2, 61)))
+#   f(p, cfg, Direction.BOTH) for f = direct, RDP_DCO; f(p, cfg) for
+#   decomposition and lower_bound (one epoch only: None for more).
+# direct's add direction adds (1 - 1/k) / (2 sigma^2) once whatever the
+# epochs; composing the per-epoch loss bound adds it per epoch.
 PACKAGE = {
     (1.0, 1000, 1, 1e-5): dict(direct=0.6775, dco=1.0343,
                                decomposition=0.2368, lower=0.0766),
@@ -165,6 +174,15 @@ def test_epsilon_lies_between_the_package_and_no_amplification(setting):
   assert eps < plain
   if k >= 1000:
     assert eps < 0.35 * plain
+
+
+def test_calibrate_and_delta_invert_epsilon():
+  make = lambda s: accounting.balls_in_bins_event(s, 100)
+  sigma = accounting.calibrate(make, 2.0, 1e-5, steps=3)
+  assert accounting.epsilon(make(sigma), 1e-5, steps=3) <= 2.0 + 1e-6
+  assert accounting.epsilon(make(0.98 * sigma), 1e-5, steps=3) > 2.0
+  eps = accounting.epsilon(make(1.0), 1e-5)
+  assert accounting.delta(make(1.0), eps) <= 1e-5 * (1 + 1e-6)
 
 
 def test_more_steps_per_epoch_amplify_more():
