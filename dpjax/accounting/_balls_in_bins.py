@@ -26,13 +26,23 @@ partitions of a); it is evaluated in log space, and the RDP at a fractional
 order is taken at the next integer (D_a is non-decreasing in a, van Erven &
 Harremoes 2014, Thm. 3), an upper bound.
 
-Add (D_a(Q || P), real a > 1): by the AM-GM inequality
-(1/k) sum_j L_j >= prod_j L_j^(1/k), so with b = (a - 1) / k,
-E_Q[(Q/P)^(a-1)] <= prod_j E[L_j^-b] = exp(k b (b + 1) / (2 s^2)), i.e.
-D_a(Q || P) <= a / (2 k s^2) + (1 - 1/k) / (2 s^2): a Gaussian of noise
-s sqrt(k) plus a constant (the pointwise loss bound behind Feldman &
-Shenfeld's "direct" add-direction bound). The constant is this bound's
-price: it keeps the epsilon of a single epoch near 1 / (2 s^2) or above.
+Add (D_a(Q || P), real a > 1; derived). With b = a - 1, D_a(Q || P) =
+(1/b) log M, M = E_Q[R^-b], R = (1/k) sum_j L_j, E_Q[R] = 1,
+Var_Q[R] = (e^(1/s^2) - 1) / k. Two bounds on M, the smaller is used:
+(i) AM-GM: R >= G = prod_j L_j^(1/k), so M <= E[G^-b] = prod_j
+E[L_j^(-b/k)] = exp(b (b/k + 1) / (2 s^2)), i.e. D_a(Q || P) <=
+a / (2 k s^2) + (1 - 1/k) / (2 s^2) (a Gaussian of noise s sqrt(k) plus a
+constant). (ii) For each a0 in (0, 1) on a fixed grid: for R >= a0,
+Taylor's theorem with the Lagrange remainder gives R^-b <= p(R) =
+1 - b (R - 1) + (b (b + 1) / 2) a0^(-b-2) (R - 1)^2, and for R < a0, p(R)
+>= 1 > 0; so R^-b <= p(R) + R^-b 1{R < a0} everywhere, and by
+Cauchy-Schwarz M <= 1 + (b (b + 1) / 2) a0^(-b-2) Var_Q[R]
++ E[G^-2b]^(1/2) P[R < a0]^(1/2), with E[G^-2b] = exp(b (2b/k + 1) / s^2)
+as in (i) and P[R < a0] <= exp(-k (1 - a0)^2 / (2 E[L^2])),
+E[L^2] = e^(1/s^2) (the lower tail of a sum of non-negative variables,
+Maurer 2003, "A bound on the deviation probability for sums of
+non-negative random variables", Thm. 1: e^-x <= 1 - x + x^2 / 2 for x >= 0
+and Chernoff). Bound (ii) is the tighter one at large k.
 
 The epoch's RDP is the larger of the two at each order; epochs compose by
 adding RDP (Mironov 2017, Prop. 1). A rounding margin of 1e-9 relative plus
@@ -123,6 +133,22 @@ def _log_power(log_c, k, degree):
   return result
 
 
+def _add_rdp(s2, k, orders):
+  """min of bounds (i) and (ii) on D_a(Q || P) (module docstring)."""
+  amgm = orders / (2 * k * s2) + (1 - 1 / k) / (2 * s2)
+  if k == 1 or 1 / s2 > 700:  # (ii) needs e^(1/s^2) finite
+    return amgm
+  b = (orders - 1)[:, None]
+  a0 = np.linspace(0.02, 0.98, 49)[None, :]
+  log_m2 = 1 / s2
+  taylor = (np.log(b * (b + 1) / 2) - (b + 2) * np.log(a0)
+            + math.log(math.expm1(log_m2)) - math.log(k))
+  tail = b * (2 * b / k + 1) / (2 * s2) - k * (1 - a0)**2 / (
+      4 * math.exp(log_m2))
+  log_m = np.logaddexp(0.0, np.logaddexp(taylor, tail))
+  return np.minimum(amgm, (log_m / b).min(axis=1))
+
+
 def balls_in_bins_rdp(noise_multiplier: float, num_steps: int,
                       orders) -> np.ndarray:
   """Upper bound on one epoch's RDP at each order (both directions).
@@ -141,7 +167,7 @@ def balls_in_bins_rdp(noise_multiplier: float, num_steps: int,
   if noise_multiplier == 0:
     return np.full(orders.shape, np.inf)
   s2, k = float(noise_multiplier)**2, int(num_steps)
-  add = orders / (2 * k * s2) + (1 - 1 / k) / (2 * s2)
+  add = _add_rdp(s2, k, orders)
   ints = np.ceil(orders).astype(int)
   degree = int(ints.max())
   m = np.arange(degree + 1)
