@@ -11,6 +11,7 @@ from scipy import stats
 
 import dpjax
 from dpjax import accounting
+from dpjax.accounting import _balls_in_bins
 from dpjax.sampling import BallsInBinsSampler
 
 
@@ -111,7 +112,6 @@ def test_rdp_bounds_both_directions_of_two_steps(sigma, alpha):
 def test_add_bound_is_above_a_monte_carlo_estimate_at_many_steps(
     sigma, k, alpha):
   """Where the Taylor-and-tail bound is the one used (below AM-GM)."""
-  from dpjax.accounting import _balls_in_bins  # pylint: disable=g-import-not-at-top
   orders = np.array([alpha])
   refined = _balls_in_bins._add_rdp(sigma**2, k, orders)[0]
   assert refined < alpha / (2 * k * sigma**2) + (1 - 1 / k) / (2 * sigma**2)

@@ -136,7 +136,7 @@ def _log_power(log_c, k, degree):
 def _add_rdp(s2, k, orders):
   """min of bounds (i) and (ii) on D_a(Q || P) (module docstring)."""
   amgm = orders / (2 * k * s2) + (1 - 1 / k) / (2 * s2)
-  if k == 1 or 1 / s2 > 700:  # (ii) needs e^(1/s^2) finite
+  if k == 1 or not 0 < 1 / s2 <= 700:  # (ii) needs 0 < e^(1/s^2) - 1 < inf
     return amgm
   b = (orders - 1)[:, None]
   a0 = np.linspace(0.02, 0.98, 49)[None, :]
