@@ -123,6 +123,17 @@ def test_add_bound_is_above_a_monte_carlo_estimate_at_many_steps(
   assert accounting.balls_in_bins_rdp(sigma, k, orders)[0] >= refined
 
 
+def test_lower_tail_bound_is_above_the_frequency():
+  sigma, k = 1.0, 50
+  a0 = np.array([[0.6, 0.75, 0.9]])
+  bound = np.exp(_balls_in_bins._log_lower_tail(sigma**2, k, a0))[0]
+  y = np.random.default_rng(1).standard_normal((40000, k))
+  ratio = np.exp(y / sigma - 1 / (2 * sigma**2)).mean(axis=1)
+  freq = (ratio[:, None] < a0).mean(axis=0)
+  assert np.all(freq > 0)  # the check is not vacuous
+  assert np.all(bound >= freq + 5 * np.sqrt(freq * (1 - freq) / y.shape[0]))
+
+
 def test_rdp_of_one_step_is_the_gaussian_and_matches_the_package():
   orders = [1.5, 2.0, 8.0, 64.0]
   np.testing.assert_allclose(accounting.balls_in_bins_rdp(1.3, 1, orders),

@@ -38,11 +38,14 @@ Taylor's theorem with the Lagrange remainder gives R^-b <= p(R) =
 >= 1 > 0; so R^-b <= p(R) + R^-b 1{R < a0} everywhere, and by
 Cauchy-Schwarz M <= 1 + (b (b + 1) / 2) a0^(-b-2) Var_Q[R]
 + E[G^-2b]^(1/2) P[R < a0]^(1/2), with E[G^-2b] = exp(b (2b/k + 1) / s^2)
-as in (i) and P[R < a0] <= exp(-k (1 - a0)^2 / (2 E[L^2])),
-E[L^2] = e^(1/s^2) (the lower tail of a sum of non-negative variables,
-Maurer 2003, "A bound on the deviation probability for sums of
-non-negative random variables", Thm. 1: e^-x <= 1 - x + x^2 / 2 for x >= 0
-and Chernoff). Bound (ii) is the tighter one at large k.
+as in (i). The lower tail, by Chernoff: for u >= 0,
+P[R < a0] <= e^(u k a0) E[e^(-u L)]^k, and e^-x <= 1 - x + x^2/2 and
+e^-x <= 1 - x + x^2/2 - x^3/6 + x^4/24 for x >= 0 (Taylor, the remainder
+-e^-y x^n / n! <= 0 for odd n), with E[L^n] = e^(n (n - 1) / (2 s^2)), bound
+E[e^(-u L)]; the first with the best u gives exp(-k (1 - a0)^2 /
+(2 E[L^2])) (Maurer 2003, "A bound on the deviation probability for sums
+of non-negative random variables", Thm. 1), the second is minimized over a
+fixed grid of u. Bound (ii) is the tighter one at large k.
 
 The epoch's RDP is the larger of the two at each order; epochs compose by
 adding RDP (Mironov 2017, Prop. 1). A rounding margin of 1e-9 relative plus
@@ -133,6 +136,23 @@ def _log_power(log_c, k, degree):
   return result
 
 
+def _log_lower_tail(s2, k, a0):
+  """log of the Chernoff bound on P[R < a0] (module docstring), [1, n]."""
+  maurer = -k * (1 - a0)**2 / (2 * math.exp(1 / s2))
+  if 6 / s2 > 700:  # E[L^4] overflows: Maurer's alone
+    return maurer
+  m2, m3, m4 = (math.exp(n * (n - 1) / (2 * s2)) for n in (2, 3, 4))
+  u = np.geomspace(1e-4, 10.0, 400)
+  terms = np.stack([np.ones_like(u), -u, u**2 * m2 / 2, -u**3 * m3 / 6,
+                    u**4 * m4 / 24])
+  # poly >= E[e^(-u L)] > 0; rounded up by a bound on the summation's
+  # rounding error, so the result stays an upper bound.
+  poly = terms.sum(axis=0) + 1e-14 * np.abs(terms).sum(axis=0)
+  log_mgf = np.log(poly)
+  quartic = (k * (u[None, :] * a0.T + log_mgf[None, :])).min(axis=1)
+  return np.minimum(maurer, quartic[None, :])
+
+
 def _add_rdp(s2, k, orders):
   """min of bounds (i) and (ii) on D_a(Q || P) (module docstring)."""
   amgm = orders / (2 * k * s2) + (1 - 1 / k) / (2 * s2)
@@ -143,8 +163,7 @@ def _add_rdp(s2, k, orders):
   log_m2 = 1 / s2
   taylor = (np.log(b * (b + 1) / 2) - (b + 2) * np.log(a0)
             + math.log(math.expm1(log_m2)) - math.log(k))
-  tail = b * (2 * b / k + 1) / (2 * s2) - k * (1 - a0)**2 / (
-      4 * math.exp(log_m2))
+  tail = b * (2 * b / k + 1) / (2 * s2) + _log_lower_tail(s2, k, a0) / 2
   log_m = np.logaddexp(0.0, np.logaddexp(taylor, tail))
   return np.minimum(amgm, (log_m / b).min(axis=1))
 
