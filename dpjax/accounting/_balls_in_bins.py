@@ -11,8 +11,9 @@ Derivation. Write k = num_steps and s = noise_multiplier (noise stddev s C
 on a clipped sum of sensitivity C). For adaptive steps, the epoch is
 dominated by the pair P = (1/k) sum_j N(e_j, s^2 I_k), Q = N(0, s^2 I_k):
 the dominating pair (P_B, Q_B) of the adaptive batch linear query mechanism
-ABLQ_B under balls-and-bins batching (Chua et al. 2025, Sec. 3; the same
-reduction for random allocation is Feldman & Shenfeld 2025, Sec. 3). With
+ABLQ_B under balls-and-bins batching, on which Chua et al. 2025 build their
+accounting; Feldman & Shenfeld 2025 reduce random allocation of adaptive
+steps to the same pair. With
 L_j = exp(y_j / s^2 - 1 / (2 s^2)), the likelihood ratio is
 P / Q (y) = (1/k) sum_j L_j, and under Q the L_j are independent with
 E[L_j^b] = exp(b (b - 1) / (2 s^2)) for every real b.
