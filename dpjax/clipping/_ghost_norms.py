@@ -16,11 +16,18 @@ of length n computed in ANY order satisfies ``|fl(x.y) - x.y| <= gamma(n)
 |x|.|y|`` (Higham eq. 3.5 and the remark after it), and ``(1 + gamma(j))
 (1 + gamma(k)) <= 1 + gamma(j + k)`` (Lemma 3.3). [DERIVED]
 
+* Blocked contractions (``row_dots``, ``outer_sum``). A dot of length n
+  summed in one contraction has depth n. Cut into m blocks of b ~ sqrt(n)
+  terms, each one contraction (depth b, any order), the blocks added one
+  after another behind an optimization barrier (m - 1 additions, no fusion
+  into the contraction), every term has depth d = b + m - 1 ~ 2 sqrt(n):
+  ``gamma(d)`` replaces ``gamma(n)`` below (22 for n = 128, 90 for 2048).
 * Gram form, K inputs, N outputs, H heads. The computed ``aa_ts = a_t . a_s
-  + e_ts`` and ``gg_ts = g_t . g_s + f_ts`` have ``|e_ts| <= gamma(K)
-  alpha_t alpha_s`` and ``|f_ts| <= gamma(N) beta_t beta_s``, so ``|aa gg -
-  (a_t . a_s)(g_t . g_s)| <= gamma(K) alpha_t alpha_s |gg_ts| + gamma(N)
-  |aa_ts| beta_t beta_s + gamma(K) gamma(N) alpha_t alpha_s beta_t beta_s``.
+  + e_ts`` and ``gg_ts = g_t . g_s + f_ts`` have ``|e_ts| <= gamma(d_K)
+  alpha_t alpha_s`` and ``|f_ts| <= gamma(d_N) beta_t beta_s``, so ``|aa gg -
+  (a_t . a_s)(g_t . g_s)| <= gamma(d_K) alpha_t alpha_s |gg_ts| + gamma(d_N)
+  |aa_ts| beta_t beta_s + gamma(d_K) gamma(d_N) alpha_t alpha_s beta_t
+  beta_s`` (an exact entry, e.g. a one-hot row's, has gamma 0).
   The products are rounded (u) and summed first over s (T terms) then, after
   an optimization barrier that keeps XLA from merging the two reductions,
   over (h, t) (H T terms): error at most ``gamma(T + H T) sum |aa_ts||gg_ts|``
@@ -29,10 +36,12 @@ of length n computed in ANY order satisfies ``|fl(x.y) - x.y| <= gamma(n)
   below 1/2, so twice the computed margin bounds the error, and
   ``||G||^2 <= n2 + 2 margin``. Where nothing cancels the margin is about
   gamma times ||G||^2; where a record cancels, it is what ||G||^2 may be.
-* Direct form (``per = fl(sum_t a_t^T g_t)``, a length-T sum per entry):
-  ``||per - G||_F <= gamma(T) sqrt(sum_h (sum_t alpha_t beta_t)^2)``
+* Direct form (``per = fl(sum_t a_t^T g_t)``, blocked over T: depth d_T):
+  ``||per - G||_F <= gamma(d_T) sqrt(sum_h (sum_t alpha_t beta_t)^2)``
   (Cauchy-Schwarz on ``sum_t |a_tk||g_tn|``), times max|M| under a coordinate
-  mask M; the bound is ``(||per|| + 2 gamma(T) S)^2``.
+  mask M; the bound is ``(||per|| + 2 gamma(d_T) S)^2``. Relative to ||G||
+  (about sqrt(T) alpha beta where positions do not align) the margin is
+  about gamma(d_T) sqrt(T): it grows as T, not as T^1.5 with depth T.
 * One position (T = 1, ``||a||^2 ||g||^2``, or ``(a^2)^T M^2 (g^2)``) sums
   nonnegative terms: relative error only, nothing to cancel, no margin.
 

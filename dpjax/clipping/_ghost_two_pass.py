@@ -31,8 +31,9 @@ Padded rows and rows with a non-finite norm get ``valid`` False: their
 cotangent to the weight path is exactly zero and their layer inputs are
 zeroed there (rematerialized in the backward, ``jax.checkpoint``), so they
 contribute exactly zero even when non-finite. Materialized leaves (biases,
-fallbacks) and shared ones (tied weights, ``_ghost_shared.py``) get their per-example gradient in the backward, reduced there to
-its norm and its weighted row.
+fallbacks) and shared ones (tied weights, ``_ghost_shared.py``: their norm
+needs every use's output gradient at once) get their per-example gradient
+in the backward, reduced there to its norm and its weighted row.
 
 Cost: two forward and two backward passes (the first also forms a weight
 gradient with zero weights), against one of each for book-keeping; memory:
@@ -230,8 +231,8 @@ def run_pass(plan: _ghost_plan.Plan, params_flat, batch_flat, weights, valid,
   s0 = {i: _ghost_plan._zeros(jax.typeof(batch_flat[0]).update(  # pylint: disable=protected-access
       shape=(batch_size,), dtype=jnp.float32)) for i in used}
   has_mask = {i: masks is not None and masks[i] is not None for i in used}
-  # A shared leaf (several taps) gets its per-example gradient here, as a
-  # materialized one: its norm needs all uses' output gradients at once.
+  # A shared leaf (several taps) gets its per-example gradient, as a
+  # materialized one does (module doc).
   per_leaf = set(plan.materialized) | {
       i for i, paths in plan.leaf_taps.items() if len(paths) > 1}
   mask_view = {}
