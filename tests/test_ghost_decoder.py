@@ -147,3 +147,22 @@ def test_nearly_cancelling_shared_dense_norm_is_a_certified_upper_bound():
     assert np.all(norms >= exact), (layer_norms, norms / exact - 1)
     assert np.all(norms <= most), (layer_norms, norms / exact - 1)
     np.testing.assert_allclose(two.norms, vmap.norms, rtol=1e-5)
+
+
+def test_table_looked_up_twice_matches_vmap():
+  """Two lookups of one table: one-hot factors on both sides, exact dots."""
+  def loss(p, ids):
+    return (jnp.sum(jnp.tanh(p['e'][ids[0]] @ jnp.arange(4.0)))
+            + jnp.sum(jnp.sin(p['e'][ids[1]])))
+
+  params = {'e': jnp.asarray(np.random.default_rng(3).normal(size=(7, 4)),
+                             jnp.float32)}
+  ids = jnp.asarray(np.random.default_rng(4).integers(0, 7, (B, 2, 6)),
+                    jnp.int32)
+  for layer_norms in ('ghost', 'per_example'):
+    vmap, *ghosts = run_all(loss, params, ids, 1.0, layer_norms=layer_norms)
+    for ghost in ghosts:
+      rel = np.asarray(ghost.norms) / np.asarray(vmap.norms) - 1
+      assert np.all(rel >= -1e-6) and np.all(rel <= 1e-4), rel
+      np.testing.assert_allclose(ghost.grad_sum.value['e'],
+                                 vmap.grad_sum.value['e'], atol=1e-5)
