@@ -166,3 +166,18 @@ def test_table_looked_up_twice_matches_vmap():
       assert np.all(rel >= -1e-6) and np.all(rel <= 1e-4), rel
       np.testing.assert_allclose(ghost.grad_sum.value['e'],
                                  vmap.grad_sum.value['e'], atol=1e-5)
+
+
+def test_shared_leaf_norm_past_float32_squares_is_finite_and_certified():
+  """||G||^2 overflows float32 (||G|| ~ 3e19): the norm stays finite."""
+  def loss(p, x):
+    return jnp.sum((x @ p['w']) @ p['w'])
+
+  rng = np.random.default_rng(5)
+  params = {'w': jnp.asarray(rng.normal(size=(4, 4)), jnp.float32)}
+  x = jnp.asarray(rng.normal(size=(B, 5, 4)) * 1e18, jnp.float32)
+  vmap, *ghosts = run_all(loss, params, x, 1.0)
+  assert np.all(np.isfinite(vmap.norms)) and np.all(vmap.norms > 1e19)
+  for ghost in ghosts:
+    rel = np.asarray(ghost.norms, np.float64) / np.asarray(vmap.norms) - 1
+    assert np.all(rel >= -1e-6) and np.all(rel <= 1e-4), rel

@@ -46,6 +46,7 @@ Example:
 import math
 
 import jax
+import jax.extend.core as jex
 import jax.numpy as jnp
 import numpy as np
 
@@ -54,7 +55,7 @@ from dpjax.clipping import _ghost_norms
 from dpjax.clipping import _ghost_plan
 from dpjax.clipping import _ghost_rules
 
-_P = jax.extend.core.primitives
+_P = jex.primitives
 
 
 def _index_view(chain, shape):
@@ -208,24 +209,30 @@ def _direct(taps, shape, a_list, g_list):
       view = tap.eqn.invars[tap.operand].aval.shape
       grads = canon.reshape((-1, *[view[d] for d in order]))
       grads = jnp.transpose(grads, (0, *(1 + np.argsort(order))))
-      alpha = _ghost_norms._row_norms(big_a)
-      beta = _ghost_norms._row_norms(big_g)
-      term = jnp.sqrt(jnp.sum(jnp.square(jnp.sum(alpha * beta, axis=2)), 1))
+      alpha = _numerics.l2_norm(big_a, -1)  # overflow-safe (``leaf_norm``)
+      beta = _numerics.l2_norm(big_g, -1)
+      term = _numerics.l2_norm(jnp.sum(alpha * beta, axis=2), 1)
     grads = _leaf_grad(tap, shape, grads)
     per = grads if per is None else per + grads
     terms, depths = terms + term, depths + [depth]
   return per, terms, max(depths) + len(taps) - 1
 
 
-def _direct_sq_norm(taps, shape, a_list, g_list, mask):
+def _direct_masked(taps, shape, a_list, g_list, mask):
+  """(M * per [B, *leaf], the certified bound on its distance from M * G
+  [B]) of the direct form."""
   per, terms, steps = _direct(taps, shape, a_list, g_list)
   mask_max = 1.0
   if mask is not None:
     per = per * mask
     mask_max = jnp.max(jnp.abs(mask))
+  return per, 2.0 * _ghost_norms.gamma(steps) * mask_max * terms
+
+
+def _direct_sq_norm(taps, shape, a_list, g_list, mask):
+  per, margin = _direct_masked(taps, shape, a_list, g_list, mask)
   n2 = jnp.sum(jnp.square(per), axis=tuple(range(1, per.ndim)))
-  return jnp.square(jnp.sqrt(n2) + 2.0 * _ghost_norms.gamma(steps)
-                    * mask_max * terms)
+  return jnp.square(jnp.sqrt(n2) + margin)
 
 
 def leaf_sq_norm(taps, shape, a_list, g_list, mask) -> jax.Array:
@@ -255,13 +262,8 @@ def leaf_norm(taps, shape, a_list, g_list, mask) -> jax.Array:
   if len(taps) == 1:
     return _ghost_rules.tap_norm(taps[0], a_list[0], g_list[0], mask)
   sq = leaf_sq_norm(taps, shape, a_list, g_list, mask)
-  per, terms, steps = _direct(taps, shape, a_list, g_list)
-  mask_max = 1.0
-  if mask is not None:
-    per = per * mask
-    mask_max = jnp.max(jnp.abs(mask))
-  safe = (_numerics.l2_norm(per, tuple(range(1, per.ndim)))
-          + 2.0 * _ghost_norms.gamma(steps) * mask_max * terms)
+  per, margin = _direct_masked(taps, shape, a_list, g_list, mask)
+  safe = _numerics.l2_norm(per, tuple(range(1, per.ndim))) + margin
   return jnp.where(jnp.isfinite(sq), jnp.sqrt(sq), safe)
 
 
