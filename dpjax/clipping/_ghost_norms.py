@@ -125,22 +125,28 @@ def direct_bound(n2, alpha, beta, steps: int, mask_max=1.0) -> jax.Array:
 
 
 def _blocks(n: int) -> tuple[int, int]:
-  """(b, m): n terms as m blocks of b ~ sqrt(n), depth b + m - 1."""
+  """(b, m): n terms as m blocks of b ~ sqrt(n), depth b + m - 1; b divides
+  n where a divisor up to 2 sqrt(n) does (no padded copy)."""
   b = math.isqrt(n - 1) + 1 if n > 1 else 1
+  b = next((d for d in range(b, 2 * b + 1) if n % d == 0), b)
   return b, -(-n // b)
 
 
 def _blocked(x, y, axis: int, spec: str) -> tuple[jax.Array, int]:
   """``einsum(spec, x, y)`` contracting ``axis`` in blocks (see
   ``outer_sum``): (result in float32, its rounding depth)."""
-  x, y = x.astype(jnp.float32), y.astype(jnp.float32)
+  same = y is x
+  x = x.astype(jnp.float32)
+  y = x if same else y.astype(jnp.float32)
   n = x.shape[axis]
   b, m = _blocks(n)
   if b + m - 1 >= n:
     return jnp.einsum(spec, x, y, precision=HIGHEST), n
-  pad = [(0, 0)] * x.ndim
-  pad[axis] = (0, m * b - n)  # zeros: exact
-  x, y = jnp.pad(x, pad), jnp.pad(y, pad)
+  if m * b > n:
+    pad = [(0, 0)] * x.ndim
+    pad[axis] = (0, m * b - n)  # zeros: exact
+    x = jnp.pad(x, pad)
+    y = x if same else jnp.pad(y, pad)
 
   def part(j):
     return jnp.einsum(spec, lax.dynamic_slice_in_dim(x, j * b, b, axis),
