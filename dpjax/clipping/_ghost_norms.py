@@ -21,7 +21,7 @@ of length n computed in ANY order satisfies ``|fl(x.y) - x.y| <= gamma(n)
   terms, each one contraction (depth b, any order), the blocks added one
   after another behind an optimization barrier (m - 1 additions, no fusion
   into the contraction), every term has depth d = b + m - 1 ~ 2 sqrt(n):
-  ``gamma(d)`` replaces ``gamma(n)`` below (22 for n = 128, 90 for 2048).
+  ``gamma(d)`` replaces ``gamma(n)`` below (23 for n = 128, 95 for 2048).
 * Gram form, K inputs, N outputs, H heads. The computed ``aa_ts = a_t . a_s
   + e_ts`` and ``gg_ts = g_t . g_s + f_ts`` have ``|e_ts| <= gamma(d_K)
   alpha_t alpha_s`` and ``|f_ts| <= gamma(d_N) beta_t beta_s``, so ``|aa gg -
@@ -166,7 +166,7 @@ def outer_sum(big_a, big_g) -> tuple[jax.Array, int]:
   cut into m blocks of b ~ sqrt(T) positions: each block is one contraction
   (depth b) and the blocks are added one after another (m - 1 additions,
   kept apart from the contractions by an optimization barrier), so every
-  entry has depth b + m - 1 ~ 2 sqrt(T) (Higham Lemma 3.3), e.g. 90 rather
+  entry has depth b + m - 1 ~ 2 sqrt(T) (Higham Lemma 3.3), e.g. 95 rather
   than 2048 at T = 2048: the certified margin grows as T, not T^1.5.
   """
   return _blocked(big_a, big_g, 2, 'bhtk,bhtn->bhkn')
