@@ -566,15 +566,6 @@ def test_plain_jax_loss_with_nested_jaxprs():
   assert not np.any(np.asarray(ghost.grad_sum.value['unused']))
 
 
-class TiedLM(nn.Module):
-  """Input embedding tied to the output projection (``Embed.attend``)."""
-
-  @nn.compact
-  def __call__(self, tokens):
-    embed = nn.Embed(9, 4)
-    return embed.attend(jnp.tanh(nn.Dense(4)(embed(tokens)))).mean(0)
-
-
 def shared_layer_loss(p, x):
   return jnp.sum(jnp.tanh(jnp.tanh(x @ p['w']) @ p['w']))
 
@@ -595,19 +586,10 @@ def nonview_loss(p, x):
 
 
 def fallback_cases():
-  tied = TiedLM()
-  tokens = integers(0, (B, 5), 9)
-  tied_params = numpy_init(tied.init, KEY, tokens[0])
-
-  def tied_loss(p, t):
-    return -jnp.sum(jax.nn.log_softmax(tied.apply(p, t)))
-
+  """(Tied and shared weights are ghost: tests/test_ghost_decoder.py.)"""
   w = {'w': normal(0, (4, 4))}
   x = normal(1, (B, 4))
   return {
-      'tied embedding': (tied_loss, tied_params, tokens,
-                         "['params']['Embed_0']['embedding']", 'used 2 times'),
-      'shared layer': (shared_layer_loss, w, x, "['w']", 'used 2 times'),
       'scan': (scan_loss, {'w': w['w'], 'out': jnp.ones((4, 2))},
                normal(2, (B, 3, 4)), "['w']", "'scan'"),
       'penalty': (penalty_loss, w, x, "['w']", 'used 2 times'),
@@ -629,8 +611,9 @@ def test_unsupported_uses_fall_back_to_exact_per_example_gradients(name):
 
 
 def test_tied_weights_would_be_misnormed_by_summing_per_use_norms():
-  """The fallback matters: per-use ghost norms do not add up to the norm."""
-  loss, params, x, _, _ = fallback_cases()['shared layer']
+  """Per-use ghost norms do not add up to a shared leaf's norm."""
+  loss, params = shared_layer_loss, {'w': normal(0, (4, 4))}
+  x = normal(1, (B, 4))
   exact = clipped_grad_sum(loss, 1.0)(params, x).norms
 
   def two_copies(p, ex):  # the same function with the two uses untied

@@ -13,7 +13,8 @@ module holds the public part: ``ghost_grads`` runs that pass and returns a
 rule can use, and ``ghost_plan`` says how each parameter leaf is handled. The
 jaxpr analysis that taps the layers is in ``_ghost_plan.py``; the per-layer
 norm and book-keeping formulas (Dense / einsum, conv, embedding) are in
-``_ghost_rules.py``.
+``_ghost_rules.py``, those of a leaf with several uses (tied weights) in
+``_ghost_shared.py``.
 
 Memory: book-keeping keeps every ghost layer's input and output gradient until
 all norms are known (the inputs a non-private backward keeps anyway, plus the
@@ -34,6 +35,7 @@ import jax.numpy as jnp
 from dpjax import _numerics
 from dpjax.clipping import _ghost_plan
 from dpjax.clipping import _ghost_rules
+from dpjax.clipping import _ghost_shared
 from dpjax.clipping import _sharding
 
 PyTree = Any
@@ -59,9 +61,12 @@ class GhostGrads:
   def _view_mask(self, leaf, m):
     if m is None:
       return None
-    tap = self._plan.taps[self._plan.leaf_of_tap[leaf]]
+    paths = self._plan.leaf_taps[leaf]
     m = jnp.asarray(m).astype(self._params[leaf].dtype)
-    return _ghost_plan.replay(tap.chain, m).astype(jnp.float32)
+    if len(paths) > 1:  # a shared leaf's norm sees the leaf's layout
+      return m.astype(jnp.float32)
+    return _ghost_plan.replay(self._plan.taps[paths[0]].chain,
+                              m).astype(jnp.float32)
 
   def _per_leaf(self, masks, materialized, tap_rule) -> list[jax.Array]:
     """One [B] f32 value per leaf: 0 for unused leaves, ``materialized(g)``
@@ -79,9 +84,11 @@ class GhostGrads:
           g = g * jnp.asarray(m).astype(g.dtype)
         out.append(materialized(g))
       else:
-        path = plan.leaf_of_tap[leaf]
-        out.append(tap_rule(plan.taps[path], self._captured[path],
-                            self._g_taps[path], self._view_mask(leaf, m)))
+        paths = plan.leaf_taps[leaf]
+        out.append(tap_rule(
+            [plan.taps[p] for p in paths], jnp.shape(self._params[leaf]),
+            [self._captured[p] for p in paths],
+            [self._g_taps[p] for p in paths], self._view_mask(leaf, m)))
     return out
 
   def sq_norms(self, masks: Sequence[Any] | None = None) -> list[jax.Array]:
@@ -93,11 +100,11 @@ class GhostGrads:
     def materialized(g):
       g = g.astype(jnp.float32)
       return jnp.sum(jnp.square(g), axis=tuple(range(1, g.ndim)))
-    return self._per_leaf(masks, materialized, _ghost_rules.tap_sq_norm)
+    return self._per_leaf(masks, materialized, _ghost_shared.leaf_sq_norm)
 
   def norms(self, masks: Sequence[Any] | None = None) -> list[jax.Array]:
     """Per-example norms ||m * g_i|| of every leaf, each [B] f32, computed
-    without overflow (``_ghost_rules.tap_norm``, ``_numerics.l2_norm``).
+    without overflow (``_ghost_shared.leaf_norm``, ``_numerics.l2_norm``).
 
     Where ``sq_norms`` is finite its square root agrees with this to float
     rounding; where it overflows, a finite gradient still has a finite norm
@@ -105,7 +112,7 @@ class GhostGrads:
     """
     return self._per_leaf(
         masks, lambda g: _numerics.l2_norm(g, tuple(range(1, g.ndim))),
-        _ghost_rules.tap_norm)
+        _ghost_shared.leaf_norm)
 
   def weighted_sums(self, weights: Sequence[jax.Array], valid: jax.Array,
                     masks: Sequence[Any] | None = None) -> list[jax.Array]:
@@ -131,10 +138,11 @@ class GhostGrads:
         total = jnp.sum(jnp.where(rows, g * w.astype(g.dtype).reshape(
             rows.shape), 0), axis=0).astype(_numerics.wide(param.dtype))
       else:
-        path = plan.leaf_of_tap[leaf]
-        total = _ghost_rules.tap_weighted_sum(
-            plan.taps[path], param, self._captured[path], self._g_taps[path],
-            w, valid)
+        paths = plan.leaf_taps[leaf]
+        total = _ghost_shared.leaf_weighted_sum(
+            [plan.taps[p] for p in paths], param,
+            [self._captured[p] for p in paths],
+            [self._g_taps[p] for p in paths], w, valid)
       if masks is not None and masks[leaf] is not None:
         total = total * jnp.asarray(masks[leaf]).astype(total.dtype)
       out.append(total)
@@ -231,5 +239,7 @@ def ghost_plan(loss_fn: Callable[[PyTree, PyTree], jax.Array],
     elif leaf in plan.materialized:
       out[name] = plan.materialized[leaf]
     else:
-      out[name] = _ghost_rules.describe(plan.taps[plan.leaf_of_tap[leaf]])
+      out[name] = _ghost_shared.describe(
+          [plan.taps[p] for p in plan.leaf_taps[leaf]],
+          jnp.shape(jax.tree.leaves(params)[leaf]))
   return out

@@ -24,10 +24,13 @@ functionally (``nnx.split`` / ``nnx.merge`` inside ``loss_fn``) and plain JAX.
    size-preserving broadcast of ONE leaf is remembered as a *view* of it) or
    data-dependent. An equation combining a parameter-only operand with data is
    a *use* of the leaves behind that operand.
-3. A leaf is *ghost* when it has exactly one use, with a view of it as the
+3. A leaf is *ghost* when each of its uses has a view of it as the
    weight operand of a ``dot_general`` (Dense, DenseGeneral, einsum, any
    contraction and batch dimensions), the kernel of a ``conv_general_dilated``
-   (no feature or batch groups) or the table of a row ``gather`` (Embed). The
+   (no feature or batch groups) or the table of a row ``gather`` (Embed). A
+   leaf with several such uses (weight tying: an embedding lookup and the
+   output projection ``h @ E.T``; a shared layer) is *shared*: its norm sums
+   the per-use factors' cross terms (``_ghost_shared.py``). The
    jaxpr is re-evaluated with a zero perturbation added to the output of each
    such equation and its data operand recorded; ``jax.vmap`` of ``jax.grad``
    w.r.t. the perturbations yields every ``g`` in one batched backward pass
@@ -36,8 +39,8 @@ functionally (``nnx.split`` / ``nnx.merge`` inside ``loss_fn``) and plain JAX.
    added to the leaf itself, so the same backward pass also returns its exact
    per-example gradients [B, *leaf.shape]. Biases and scales (only elementwise
    uses, such as the bias ``add``; the cost of one activation) go this way by
-   design. So, as the fallback, does a leaf used twice (weight tying, a
-   shared layer, a penalty on the weights inside the loss), by an unsupported
+   design. So, as the fallback, does a leaf with a use that is not a tap (a
+   penalty on the weights inside the loss), used by an unsupported
    op (scan, while, cond, a custom_jvp / custom_vjp call, ...) or through a
    non-view (``x @ (W1 + W2)``). The fallback is exact, so a norm is never
    silently wrong; with ``fallback='error'`` such a non-elementwise fallback
@@ -118,13 +121,13 @@ class Tap:
 
 @dataclasses.dataclass
 class Plan:
-  """Per leaf: tapped (``taps``, ``leaf_of_tap``), materialized or unused."""
+  """Per leaf: tapped (``taps``, ``leaf_taps``), materialized or unused."""
   jaxpr: Any  # ClosedJaxpr of loss_fn(params, example)
   taps: dict  # path -> Tap
   materialized: dict  # leaf -> reason
   unused: set
   remat_inlined: set
-  leaf_of_tap: dict  # leaf -> path
+  leaf_taps: dict  # leaf -> paths of its taps, one per use
 
 
 def _bind_params(eqn) -> tuple[tuple, dict]:
@@ -344,24 +347,26 @@ def make_plan(loss_fn, params, batch, fallback: str,
     if isinstance(k, _ParamKind):
       for leaf in k.leaves:
         uses.setdefault(leaf, []).append(_Use((), None, 0, k))
-  taps, materialized, unused, leaf_of_tap, errors = {}, {}, set(), {}, []
+  taps, materialized, unused, leaf_taps, errors = {}, {}, set(), {}, []
   names = leaf_names(params)
   for leaf in range(n):
     leaf_uses = uses.get(leaf, [])
     if not leaf_uses:
       unused.add(leaf)
       continue
-    if len(leaf_uses) == 1:
-      kind, reason = _supported(leaf_uses[0], leaf)
-      if kind is not None:
-        use = leaf_uses[0]
+    kinds = [_supported(use, leaf) for use in leaf_uses]
+    if len(leaf_uses) > 1:  # _ghost_shared factors dots and lookups
+      kinds = [(None, "is a 'conv_general_dilated' kernel")
+               if kind == 'conv' else (kind, r) for kind, r in kinds]
+    if all(kind is not None for kind, _ in kinds):
+      for use, (kind, _) in zip(leaf_uses, kinds):
         taps[use.path] = Tap(leaf, kind, use.eqn, use.operand,
-                              use.kind.view[1], layer_norms)
-        leaf_of_tap[leaf] = use.path
-        continue
-    else:
-      reason = (f'is used {len(leaf_uses)} times (weight tying, a shared '
-                'layer or a penalty in the loss)')
+                             use.kind.view[1], layer_norms)
+      leaf_taps[leaf] = tuple(use.path for use in leaf_uses)
+      continue
+    reason = next(r for kind, r in kinds if kind is None)
+    if len(leaf_uses) > 1:
+      reason = f'is used {len(leaf_uses)} times and one use {reason}'
     if all(_elementwise(u) for u in leaf_uses):
       materialized[leaf] = 'per-example (elementwise use: bias/scale)'
     else:
@@ -372,7 +377,7 @@ def make_plan(loss_fn, params, batch, fallback: str,
         "Ghost clipping cannot factor these parameters (pass fallback="
         "'per_example' to use their exact per-example gradients): "
         + '; '.join(errors) + '.')
-  return Plan(closed, taps, materialized, unused, remat_inlined, leaf_of_tap)
+  return Plan(closed, taps, materialized, unused, remat_inlined, leaf_taps)
 
 
 def _zeros(aval) -> jax.Array:

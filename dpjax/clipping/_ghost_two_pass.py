@@ -31,8 +31,9 @@ Padded rows and rows with a non-finite norm get ``valid`` False: their
 cotangent to the weight path is exactly zero and their layer inputs are
 zeroed there (rematerialized in the backward, ``jax.checkpoint``), so they
 contribute exactly zero even when non-finite. Materialized leaves (biases,
-fallbacks) get their per-example gradient in the backward, reduced there to
-its norm and its weighted row.
+fallbacks) and shared ones (tied weights, ``_ghost_shared.py``: their norm
+needs every use's output gradient at once) get their per-example gradient
+in the backward, reduced there to its norm and its weighted row.
 
 Cost: two forward and two backward passes (the first also forms a weight
 gradient with zero weights), against one of each for book-keeping; memory:
@@ -230,27 +231,33 @@ def run_pass(plan: _ghost_plan.Plan, params_flat, batch_flat, weights, valid,
   s0 = {i: _ghost_plan._zeros(jax.typeof(batch_flat[0]).update(  # pylint: disable=protected-access
       shape=(batch_size,), dtype=jnp.float32)) for i in used}
   has_mask = {i: masks is not None and masks[i] is not None for i in used}
+  # A shared leaf (several taps) gets its per-example gradient, as a
+  # materialized one does (module doc).
+  per_leaf = set(plan.materialized) | {
+      i for i, paths in plan.leaf_taps.items() if len(paths) > 1}
   mask_view = {}
   for i in used:
     if not has_mask[i]:
       mask_view[i] = jnp.zeros((), jnp.float32)
-    elif i in plan.materialized:
+    elif i in per_leaf:
       mask_view[i] = jnp.asarray(masks[i]).astype(jnp.float32)
     else:
-      tap = plan.taps[plan.leaf_of_tap[i]]
+      tap = plan.taps[plan.leaf_taps[i][0]]
       m = jnp.asarray(masks[i]).astype(params_flat[i].dtype)
       mask_view[i] = _ghost_plan.replay(tap.chain, m).astype(jnp.float32)
   w = {i: weights[i].astype(jnp.float32) for i in used}
 
   def per_example(d, s, example, w, ok):
     args = list(params_flat)
-    for i in plan.materialized:
+    for i in per_leaf:
       args[i] = _leaf_tap(has_mask[i])(
           lax.stop_gradient(args[i]), d[i], s[i], w[i], ok, mask_view[i])
 
     def on_tap(path, tap, invals, outs):
       del path
       i = tap.leaf
+      if i in per_leaf:
+        return outs
       a = lax.stop_gradient(invals[tap.data_operand])
       y = outs[0]
       view = _ghost_plan.replay(tap.chain, d[i], keep_dtype=True)
