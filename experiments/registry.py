@@ -27,14 +27,14 @@ NAMES = ('dpsgd_baseline', 'rs_tradeoff', 'rs_privacy', 'rs_attack',
          'compressive_regression', 'cpsgd_mechanisms', 'cpsgd_dme',
          'cpsgd_training', 'distributed_dp', 'qdpsgd', 'compgd',
          'nonparametric', 'trees', 'correlated_noise', 'finetune',
-         'audit')
+         'lm_finetune', 'audit')
 
 # The quick runs, longest first (cold, 2 cores, 2026-11-26): `run all --jobs
 # N` starts them in this order so that the longest does not start last.
 # Only scheduling reads it; the report keeps the order of NAMES.
 LONGEST_FIRST = ('qdpsgd', 'rs_tradeoff', 'compressive_regression',
                  'nonparametric', 'cpsgd_dme', 'trees', 'correlated_noise',
-                 'finetune', 'cpsgd_training', 'audit', 'compgd',
+                 'finetune', 'lm_finetune', 'cpsgd_training', 'audit', 'compgd',
                  'distributed_dp', 'dpsgd_baseline', 'rs_privacy',
                  'rs_attack', 'cpsgd_mechanisms')
 
