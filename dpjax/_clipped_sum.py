@@ -108,7 +108,12 @@ class ClippedSum:
             f'l2_norm_clip={self.l2_norm_clip!r}, unit={self.unit!r})')
 
   def __add__(self, other: 'ClippedSum') -> 'ClippedSum':
-    """The sum of two clipped sums of one unit: their bounds add."""
+    """The sum of two clipped sums of one unit: their bounds add.
+
+    Their rows may overlap (a record in both moves the sum by both bounds).
+    Micro-batches of one batch are summed with the bound C by
+    ``clipped_grad_sum(..., microbatch_size=m)``.
+    """
     if not (isinstance(other, ClippedSum) and other.unit == self.unit
             and other.shapes == self.shapes):
       return NotImplemented
@@ -216,7 +221,9 @@ def unwrap(updates: Any) -> tuple[PyTree, Any, str, Any]:
         ' got a bare pytree: the noise is calibrated to the bound the sum '
         'carries and cannot tell a clipped sum from an unclipped one. Pass '
         'the clipping function\'s grad_sum as it is, or per-example '
-        'gradients to a chain that clips them.')
+        'gradients to a chain that clips them. (optax.MultiSteps passes its '
+        'bare accumulator: to accumulate micro-batches into one noised step, '
+        'use clipped_grad_sum(..., microbatch_size=m).)')
   ok = linear(updates)
   bound = updates.l2_norm_clip
   bound = abs(bound) if isinstance(bound, float) else jnp.abs(bound)

@@ -181,17 +181,20 @@ def run_experiments(names, mode, out, progress=True, force=False, jobs=1,
 
 
 def _runs_table(dirs) -> str:
-  """Each experiment's mode, seeds, wall time and verdict counts, and the
+  """Each experiment's mode, seeds, wall time and outcome counts, and the
   registered experiments with no results here (a run in parts)."""
   import collections  # pylint: disable=g-import-not-at-top
+  from experiments.common import claims as claims_lib  # pylint: disable=g-import-not-at-top
   from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
+  outcomes = claims_lib.OUTCOMES
   columns = [('experiment', 'experiment'), ('mode', 'mode'),
              ('seeds', 'seeds'), ('wall', 'wall time (s)')] + [
-                 (v, v) for v in ('held', 'refuted', 'inconclusive')]
+                 (v, v) for v in outcomes]
   rows, total = [], collections.Counter()
   for d in dirs:
     r = report_lib.read_results(d)
-    counts = collections.Counter(c['verdict'] for c in r.get('claims', ()))
+    counts = collections.Counter(claims_lib.counted(c['outcome'])
+                                 for c in r.get('claims', ()))
     total.update(counts)
     rows.append(dict(counts, experiment=r['experiment'],
                      mode=r['config']['mode'], seeds=len(r['seeds']),
@@ -201,8 +204,8 @@ def _runs_table(dirs) -> str:
   rows.append(dict(total, experiment='total', mode='', seeds='', device='',
                    inconclusive=f"{total['inconclusive']} ({share:.0f}%)",
                    wall=float(sum(r['wall'] or 0.0 for r in rows))))
-  for row in rows:  # a verdict no claim had is a count of 0, not '-'
-    for v in ('held', 'refuted', 'inconclusive'):
+  for row in rows:  # an outcome no claim had is a count of 0, not '-'
+    for v in outcomes:
       row.setdefault(v, 0)
   from experiments.common import runner  # pylint: disable=g-import-not-at-top
   if any(runner.off_cpu(r['device']) for r in rows[:-1]):
@@ -215,7 +218,34 @@ def _runs_table(dirs) -> str:
           if missing else '')
   return ('Wall time is each experiment\'s own, in its process (`run all '
           '--jobs N` runs N at once).\n\n' +
-          report_lib.markdown_table(rows, columns) + '\n' + note + '\n')
+          report_lib.markdown_table(rows, columns) + '\n' + note + '\n' +
+          _kinds_table(dirs))
+
+
+def _kinds_table(dirs) -> str:
+  """Claims by kind (paper, extension, sanity) and outcome, over ``dirs``;
+  inconclusive claims whose interval excludes their expected effect are
+  counted among the inconclusive and again apart."""
+  import collections  # pylint: disable=g-import-not-at-top
+  from experiments.common import claims as claims_lib  # pylint: disable=g-import-not-at-top
+  from experiments.common import report as report_lib  # pylint: disable=g-import-not-at-top
+  counts = {k: collections.Counter() for k in claims_lib.KINDS}
+  for d in dirs:
+    for c in report_lib.read_results(d).get('claims', ()):
+      counts[c['kind']][claims_lib.counted(c['outcome'])] += 1
+      counts[c['kind']]['excludes'] += 'excludes' in c['outcome']
+  rows = [dict({o: n[o] for o in claims_lib.OUTCOMES}, kind=k,
+               excludes=n['excludes'], total=sum(
+                   n[o] for o in claims_lib.OUTCOMES))
+          for k, n in counts.items()]
+  columns = [('kind', 'kind'), ('total', 'claims')] + [
+      (o, o) for o in claims_lib.OUTCOMES] + [
+          ('excludes', 'of the inconclusive: excludes the expected effect')]
+  return ('Claims by kind: *paper* states the paper, *extension* the '
+          'project\'s own baseline, margin or setting, *sanity* that the '
+          'setup can show the effect; a paper claim is not tested where a '
+          'sanity claim of its experiment failed.\n\n' +
+          report_lib.markdown_table(rows, columns) + '\n\n')
 
 
 def _claims_summary(dirs) -> str:

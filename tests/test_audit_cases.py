@@ -60,6 +60,7 @@ TEETH = {
     'adaptive_bandmf_count': 0.45,  # 0.54
     'reshuffled_epochs_bandmf': 0.3,  # 0.49 (at 31 cases)
     'restarted_cyclic_step': 0.4,  # 0.47 (at 31 cases)
+    'dpsgd_microbatch': 0.4,  # 0.48 (at 32 cases)
 }
 # Twins whose shift is at most about 2x the claimed one, which TRIALS cannot
 # refute reliably (lower bound / claim 1.00-1.18 over keys 0-2): they get the

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import registry
+from experiments.common import claims as common_claims
 from experiments.compressive_regression import _claims as claims_lib
 from experiments.compressive_regression._results import Results
 
@@ -52,7 +53,7 @@ def _claims(final=None, test=None, validation=None, ratio=(1.05,) * 3):
                     realized=[dict(per_seed_ratio=list(ratio))],
                     kappa_sweep=test, kappa_validation=validation or test,
                     validation_seeds=[])
-  return claims_lib.claims(results, CFG).verdicts()
+  return common_claims.verdicts(claims_lib.claims(results, CFG))
 
 
 def _by_text(claims, *words):
@@ -158,6 +159,7 @@ def test_tiny_run_records_per_seed_losses_and_pairs_keys(tmp_path):
   # Validation keys differ from the test keys.
   val = claims_lib.row_of(results['kappa_validation'], 'compressive', 1.0, 5)
   assert val['per_seed'] != main['per_seed']
-  assert len(results['claims']) == 3 * 2 + 1 + 4
+  assert len(results['claims']) == 3 * 2 + 1 + 4 + 1  # and the sanity claim
+  assert results['claims'][-1]['kind'] == 'sanity'
   text = EXP.report(results, str(tmp_path))
   assert '| Verdict |' in text and 'wall time' in text

@@ -114,7 +114,9 @@ def test_tiny_run_and_report(tmp_path):
   # the one matched configuration is the pre-specified primary claim
   assert results['plan'] == dict(primary='cpSGD k=2 m=512', close=[],
                                  pairs=[])
-  (primary,) = results['claims']
+  primary, sanity = results['claims']
+  assert (sanity['kind'], sanity['family']) == ('sanity', 'sanity')
+  assert sanity['treatment'] == 'non-private'
   assert primary['family'] == 'primary' and primary['n'] == 2
   assert primary['threshold'] == -_claims.CLOSE
   assert primary['comparisons'] == 1

@@ -152,7 +152,7 @@ def test_tiny_run_measures_every_mechanism_and_trains(tmp_path):
   assert len(ddg['flagged']) == 2 and all(0 <= f <= 2 for f in ddg['flagged'])
   assert len(ddg['wraparound_max']) == 2
   trained = [c for c in res['claims'] if c.get('family') == 'training']
-  assert {'close', 'gap'} <= {c['kind'] for c in trained}
+  assert {'close', 'gap'} <= {c['comparison'] for c in trained}
   assert len(trained) == len(tr['plan'])
   assert all(c['verdict'] in verdict.VERDICTS for c in trained)
   assert all(c['claim'].startswith('federated training') for c in trained)

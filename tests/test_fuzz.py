@@ -3,8 +3,8 @@ finite output whose replace-one change stays within the stated sensitivity.
 
 Random shapes, dtypes (f32, bf16, f16, int32), NaN/inf positions, masks and
 hyperparameters; ghost clipping gets adversarial gather ids (out of range,
-negative, repeated, with opposite output gradients) and sequence records
-whose positions cancel; the CompGD steps and the
+negative, repeated, with opposite output gradients), also summed in
+micro-batches (vmap and ghost), and sequence records whose positions cancel; the CompGD steps and the
 decentralized rounds also get misuse (no mask, no batch axis, a non-boolean
 or misshapen mask), which must raise a ValueError; user-level clipping
 refuses any mask not carried by a UserBatch; the Gaussian noise on a
@@ -434,6 +434,38 @@ def test_ghost_gather_is_finite_within_sensitivity_and_matches_vmap(case):
     np.testing.assert_array_equal(np.isfinite(ghost_n), finite, err_msg=mode)
     np.testing.assert_allclose(ghost_n[finite], exact_n[finite], rtol=tol,
                                atol=1e-6, err_msg=mode)
+
+
+@jax.jit
+def _microbatch_sums(params, batch, neighbour, mask, clip):
+  clips = jax.tree.map(lambda _: clip, params)
+  out = []
+  for method in dpjax.clipping.METHODS:
+    whole = dpjax.clipped_grad_sum(_gather_loss, clips, method)
+    micro = dpjax.clipped_grad_sum(_gather_loss, clips, method,
+                                   microbatch_size=GB // 2)
+    out.append((micro(params, batch, mask), micro(params, neighbour, mask),
+                whole(params, batch, mask)))
+  return out
+
+
+@SETTINGS
+@hypothesis.given(case=gather_case())
+def test_microbatched_sums_are_within_sensitivity_and_match_the_whole(case):
+  # Two micro-batches of the gather records (padding, specials, ids out of
+  # range): the accumulated sum claims C, so one replaced row moves it by at
+  # most 2 C, and it is the whole batch's sum up to summation order.
+  params, batch, neighbour, mask, clip, dtype = case
+  tol = {jnp.float32: 1e-4, jnp.bfloat16: 2e-2}[dtype]
+  for a, b, whole in _microbatch_sums(params, batch, neighbour, mask, clip):
+    assert a.grad_sum.l2_norm_clip == whole.grad_sum.l2_norm_clip
+    for mode in params:
+      x, y, w = (np.asarray(s.grad_sum.value[mode], np.float64)
+                 for s in (a, b, whole))
+      assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
+      assert np.linalg.norm(x - y) <= 2 * clip * (1 + tol) + 1e-6, mode
+      np.testing.assert_allclose(x, w, rtol=tol, atol=1e-5 * clip,
+                                 err_msg=mode)
 
 
 # --- ghost clipping on cancelling sequence records -------------------------

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dpjax import nonparametric as npm
+from experiments.common import claims as claims_lib
 from experiments.common import power
 from experiments.common import verdict
 from experiments.nonparametric import _config as np_config
@@ -112,8 +113,8 @@ def test_trees_claims_include_allocation_and_sspe2():
                                      uniform=0.2)
                         for e in cfg.median_epsilons}
                for d in cfg.median_depths} for s in range(4)])
-  verdicts = {c['kind']: c['verdict'] for c in
-              tr_claims.claims(results, cfg).verdicts()}
+  verdicts = {c['comparison']: c['verdict'] for c in
+              claims_lib.verdicts(tr_claims.claims(results, cfg))}
   assert verdicts['sspe2'] == 'refuted'
   assert verdicts['allocation'] == 'held'
 

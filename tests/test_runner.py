@@ -47,7 +47,7 @@ def _tiny(calls):
     del cfg
     family = claims_lib.ClaimFamily()
     family.add('treatment beats control', [t for t, _ in results.scores],
-               [c for _, c in results.scores])
+               [c for _, c in results.scores], kind='paper')
     return family
 
   return runner.Experiment('tiny', 'a tiny experiment', Tiny, TinyResults,
@@ -223,9 +223,9 @@ def test_claim_family_applies_the_correction_the_experiments_counted():
            for i in range(5)]
   family = claims_lib.ClaimFamily()
   for text, t, c, kw, details in specs:
-    family.add(text, t, c, **kw, **details)
+    family.add(text, t, c, kind='extension', **kw, **details)
   by_hand = [verdict_lib.claim(text, verdict_lib.paired_verdict(
-      t, c, comparisons=len(specs), **kw), **details)
+      t, c, comparisons=len(specs), **kw), kind='extension', **details)
              for text, t, c, kw, details in specs]
   assert family.verdicts() == by_hand
   assert {c['comparisons'] for c in by_hand} == {5}
@@ -237,7 +237,7 @@ def test_claim_details_may_name_the_arms():
   # control=; those names are the values' parameters, so they must not clash.
   family = claims_lib.ClaimFamily()
   family.add('SPE beats RDT', [0.9, 0.8, 0.85], [0.7, 0.75, 0.7],
-             treatment='spe', control='rdt')
+             kind='paper', treatment='spe', control='rdt')
   (claim,) = family.verdicts()
   assert (claim['treatment'], claim['control']) == ('spe', 'rdt')
   assert claim['verdict'] in verdict_lib.VERDICTS
@@ -245,10 +245,10 @@ def test_claim_details_may_name_the_arms():
 
 def test_named_families_are_corrected_separately():
   primary = claims_lib.ClaimFamily('primary')
-  primary.add('one', [0.3, 0.31, 0.29])
+  primary.add('one', [0.3, 0.31, 0.29], kind='paper')
   rest = claims_lib.ClaimFamily('rest')
   for i in range(4):
-    rest.add(f'r{i}', [0.3, 0.31, 0.29])
+    rest.add(f'r{i}', [0.3, 0.31, 0.29], kind='extension')
   out = claims_lib.verdicts([primary, rest])
   assert [c['comparisons'] for c in out] == [1, 4, 4, 4, 4]
   assert [c['family'] for c in out] == ['primary'] + ['rest'] * 4
@@ -259,9 +259,9 @@ def test_claim_family_reports_mde_and_the_seeds_an_expected_effect_needs():
   rng = np.random.default_rng(1)
   family = claims_lib.ClaimFamily()
   diffs = [rng.normal(0.02, 0.05, 5) for _ in range(3)]
-  family.add('no effect stated', diffs[0])
-  family.add('paper: +0.03', diffs[1], effect=0.03)
-  family.add('paper: +0.5', diffs[2], effect=0.5, setting='x')
+  family.add('no effect stated', diffs[0], kind='extension')
+  family.add('paper: +0.03', diffs[1], effect=0.03, kind='paper')
+  family.add('paper: +0.5', diffs[2], effect=0.5, kind='paper', setting='x')
   out = family.verdicts()
   for c, d in zip(out, diffs):
     sd = float(np.std(d, ddof=1))
@@ -280,7 +280,109 @@ def test_claim_family_reports_mde_and_the_seeds_an_expected_effect_needs():
   assert family.seeds_for(0.03, 0.05) == verdict_lib.seeds_for_effect(
       0.03, 0.05, comparisons=3)
   with pytest.raises(ValueError, match='effect'):
-    family.add('bad', diffs[0], effect=0.0)
+    family.add('bad', diffs[0], effect=0.0, kind='paper')
+
+
+def test_every_claim_states_its_kind_and_a_sanity_claim_its_remedy():
+  family = claims_lib.ClaimFamily()
+  with pytest.raises(TypeError, match='kind'):
+    family.add('no kind', [0.1, 0.2, 0.3])  # pylint: disable=missing-kwoa
+  with pytest.raises(ValueError, match='kind must be one of'):
+    family.add('bad kind', [0.1, 0.2, 0.3], kind='headline')
+  with pytest.raises(ValueError, match='remedy'):
+    family.add('sanity without a remedy', [0.1, 0.2, 0.3], kind='sanity')
+  with pytest.raises(ValueError, match='remedy'):
+    family.add('paper with a remedy', [0.1, 0.2, 0.3], kind='paper',
+               remedy='more seeds')
+  assert len(family) == 0
+  for kind in claims_lib.KINDS:
+    family.add(kind, [0.1, 0.2, 0.3], kind=kind,
+               remedy='more seeds' if kind == 'sanity' else None)
+  out = claims_lib.verdicts(family)
+  assert [c['kind'] for c in out] == list(claims_lib.KINDS)
+  assert [c.get('remedy') for c in out] == [None, None, 'more seeds']
+  assert '| Claim | Kind | Mean difference |' in verdict_lib.claims_table(out)
+
+
+def _gated(sanity_diffs):
+  """Verdicts of a paper, an extension and a sanity claim (two families),
+  the sanity claim on ``sanity_diffs``."""
+  main, sanity = claims_lib.ClaimFamily('main'), claims_lib.ClaimFamily('s')
+  main.add('paper held', [0.5, 0.6, 0.55], kind='paper')
+  main.add('paper refuted', [-0.5, -0.6, -0.55], kind='paper')
+  main.add('extension held', [0.5, 0.6, 0.55], kind='extension')
+  sanity.add('ceiling beats it', sanity_diffs, kind='sanity',
+             remedy='a smaller epsilon')
+  return claims_lib.verdicts([main, sanity])
+
+
+def test_a_failed_sanity_claim_leaves_the_paper_claims_not_tested(tmp_path):
+  held = _gated([0.5, 0.6, 0.55])
+  assert [c['outcome'] for c in held] == [c['verdict'] for c in held] == [
+      'held', 'refuted', 'held', 'held']
+  for failed in ([-0.5, -0.6, -0.55], [0.5, -0.6, 0.1]):  # refuted, undecided
+    out = _gated(failed)
+    # Only the paper claims change, and their verdicts stay stored.
+    assert [c['outcome'] for c in out] == [
+        claims_lib.NOT_TESTED, claims_lib.NOT_TESTED, 'held',
+        out[3]['verdict']]
+    assert [c['verdict'] for c in out[:3]] == ['held', 'refuted', 'held']
+    assert claims_lib.failed_sanity(out) == [out[3]]
+  table = verdict_lib.claims_table(out)
+  assert '| not tested: sanity failed (computed: refuted) |' in table
+  assert '| paper held | paper |' in table
+  # The report names the failed sanity claim and the run that would decide.
+  exp = _tiny([])
+  exp.claims = lambda results, cfg: _gated_families(failed)
+  results = exp.results(exp.configure(), str(tmp_path), progress=False)
+  text = exp.report(results, str(tmp_path))
+  assert 'Paper claims not tested: sanity failed' in text
+  assert ('- ceiling beats it (inconclusive). The run that would make the '
+          'experiment testable: a smaller epsilon') in text
+  assert 'sanity failed' not in _tiny([]).report(
+      _tiny([]).results(exp.configure(), str(tmp_path), progress=False),
+      str(tmp_path))
+
+
+def _gated_families(sanity_diffs):
+  main, sanity = claims_lib.ClaimFamily('main'), claims_lib.ClaimFamily('s')
+  main.add('paper held', [0.5, 0.6, 0.55], kind='paper')
+  sanity.add('ceiling beats it', sanity_diffs, kind='sanity',
+             remedy='a smaller epsilon')
+  return [main, sanity]
+
+
+@pytest.mark.parametrize('higher_is_better', [True, False])
+def test_an_inconclusive_interval_that_excludes_the_effect_says_so(
+    higher_is_better):
+  sign = 1 if higher_is_better else -1
+  family = claims_lib.ClaimFamily()
+  short = [sign * d for d in (0.01, -0.005, 0.004, 0.0, 0.006)]
+  wide = [sign * d for d in (0.05, -0.04, 0.03, 0.08, -0.01)]
+  for text, diffs, kind in (('short of the paper', short, 'paper'),
+                            ('short of ours', short, 'extension'),
+                            ('wide', wide, 'paper')):
+    family.add(text, diffs, effect=0.04, kind=kind,
+               higher_is_better=higher_is_better)
+  family.add('no effect stated', short, kind='paper',
+             higher_is_better=higher_is_better)
+  family.add('held, short of the effect', [sign * d for d in (
+      0.01, 0.011, 0.012, 0.0105)], effect=0.04, kind='paper',
+             higher_is_better=higher_is_better)
+  out = claims_lib.verdicts(family)
+  assert [c['verdict'] for c in out] == ['inconclusive'] * 4 + ['held']
+  assert out[0]['high' if higher_is_better else 'low'] * sign < 0.04
+  assert [c['outcome'] for c in out] == [
+      "inconclusive; excludes the paper's effect",
+      'inconclusive; excludes the expected effect', 'inconclusive',
+      'inconclusive', 'held']
+  assert [claims_lib.counted(c['outcome']) for c in out] == [
+      'inconclusive'] * 4 + ['held']
+  table = verdict_lib.claims_table(out)
+  assert "| inconclusive; excludes the paper's effect |" in table
+  assert 'computed' not in table
+  # Still listed among the claims more seeds would decide.
+  assert 'short of the paper' in verdict_lib.undecided_table(out)
 
 
 def _old_dpsgd_claims(runs, cfg):
@@ -322,7 +424,8 @@ def test_dpsgd_baseline_verdicts_equal_the_hand_counted_ones(epsilons):
                              max_batch_size=1, runs=runs, selected=runs,
                              summary=[], selected_summary=[])
   new = claims_lib.verdicts(_claims.claims(results, cfg))
-  assert new == _old_dpsgd_claims(runs, cfg.to_dict())
+  assert new == [dict(c, kind='paper', outcome=c['verdict'])
+                 for c in _old_dpsgd_claims(runs, cfg.to_dict())]
   assert len(new) == 2 * (1 + (len(epsilons) > 1))
 
 

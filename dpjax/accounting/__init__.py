@@ -16,7 +16,6 @@ from dpjax.accounting._accountants import delta
 from dpjax.accounting._accountants import epsilon
 from dpjax.accounting._accountants import Epsilon
 from dpjax.accounting._accountants import epsilon_from_rdp
-from dpjax.accounting._accountants import infer_neighboring_relation
 from dpjax.accounting._accountants import make_accountant
 from dpjax.accounting._accountants import rdp_curve
 from dpjax.accounting._binomial import advanced_composition
@@ -44,6 +43,7 @@ from dpjax.accounting._events import poisson_truncation_probability
 from dpjax.accounting._events import pure_dp_event
 from dpjax.accounting._events import replace_one_event
 from dpjax.accounting._events import TruncatedPoissonSampledDpEvent
+from dpjax.accounting._extended_accountants import infer_neighboring_relation
 from dpjax.accounting._gaussian import classical_gaussian_stddev
 from dpjax.accounting._gaussian import gaussian_epsilon
 from dpjax.accounting._gaussian import gaussian_protocol_epsilon
@@ -56,6 +56,8 @@ from dpjax.accounting._ledger import key_fingerprint
 from dpjax.accounting._ledger import PrivacyLedger
 from dpjax.accounting._step_event import privacy_states
 from dpjax.accounting._step_event import step_event
+from dpjax.accounting._tradeoff import gdp_mu
+from dpjax.accounting._tradeoff import tradeoff_curve
 
 __all__ = [
     'ACCOUNTANTS',
@@ -85,6 +87,7 @@ __all__ = [
     'gaussian_event',
     'gaussian_protocol_epsilon',
     'gaussian_stddev',
+    'gdp_mu',
     'infer_neighboring_relation',
     'is_amplified',
     'key_fingerprint',
@@ -103,5 +106,6 @@ __all__ = [
     'SkellamDpEvent',
     'step_event',
     'subsampled_rdp',
+    'tradeoff_curve',
     'TruncatedPoissonSampledDpEvent',
 ]

@@ -2,19 +2,18 @@
 
 Two accountants, chosen by name: ``"rdp"`` (dp_accounting's RdpAccountant,
 Mironov 2017; conversion to (eps, delta) of Balle et al. 2020) and ``"pld"``
-(dp_accounting's PLDAccountant, pessimistic discretization). Both are extended
-to ``EpsilonDeltaDpEvent``. ``TruncatedSubsampledGaussianDpEvent`` (Poisson
-sampling capped at a batch size) is exact under PLD; under RDP it is replaced
-by the untruncated Poisson event plus a total-variation slack (see
-``epsilon``).
+(dp_accounting's PLDAccountant, pessimistic connect-the-dots discretization
+at an interval that grows with the event's epsilon, so that every event
+answers in about a second). Both are extended to ``EpsilonDeltaDpEvent``;
+the PLD one also to sampling without replacement under replace-one.
+Truncated Poisson events are accounted as their untruncated event plus the
+truncation's probability in delta (``_truncation.untruncate``).
 """
 
 import math
 from typing import Callable, Sequence
 
 import dp_accounting
-from dp_accounting import pld
-from dp_accounting import rdp
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_accountant_lib
 import numpy as np
 
@@ -22,118 +21,43 @@ from dpjax import _solve
 from dpjax import _validate
 from dpjax.accounting import _distributed
 from dpjax.accounting import _events
+from dpjax.accounting import _extended_accountants
+from dpjax.accounting import _truncation
 
 NeighboringRelation = dp_accounting.NeighboringRelation
 # Accountants that ``epsilon`` and ``calibrate`` accept (``accountant=``).
 ACCOUNTANTS = ('rdp', 'pld')
-_Errors = dp_accounting.PrivacyAccountant.CompositionErrorDetails
+
+# The PLD's discretization interval: dp_accounting's default 1e-4, or
+# coarser where that grid would be large: epsilon / _PLD_POINTS (large
+# epsilon: small noise, many steps) or one step's privacy-loss range /
+# _STEP_POINTS (small noise), at most _PLD_MAX_INTERVAL. The pessimistic
+# discretization is an upper bound at any interval.
+_PLD_INTERVAL = 1e-4
+_PLD_MAX_INTERVAL = 1.0
+_PLD_POINTS = 1e5
+_STEP_POINTS = 1e5
 
 
-class _RdpAccountant(rdp.RdpAccountant):
-  """RdpAccountant that also composes pure ``EpsilonDeltaDpEvent``s and the
-  distributed discrete Gaussian and Skellam events (alone or
-  Poisson-subsampled under add/remove-one neighbours)."""
-
-  def _maybe_compose(self, event, count, do_compose):
-    distributed = self._maybe_compose_distributed(event, count, do_compose)
-    if distributed is not False:
-      return distributed
-    if not isinstance(event, _events.EpsilonDeltaDpEvent):
-      return super()._maybe_compose(event, count, do_compose)
-    if event.delta > 0:
-      return _Errors(event, 'an (epsilon, delta > 0) event has no finite RDP; '
-                     'use accountant="pld".')
-    if do_compose:
-      eps = float(event.epsilon)
-      self._rdp += count * np.minimum(eps, self._orders * eps**2 / 2)
-    return None
-
-
-  def _maybe_compose_distributed(self, event, count, do_compose):
-    """None or error details if ``event`` is a distributed event, else False."""
-    q = 1.0
-    inner = event
-    if (isinstance(event, dp_accounting.PoissonSampledDpEvent)
-        and isinstance(event.event, _distributed.EVENT_TYPES)):
-      if self._neighboring_relation != NeighboringRelation.ADD_OR_REMOVE_ONE:
-        return _Errors(event, 'Poisson-subsampled distributed DP events are '
-                       'accounted under add/remove-one neighbours only.')
-      q, inner = float(event.sampling_probability), event.event
-    elif not isinstance(event, _distributed.EVENT_TYPES):
-      return False
-    if do_compose:
-      self._rdp += count * _distributed.subsampled_rdp(inner, q,
-                                                       self._orders)
-    return None
-
-
-class _PldAccountant(pld.PLDAccountant):
-  """PLDAccountant that also composes ``EpsilonDeltaDpEvent``s."""
-
-  def _maybe_compose(self, event, count, do_compose):
-    if not isinstance(event, _events.EpsilonDeltaDpEvent):
-      return super()._maybe_compose(event, count, do_compose)
-    if do_compose and (event.epsilon > 0 or event.delta > 0):
-      params = dp_accounting.pld.common.DifferentialPrivacyParameters(
-          float(event.epsilon), float(event.delta))
-      self._pld = self._pld.compose(
-          pld.privacy_loss_distribution.from_privacy_parameters(
-              params, self._value_discretization_interval).self_compose(count))
-    return None
-
-
-def _walk(event: dp_accounting.DpEvent):
-  yield event
-  if isinstance(event, dp_accounting.SelfComposedDpEvent):
-    yield from _walk(event.event)
-  elif isinstance(event, dp_accounting.ComposedDpEvent):
-    for e in event.events:
-      yield from _walk(e)
-  elif isinstance(event, (dp_accounting.PoissonSampledDpEvent,
-                          dp_accounting.SampledWithoutReplacementDpEvent,
-                          dp_accounting.SampledWithReplacementDpEvent,
-                          _events.TruncatedPoissonSampledDpEvent)):
-    yield from _walk(event.event)
-
-
-def infer_neighboring_relation(
-    event: dp_accounting.DpEvent) -> NeighboringRelation:
-  """REPLACE_ONE if the event samples without replacement, else ADD_OR_REMOVE_ONE."""
-  if any(isinstance(e, dp_accounting.SampledWithoutReplacementDpEvent)
-         for e in _walk(event)):
-    return NeighboringRelation.REPLACE_ONE
-  return NeighboringRelation.ADD_OR_REMOVE_ONE
-
-
-def _untruncate(event: dp_accounting.DpEvent):
-  """Replaces truncated Poisson events by Poisson ones; returns (event, tv).
-
-  tv bounds the total-variation distance between the two compositions: a
-  coupling draws the same Bernoulli selections, and the outputs differ only
-  if some step overflowed its cap (union bound over steps).
-  """
-  if isinstance(event, dp_accounting.TruncatedSubsampledGaussianDpEvent):
-    tv = _events.poisson_truncation_probability(
-        event.dataset_size, event.sampling_probability,
-        event.truncated_batch_size)
-    return _events.gaussian_event(
-        event.noise_multiplier,
-        sampling_rate=event.sampling_probability), tv
-  if isinstance(event, _events.TruncatedPoissonSampledDpEvent):
-    tv = _events.poisson_truncation_probability(
-        event.dataset_size, event.sampling_probability,
-        event.truncated_batch_size)
-    return dp_accounting.PoissonSampledDpEvent(
-        float(event.sampling_probability), event.event), tv
-  if isinstance(event, dp_accounting.SelfComposedDpEvent):
-    inner, tv = _untruncate(event.event)
-    return dp_accounting.SelfComposedDpEvent(inner, event.count), min(
-        1.0, tv * event.count)
-  if isinstance(event, dp_accounting.ComposedDpEvent):
-    parts = [_untruncate(e) for e in event.events]
-    return dp_accounting.ComposedDpEvent([p[0] for p in parts]), min(
-        1.0, sum(p[1] for p in parts))
-  return event, 0.0
+def _pld_interval(event, delta, neighboring_relation) -> float:
+  """The interval for ``event``, from its RDP epsilon (a cheap estimate)
+  and its smallest Gaussian noise multiplier z: a Gaussian step's loss
+  spans about 10 / z + 1 / (2 z^2) (tails of mass e^-50 cut). Above
+  ``_PLD_MAX_INTERVAL`` the PLD is not computed (``_composed``)."""
+  gaussians = [float(e.noise_multiplier)
+               for e in _extended_accountants.walk(event)
+               if isinstance(e, dp_accounting.GaussianDpEvent)]
+  z = min(gaussians, default=math.inf)
+  step_range = 10 / z + 1 / (2 * z * z) if z > 0 else 0.0
+  try:
+    acc = make_accountant('rdp', neighboring_relation)
+    acc.compose(event)
+    scale = acc.get_epsilon(delta)
+  except (ValueError, dp_accounting.UnsupportedEventError):
+    scale = 0.0
+  if not math.isfinite(scale):
+    scale = 0.0
+  return max(_PLD_INTERVAL, scale / _PLD_POINTS, step_range / _STEP_POINTS)
 
 
 def make_accountant(
@@ -141,43 +65,68 @@ def make_accountant(
     neighboring_relation: NeighboringRelation = (
         NeighboringRelation.ADD_OR_REMOVE_ONE)
 ) -> dp_accounting.PrivacyAccountant:
-  """A fresh dp_accounting accountant (``"rdp"`` or ``"pld"``) with dpjax events."""
+  """A fresh dp_accounting accountant (``"rdp"`` or ``"pld"``) with dpjax
+  events."""
   if accountant == 'rdp':
-    return _RdpAccountant(neighboring_relation=neighboring_relation)
+    return _extended_accountants.RdpAccountant(
+        neighboring_relation=neighboring_relation)
   if accountant == 'pld':
-    return _PldAccountant(neighboring_relation)
+    return _extended_accountants.PldAccountant(neighboring_relation)
   raise ValueError(f'Expected accountant={accountant!r} in {ACCOUNTANTS}.')
 
 
-def _composed(event, accountant, neighboring_relation):
-  """(accountant with ``event`` composed, event as composed, truncation tv).
+class _PldTooCoarse(Exception):
+  """The PLD's grid would need an interval above ``_PLD_MAX_INTERVAL``."""
 
-  Under RDP, truncated Poisson events are replaced by untruncated ones and
-  their total-variation bound ``tv`` is returned (see ``_untruncate``).
-  Under PLD, zCDP events (the discrete Gaussian) are rejected: dp_accounting
-  has no PLD for them.
+
+def _composed(event, accountant, neighboring_relation, delta):
+  """The accountant with ``event`` composed.
+
+  Under PLD, zCDP events (the discrete Gaussian) and the distributed events
+  are rejected: dp_accounting has no PLD for them. ``delta`` (the target)
+  sets the PLD's discretization interval (``_pld_interval``); an event
+  whose RDP epsilon is so large that the interval would exceed
+  ``_PLD_MAX_INTERVAL`` raises ``_PldTooCoarse`` (``epsilon`` answers by
+  RDP then).
   """
   if accountant == 'pld' and any(
-      isinstance(e, _distributed.EVENT_TYPES) for e in _walk(event)):
+      isinstance(e, _distributed.EVENT_TYPES)
+      for e in _extended_accountants.walk(event)):
     raise ValueError(
         'accountant="pld" does not support the distributed discrete Gaussian '
         'or Skellam events (known by an RDP bound only); use '
         'accountant="rdp".')
   if accountant == 'pld' and any(
-      isinstance(e, dp_accounting.ZCDpEvent) for e in _walk(event)):
+      isinstance(e, dp_accounting.ZCDpEvent)
+      for e in _extended_accountants.walk(event)):
     raise ValueError(
         'accountant="pld" does not support ZCDpEvent (e.g. '
         'discrete_gaussian_event): dp_accounting has no privacy loss '
         'distribution for zCDP. Use accountant="rdp", which composes it '
         'exactly as RDP(a) = xi + a rho.')
-  tv = 0.0
-  if accountant == 'rdp':
-    event, tv = _untruncate(event)
   if neighboring_relation is None:
-    neighboring_relation = infer_neighboring_relation(event)
-  acc = make_accountant(accountant, neighboring_relation)
+    neighboring_relation = (
+        _extended_accountants.infer_neighboring_relation(event))
+  if accountant == 'pld':
+    interval = _pld_interval(_truncation.untruncate(event)[0], delta,
+                             neighboring_relation)
+    if interval > _PLD_MAX_INTERVAL:
+      raise _PldTooCoarse(interval)
+    acc = _extended_accountants.PldAccountant(neighboring_relation, interval)
+  else:
+    acc = make_accountant(accountant, neighboring_relation)
   acc.compose(event)
-  return acc, event, tv
+  return acc
+
+
+def _noiseless(event) -> bool:
+  """Whether a Gaussian part of ``event`` has noise multiplier 0 (then
+  inf is the answer, at once: dp_accounting's RDP of a sampled noiseless
+  Gaussian divides by zero)."""
+  return any(isinstance(e, (dp_accounting.GaussianDpEvent,
+                            dp_accounting.TruncatedSubsampledGaussianDpEvent))
+             and e.noise_multiplier == 0
+             for e in _extended_accountants.walk(event))
 
 
 def _basic_epsilon(event) -> float:
@@ -233,13 +182,19 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
     ValueError: bad delta, steps or accountant, or an event the accountant
       cannot compose.
 
-  Truncated Poisson under RDP: with tv the total-variation bound of
-  ``_untruncate`` and eps_hi the RDP epsilon of the untruncated event at
-  delta / 2, the result is eps = eps_rdp(delta - (1 + e^eps_hi) tv). Since
-  eps <= eps_hi, the truncated mechanism is (eps, delta)-DP. When that slack
-  exceeds delta / 2 (too little noise for RDP to bound it), the answer comes
-  from the PLD accountant, exact for truncation, and ``note`` says so; if
-  the untruncated event is not private at all, the answer is ``inf``.
+  Truncated Poisson (either accountant): the untruncated event at
+  delta - tv, tv the chance that some step's other examples fill the cap
+  (``_truncation.untruncate``: no e^eps factor). Where tv exceeds
+  delta / 2 (a cap too small for the run), the PLD accountant composes the
+  truncated event itself (dp_accounting's exact PLD) and ``note`` says so.
+
+  Speed: the PLD's discretization interval grows with the event's epsilon
+  and one step's loss range (``_pld_interval``; pessimistic at any
+  interval), and where it would exceed 1 (epsilon in the hundreds of
+  thousands) RDP answers and ``note`` says so. dp_accounting's RDP warnings
+  that a series failed to converge are dropped (that order is left out,
+  an upper bound still) and counted in ``note``. A noise multiplier of 0
+  gives inf at once.
 
   Pure events: if the event is built only from pure ``EpsilonDeltaDpEvent``s,
   the result is the smaller of the accountant's and basic composition's.
@@ -265,26 +220,43 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
   own = _own_epsilon(event, delta)
   if own is not None and accountant == 'rdp':
     return Epsilon(own, accountant)
-  requested = event
-  acc, event, tv = _composed(event, accountant, neighboring_relation)
+  if _noiseless(event):
+    return Epsilon(math.inf, accountant, 'not private: a Gaussian part has '
+                   'noise multiplier 0')
+  if neighboring_relation is None:
+    neighboring_relation = (
+        _extended_accountants.infer_neighboring_relation(event))
+  untruncated, tv = _truncation.untruncate(event)
   note = ''
-  if tv == 0:
-    eps = acc.get_epsilon(delta)
-  else:
-    eps_hi = acc.get_epsilon(delta / 2)
-    slack = (1 + math.exp(min(eps_hi, 700.0))) * tv
-    if slack <= delta / 2:
-      eps = acc.get_epsilon(delta - slack)
-    elif math.isinf(eps_hi):
-      eps = math.inf
-      note = 'the untruncated event is not private at any epsilon'
-    else:
-      note = (f'RDP cannot bound the Poisson truncation (it costs delta '
-              f'{slack:.3g} > delta/2 = {delta / 2:.3g}); answered by the PLD '
-              'accountant, which is exact for truncation')
-      pld_acc, _, _ = _composed(requested, 'pld', neighboring_relation)
-      eps, accountant = pld_acc.get_epsilon(delta), 'pld'
-  eps = min(eps, _basic_epsilon(event))
+  with _extended_accountants.quiet_convergence() as quiet:
+    try:
+      if tv <= delta / 2:
+        eps = _composed(untruncated, accountant, neighboring_relation,
+                        delta).get_epsilon(delta - tv)
+      else:
+        note = ('a step\'s other examples fill the Poisson cap with '
+                f'probability {tv:.3g} over the run, more than delta/2 = '
+                f'{delta / 2:.3g}; answered by the PLD accountant on the '
+                'truncated event')
+        eps = _composed(event, 'pld', neighboring_relation,
+                        delta).get_epsilon(delta)
+        accountant = 'pld'
+    except _PldTooCoarse as e:
+      note = (f'the PLD would need a grid interval of {e.args[0]:.3g} (so '
+              'little noise that epsilon is huge); answered by the RDP '
+              'accountant')
+      accountant = 'rdp'
+      eps = (_composed(untruncated, 'rdp', neighboring_relation,
+                       delta).get_epsilon(delta - tv)
+             if tv < delta else math.inf)
+  if quiet.count:
+    note = '; '.join(filter(None, [note, (
+        f'dp_accounting\'s RDP series did not converge at {quiet.count} '
+        'order(s), left out (their RDP counted as infinite)')]))
+  eps = min(eps, _basic_epsilon(untruncated))
+  if math.isinf(eps) and not note:
+    note = ('the event is not private at this delta (a noise multiplier of '
+            '0, or a part that is not private)')
   return Epsilon(eps if own is None else min(eps, own), accountant, note)
 
 
@@ -301,7 +273,8 @@ def delta(event: dp_accounting.DpEvent, epsilon: float,
           neighboring_relation: NeighboringRelation | None = None) -> float:
   """Smallest delta such that ``event`` is (epsilon, delta)-DP.
 
-  Under RDP, a truncated Poisson event adds its slack (1 + e^epsilon) tv.
+  A truncated Poisson event adds tv (see ``epsilon``) to the untruncated
+  event's delta.
 
   Example:
     >>> delta(gaussian_event(1.1, sampling_rate=256 / 60000, steps=14062),
@@ -309,10 +282,17 @@ def delta(event: dp_accounting.DpEvent, epsilon: float,
     True
   """
   _validate.non_negative(epsilon=epsilon)
-  acc, event, tv = _composed(event, accountant, neighboring_relation)
-  if _basic_epsilon(event) <= epsilon:
+  if neighboring_relation is None:
+    neighboring_relation = (
+        _extended_accountants.infer_neighboring_relation(event))
+  untruncated, tv = _truncation.untruncate(event)
+  if _basic_epsilon(untruncated) <= epsilon:
     return 0.0
-  d = acc.get_delta(epsilon) + (1 + math.exp(min(epsilon, 700.0))) * tv
+  if _noiseless(event):
+    return 1.0
+  with _extended_accountants.quiet_convergence():
+    acc = _composed(untruncated, accountant, neighboring_relation, 1e-6)
+    d = acc.get_delta(epsilon) + tv
   return float(min(1.0, d))
 
 
@@ -414,8 +394,9 @@ def rdp_curve(event: dp_accounting.DpEvent, orders: Sequence[float],
     [0.25, 0.5]
   """
   if neighboring_relation is None:
-    neighboring_relation = infer_neighboring_relation(event)
-  acc = _RdpAccountant(orders=[float(a) for a in orders],
+    neighboring_relation = (
+        _extended_accountants.infer_neighboring_relation(event))
+  acc = _extended_accountants.RdpAccountant(orders=[float(a) for a in orders],
                        neighboring_relation=neighboring_relation)
   acc.compose(event)
   return np.asarray(acc._rdp, np.float64).copy()  # pylint: disable=protected-access

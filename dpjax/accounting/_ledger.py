@@ -13,7 +13,9 @@ from dpjax import _validate
 from dpjax.accounting import _accountants
 from dpjax.accounting import _distributed
 from dpjax.accounting import _events
+from dpjax.accounting import _extended_accountants
 from dpjax.accounting import _step_event
+from dpjax.accounting import _tradeoff
 
 _EVENT_TYPES = {
     name: cls for name, cls in vars(dp_accounting.dp_event).items()
@@ -88,7 +90,7 @@ def is_amplified(event: dp_accounting.DpEvent) -> bool:
     >>> is_amplified(gaussian_event(1.0, sampling_rate=0.01))
     True
   """
-  walk = _accountants._walk  # pylint: disable=protected-access
+  walk = _extended_accountants.walk
   return any(isinstance(e, _SAMPLED) for e in walk(event))
 
 
@@ -108,7 +110,7 @@ def draws_noise(event: dp_accounting.DpEvent) -> bool:
     ...     gaussian_event(1.0))
     (False, True)
   """
-  walk = _accountants._walk  # pylint: disable=protected-access
+  walk = _extended_accountants.walk
   return any(not isinstance(e, _NO_NOISE + _WRAPPERS) for e in walk(event))
 
 
@@ -189,7 +191,8 @@ class PrivacyLedger:
       raise ValueError('Expected neighboring_relation= a NeighboringRelation,'
                        f' got {neighboring_relation!r}.')
     if neighboring_relation is None and runs:
-      relations = {_accountants.infer_neighboring_relation(e) for e, _ in runs}
+      relations = {_extended_accountants.infer_neighboring_relation(e)
+                   for e, _ in runs}
       if len(relations) > 1:
         raise ValueError('neighboring_relation: the runs mix neighbouring '
                          'relations; state the ledger\'s.')
@@ -279,7 +282,8 @@ class PrivacyLedger:
     """
     self._check_event(event, count, bits)
     if neighboring_relation is None:
-      neighboring_relation = _accountants.infer_neighboring_relation(event)
+      neighboring_relation = (
+          _extended_accountants.infer_neighboring_relation(event))
     if (self._relation is not None and neighboring_relation is not None
         and neighboring_relation != self._relation):
       hint = (' Build the ledger with neighboring_relation=REPLACE_ONE and '
@@ -405,6 +409,16 @@ class PrivacyLedger:
     """delta spent so far at ``epsilon``."""
     return _accountants.delta(self.event(), epsilon, accountant,
                               self._relation)
+
+  def tradeoff_curve(self, alphas) -> np.ndarray:
+    """beta at each alpha: the f-DP curve of everything recorded
+    (``accounting.tradeoff_curve``), beside ``epsilon``."""
+    return _tradeoff.tradeoff_curve(self.event(), alphas, self._relation)
+
+  def gdp_mu(self) -> float | None:
+    """mu if everything recorded composes Gaussian mechanisms (mu-GDP,
+    ``accounting.gdp_mu``), else None."""
+    return _tradeoff.gdp_mu(self.event())
 
   @property
   def noise_spent(self) -> dict[str, list[tuple[int, int]]]:

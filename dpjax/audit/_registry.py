@@ -16,6 +16,7 @@ from dpjax.audit import _cases_exact_gaussian
 from dpjax.audit import _cases_ghost
 from dpjax.audit import _cases_leaks
 from dpjax.audit import _cases_lowbits
+from dpjax.audit import _cases_microbatch
 from dpjax.audit import _cases_participation
 from dpjax.audit._cases import AuditCase
 from dpjax.audit._cases import compressive_case
@@ -57,7 +58,8 @@ def _builders() -> dict[str, Callable[[], AuditCase]]:
           'reshuffled_epochs_bandmf':
               _cases_participation.reshuffled_epochs_bandmf_case,
           'restarted_cyclic_step':
-              _cases_participation.restarted_cyclic_step_case}
+              _cases_participation.restarted_cyclic_step_case,
+          'dpsgd_microbatch': _cases_microbatch.dpsgd_microbatch_case}
 
 
 def audit_case_names() -> tuple[str, ...]:

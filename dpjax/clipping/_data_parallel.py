@@ -65,7 +65,8 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
                              axis_name: str = 'data',
                              fallback: str = 'per_example',
                              ghost_mode: str = 'auto',
-                             layer_norms: str = 'auto'
+                             layer_norms: str = 'auto',
+                             microbatch_size: int | None = None
                              ) -> Callable[..., _per_example.ClippedGradSum]:
   """``clipped_grad_sum`` with the batch split over a mesh axis.
 
@@ -80,6 +81,9 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
     fallback: ghost only, as for ``clipped_grad_sum``.
     ghost_mode: ghost only, as for ``clipped_grad_sum`` (chosen per shard).
     layer_norms: ghost only, as for ``clipped_grad_sum``.
+    microbatch_size: None or m: each shard sums its rows in micro-batches of
+      m rows, as ``clipped_grad_sum`` does (the batch is padded with masked
+      rows to a multiple of m x the axis size).
 
   Returns:
     ``fn(params, batch, mask, coordinate_mask=None) -> ClippedGradSum``,
@@ -114,7 +118,8 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
   # The ghost options are checked here, before any tracing.
   _per_example.clipped_grad_sum(loss_fn, l2_norm_clip, method,
                                 fallback=fallback, ghost_mode=ghost_mode,
-                                layer_norms=layer_norms)
+                                layer_norms=layer_norms,
+                                microbatch_size=microbatch_size)
   if not isinstance(mesh, Mesh):
     raise ValueError(f'Expected mesh={mesh!r} to be a jax.sharding.Mesh.')
   if axis_name not in mesh.axis_names:
@@ -127,7 +132,8 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
     out = _per_example.clipped_grad_sum(loss_fn, clip, method,
                                         fallback=fallback,
                                         ghost_mode=ghost_mode,
-                                        layer_norms=layer_norms)(
+                                        layer_norms=layer_norms,
+                                        microbatch_size=microbatch_size)(
                                             params, batch, mask,
                                             coordinate_mask)
     return jax.lax.psum(out.grad_sum.value, axis_name), out.norms
@@ -136,7 +142,7 @@ def sharded_clipped_grad_sum(loss_fn: _per_example.LossFn, l2_norm_clip: Any,
     batch = jax.tree.map(jnp.asarray, batch)
     size = _per_example._batch_size(batch)
     mask = _per_example._keep(mask, size)
-    pad = -size % num_shards
+    pad = -size % (num_shards * (microbatch_size or 1))
     batch = jax.tree.map(lambda x: _pad_rows(x, pad), batch)
     mask = _pad_rows(mask, pad)
     mapped = jax.shard_map(

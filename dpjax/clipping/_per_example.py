@@ -36,6 +36,7 @@ import numpy as np
 from dpjax import _clipped_sum
 from dpjax.clipping import _ghost
 from dpjax.clipping import _ghost_plan
+from dpjax.clipping import _microbatch
 from dpjax.clipping import _ghost_two_pass
 from dpjax.clipping import _sharding
 from dpjax import _numerics
@@ -308,7 +309,8 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
                      method: str = 'vmap', *,
                      fallback: str = 'per_example',
                      ghost_mode: str = 'auto',
-                     layer_norms: str = 'auto'
+                     layer_norms: str = 'auto',
+                     microbatch_size: int | None = None
                      ) -> Callable[..., ClippedGradSum]:
   """Returns ``fn(params, batch, mask, coordinate_mask=None)``.
 
@@ -342,6 +344,12 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
       (ghost) form iff T^2 <= K N for its K x N weight (Bu et al. 2022),
       else the layer's instantiated per-example gradient; ``'ghost'`` or
       ``'per_example'`` force one form on every such layer.
+    microbatch_size: None (default: the whole batch at once) or m, a
+      positive int dividing B: the sum is computed in B / m micro-batches of
+      m rows under a ``lax.scan`` (``_microbatch.py``), with the per-example
+      memory of m rows. The same clipped sum (to float summation order) and
+      bound C: the micro-batches partition the batch, so the noise is added
+      once and the step is recorded once (gradient accumulation).
 
   Returns:
     A jittable function of ``(params, batch, mask, coordinate_mask=None)``;
@@ -389,6 +397,7 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
   if layer_norms not in _ghost_plan.LAYER_NORMS:
     raise ValueError(f'Expected layer_norms={layer_norms!r} in '
                      f'{_ghost_plan.LAYER_NORMS}.')
+  _microbatch.check_microbatch_size(microbatch_size)
   grads_fn = per_example_grads(loss_fn)
 
   def empty(params, mask):
@@ -435,4 +444,9 @@ def clipped_grad_sum(loss_fn: LossFn, l2_norm_clip: Any,
         lambda weights, valid: grads.weighted_sums(weights, valid, masks),
         l2_norm_clip, treedef, keep, lambda: grads.norms(masks))
 
-  return vmap_fn if method == 'vmap' else ghost_fn
+  fn = vmap_fn if method == 'vmap' else ghost_fn
+  if microbatch_size is None:
+    return fn
+  return _microbatch.microbatched(fn, microbatch_size,
+                                  clipped_norm_bound(l2_norm_clip),
+                                  ClippedGradSum)

@@ -170,6 +170,7 @@ class Experiment:
              '', 'Paired by seed; verdicts per the rule at the top, '
              'Bonferroni within each family.', '',
              verdict_lib.claims_table(results['claims']), '']
+    lines += _sanity_note(results['claims'])
     if 'versions' in results:  # not in results.json from before the runner
       seeds, v = results['seeds'], results['versions']
       eps = ', '.join(f'{e:g}' for e in results['epsilon']) or '-'
@@ -180,6 +181,22 @@ class Experiment:
           f"{results['wall_seconds']} s; jax {v['jax']}, numpy {v['numpy']}, "
           f"dpjax {v['dpjax']}{_on_device(v)}.", '']
     return '\n'.join(lines)
+
+
+def _sanity_note(claims: list[dict[str, Any]]) -> list[str]:
+  """Report lines naming the sanity claims that did not hold and the run
+  each says would make the experiment testable; none when all held."""
+  failed = claims_lib.failed_sanity(claims)
+  if not failed:
+    return []
+  paper = any(c['kind'] == 'paper' for c in claims)
+  lines = [('**Paper claims not tested: sanity failed.** ' if paper else
+            '**Sanity failed** (this experiment makes no paper claim). ')
+           + ('This sanity claim did not hold' if len(failed) == 1 else
+              'These sanity claims did not hold') + ':', '']
+  lines += [f"- {c['claim']} ({c['verdict']}). The run that would make the "
+            f"experiment testable: {c['remedy']}" for c in failed]
+  return lines + ['']
 
 
 def off_cpu(device: str | None) -> bool:

@@ -47,7 +47,17 @@ RULE = (
     'decided with 80% power at its level, (t_level + t_0.8) sd / sqrt(n) '
     'with sd the spread of the per-seed differences; an inconclusive claim '
     'whose expected effect is below its MDE had too few seeds to decide it, '
-    'which is not evidence of no effect.')
+    'which is not evidence of no effect. Every claim states its kind: '
+    '*paper* (a statement of the paper), *extension* (the project\'s own '
+    'baseline, margin or setting) or *sanity* (the setup can show the '
+    'effect: a non-private ceiling, a noise-free run that learns, a known '
+    'value). A paper claim is decided only when every sanity claim of its '
+    'experiment holds; otherwise it reads *not tested: sanity failed*, its '
+    'computed verdict beside it, and the experiment\'s report names the '
+    'failed sanity claim and the run that would make it testable. An '
+    'inconclusive claim whose interval excludes the effect it expects (the '
+    'paper\'s, for a paper claim) says so: the data then speak against '
+    'that effect, though not against the claim\'s threshold.')
 
 METHOD = 'paired t'
 VERDICTS = ('held', 'refuted', 'inconclusive')
@@ -331,8 +341,9 @@ def verdict_table_row(claim: str, v: Union[Verdict, Mapping[str, Any]]
                       ) -> dict[str, Any]:
   """A row for ``report.markdown_table(rows, COLUMNS)``.
 
-  ``v`` is a ``Verdict`` or its ``to_dict()`` as read back from a results
-  file. The interval is '-' when it could not be formed, and so is the MDE
+  ``v`` is a ``Verdict`` or a claim as read back from a results file
+  (``claims.verdicts``: with its kind, and its outcome shown as the
+  verdict, the computed verdict beside it where they differ). The interval is '-' when it could not be formed, and so is the MDE
   (or when a results file from before it was reported lacks it); a claim
   that states its expected ``effect`` also fills ``EFFECT_COLUMNS``.
   """
@@ -341,10 +352,15 @@ def verdict_table_row(claim: str, v: Union[Verdict, Mapping[str, Any]]
   ci = ('-' if np.isnan(low) else
         f"[{report.fmt(low)}, {report.fmt(high)}]")
   mde = d.get('mde')
+  shown = d.get('outcome', d['verdict'])  # a stored claim's outcome
+  if not shown.startswith(d['verdict']):  # not tested: say what it computed
+    shown += f" (computed: {d['verdict']})"
   row = dict(claim=claim, mean=float(d['mean']), ci=ci,
              mde=None if mde is None else float(mde),
              level=f"{report.fmt(100 * float(d['confidence']))}%",
-             seeds=int(d['n']), verdict=d['verdict'])
+             seeds=int(d['n']), verdict=shown)
+  if 'kind' in d:
+    row['kind'] = d['kind']
   if d.get('effect') is not None:
     row.update(effect=float(d['effect']), seeds_needed=d.get('seeds_needed'))
   return row
@@ -394,23 +410,26 @@ def seeds_to_decide(c: Mapping[str, Any], max_seeds: int = 100_000
 
 
 def undecided_table(claims: Sequence[Mapping[str, Any]]) -> str:
-  """The inconclusive ``claims`` and the seeds each would need
+  """The inconclusive ``claims`` (by outcome: a paper claim not tested is
+  not listed) and the seeds each would need
   (``seeds_to_decide``); '' when every claim is decided."""
   rows = [dict(claim=c['claim'],
                gap=float(c['mean']) - float(c['threshold']),
                sd=float(c.get('sd', float('nan'))), seeds=int(c['n']),
                needed=seeds_to_decide(c))
-          for c in claims if c['verdict'] == 'inconclusive']
+          for c in claims
+          if c.get('outcome', c['verdict']).startswith('inconclusive')]
   if not rows:
     return ''
   return report.markdown_table(rows, UNDECIDED_COLUMNS)
 
 
 def claims_table(claims: Sequence[Mapping[str, Any]]) -> str:
-  """The markdown table of ``results['claims']``; with the expected
-  effect and the seeds it needs when any claim states one."""
+  """The markdown table of ``results['claims']``, each claim's kind beside
+  it; with the expected effect and the seeds it needs when any claim
+  states one."""
   rows = [verdict_table_row(c['claim'], c) for c in claims]
-  columns = COLUMNS
+  columns = COLUMNS[:1] + (('kind', 'Kind'),) + COLUMNS[1:]
   if any('effect' in r for r in rows):
-    columns = COLUMNS[:4] + EFFECT_COLUMNS + COLUMNS[4:]
+    columns = columns[:5] + EFFECT_COLUMNS + columns[5:]
   return report.markdown_table(rows, columns)

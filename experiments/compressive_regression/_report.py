@@ -142,7 +142,7 @@ def _kappa_table(results: Results, cfg: Config) -> str:
 
 
 def _glance_table(claims: list[dict], cfg: Config) -> str:
-  """The sweep claims' verdicts, a row per pair and a column per eps."""
+  """The sweep claims' outcomes, a row per pair and a column per eps."""
   rows = []
   for method, baseline in SWEEP:
     row = dict(pair=f'{method} vs {baseline}')
@@ -150,7 +150,7 @@ def _glance_table(claims: list[dict], cfg: Config) -> str:
       if (c.get('baseline'), c['sparsified']) == (baseline, method) and (
           'chosen_kappas' not in c):
         row[f"e{c['epsilon']}"] = (
-            f"{c['verdict']} (x{report_lib.fmt(math.exp(c['mean']), 3)})")
+            f"{c['outcome']} (x{report_lib.fmt(math.exp(c['mean']), 3)})")
     rows.append(row)
   cols = [('pair', 'sparsified vs unsparsified')] + [
       (f'e{e}', f'eps={e:g}') for e in cfg.epsilons]

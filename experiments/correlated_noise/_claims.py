@@ -31,21 +31,25 @@ def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   clipping = claims_lib.ClaimFamily('adaptive clipping')
   clipping.add(f'adaptive clipping within {cfg.non_inferiority:g} of the '
                'best fixed clip chosen on validation (test acc)',
-               adaptive.selected_test, best, threshold=-cfg.non_inferiority)
+               adaptive.selected_test, best, threshold=-cfg.non_inferiority,
+               kind='paper')
   clipping.add(f'adaptive clipping beats the fixed clip it starts from '
                f'(C = {min(cfg.l2_norm_clips):g}; test acc)',
-               adaptive.selected_test, start)
+               adaptive.selected_test, start, kind='paper')
   correlated = claims_lib.ClaimFamily('correlated noise')
   correlated.add(f'BandMF ({results.bandmf.bands} bands, cyclic Poisson)'
                  ' beats DP-SGD at the same epsilon, each tuned on the same '
                  '(C, lr) grid on validation (test acc)',
-                 results.bandmf.selected_test, best)
+                 results.bandmf.selected_test, best, kind='paper')
   user = results.user_level
   units = claims_lib.ClaimFamily('user level')
   units.add(f'user-level DP-SGD learns (test acc above '
             f'{cfg.user_sanity_accuracy:g})',
-            [a - cfg.user_sanity_accuracy for a in user.selected_test])
+            [a - cfg.user_sanity_accuracy for a in user.selected_test],
+            kind='sanity', remedy='more rounds or users, until user-level '
+            'DP-SGD learns')
   units.add(f'user-level DP costs accuracy against example-level DP at the '
             f'same epsilon ({cfg.num_examples_per_user} examples per user)',
-            results.example_level.selected_test, user.selected_test)
+            results.example_level.selected_test, user.selected_test,
+            kind='extension')
   return [correlated, clipping, units]

@@ -17,6 +17,13 @@ not of any training run), so nothing is chosen after seeing an accuracy:
   differ, the one with more bits has the higher test accuracy (> 0),
   Bonferroni over the pairs.
 
+Kinds: primary and close state Fig. 2 (cpSGD at about the Gaussian's
+accuracy; the margin ``CLOSE`` is the project's reading) and are paper
+claims; the more-bits pairs are the project's extension. Sanity, its own
+family: the non-private run beats the Gaussian at the primary setting's
+eps/round, or privacy costs nothing there and closeness to the Gaussian
+would say nothing.
+
 Treatment and control of seed i share that seed's model init, client shards
 and round keys (``federated.init_clients``), so the differences are paired.
 """
@@ -77,7 +84,8 @@ def _describe(row) -> str:
 
 
 def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
-  """The planned checks, three families: primary, close and bits."""
+  """The planned checks, three families (primary, close and bits), and
+  the sanity family."""
   the_plan, runs = results.plan, results.runs
   seeds, test_size = cfg.seeds, results.dataset['n_test']
   by = {r['setting']: r for r in results.summary}
@@ -90,7 +98,7 @@ def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
         f"Gaussian at the same eps/round (test acc)",
         per_seed(runs, setting, seeds, test_size),
         per_seed(runs, f'Gaussian @ {setting}', seeds, test_size),
-        threshold=-CLOSE, effect=CLOSE, treatment=setting,
+        threshold=-CLOSE, effect=CLOSE, kind='paper', treatment=setting,
         control=f'Gaussian @ {setting}')
 
   if the_plan['primary'] is not None:
@@ -102,8 +110,30 @@ def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
         f"more bits, higher accuracy at comparable eps/round: "
         f"{_describe(by[many])} beats {_describe(by[few])} (test acc)",
         per_seed(runs, many, seeds, test_size),
-        per_seed(runs, few, seeds, test_size), treatment=many, control=few)
-  return [primary, close, bits]
+        per_seed(runs, few, seeds, test_size), kind='extension',
+        treatment=many, control=few)
+  return [primary, close, bits,
+          _sanity(runs, the_plan['primary'], seeds, test_size)]
+
+
+NON_PRIVATE = 'non-private'  # the setting of the non-private run
+
+
+def _sanity(runs, primary, seeds, test_size) -> claims_lib.ClaimFamily:
+  """The non-private run against the Gaussian at ``primary``."""
+  sanity = claims_lib.ClaimFamily('sanity')
+  settings = {r['setting'] for r in runs}
+  if primary is None or NON_PRIVATE not in settings:
+    return sanity
+  sanity.add(f'non-private training beats the Gaussian at {primary}\'s '
+             'eps/round (test acc): privacy costs accuracy there',
+             per_seed(runs, NON_PRIVATE, seeds, test_size),
+             per_seed(runs, f'Gaussian @ {primary}', seeds, test_size),
+             kind='sanity', remedy='a smaller per-round epsilon (fewer '
+             'levels or trials) or more rounds, until the Gaussian falls '
+             'below the non-private run', treatment=NON_PRIVATE,
+             control=f'Gaussian @ {primary}')
+  return sanity
 
 
 def exact_checks(privacy) -> list[dict[str, Any]]:

@@ -3,9 +3,9 @@
 from matplotlib import ticker
 import matplotlib.pyplot as plt
 
+from experiments.common import claims as claims_lib
 from experiments.common import report as report_lib
 from experiments.common.results import Rows
-from experiments.common import verdict as verdict_lib
 from experiments.cpsgd_training._claims import CLOSE
 from experiments.cpsgd_training._claims import EPS_RATIO
 from experiments.cpsgd_training._config import Config
@@ -295,7 +295,7 @@ def _claims_paragraph(claims) -> str:
 
 
 def _claim_lines(results: Results, claims: Rows) -> list[str]:
-  """The claims' plan and verdict counts and the exact checks."""
+  """The claims' plan and outcome counts and the exact checks."""
   lines = []
   if claims:
     lines += [_claims_paragraph(claims), '']
@@ -305,8 +305,9 @@ def _claim_lines(results: Results, claims: Rows) -> list[str]:
                          ('bits', 'more bits better')):
       fam = [c for c in claims if c['family'] == family]
       if fam:
-        counts = ', '.join(f"{sum(c['verdict'] == v for c in fam)} {v}"
-                           for v in verdict_lib.VERDICTS)
+        counts = ', '.join(
+            f"{sum(claims_lib.counted(c['outcome']) == v for c in fam)} {v}"
+            for v in claims_lib.OUTCOMES)
         lines.append(f'- {what}: {counts} (of {len(fam)}).')
   elif results.plan['primary'] is None:
     lines.append('- No configuration satisfies Theorem 1, so cpSGD cannot be '

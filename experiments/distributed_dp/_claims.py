@@ -79,7 +79,7 @@ def dme_claims(cfg, rows, gaussian) -> claims_lib.ClaimFamily:
   family = claims_lib.ClaimFamily()
   for text, stat, threshold, higher in specs:
     family.add(text, stat, threshold=threshold, higher_is_better=higher,
-               per_seed=stat.tolist())
+               kind='paper', per_seed=stat.tolist())
   return family
 
 
@@ -162,6 +162,7 @@ def training_claims(the_plan, rows) -> claims_lib.ClaimFamily:
     stat = diffs.min(0) if spec['higher'] else diffs.max(0)
     family.add(TRAINING_PREFIX + spec['text'], stat,
                threshold=spec['threshold'], higher_is_better=spec['higher'],
-               kind=spec['kind'], mechanism=spec['mechanism'],
+               kind='paper', comparison=spec['kind'],
+               mechanism=spec['mechanism'],
                per_seed=stat.tolist())
   return family

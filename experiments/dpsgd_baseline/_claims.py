@@ -27,8 +27,10 @@ def claims(results: Results, cfg: Config) -> claims_lib.ClaimFamily:
   for model in dict.fromkeys(r['model'] for r in runs):
     if low < high:
       family.add(f'{model}: eps={high:g} beats eps={low:g} (test acc)',
-                 _accuracy(runs, model, high), _accuracy(runs, model, low))
+                 _accuracy(runs, model, high), _accuracy(runs, model, low),
+                 kind='paper')
     family.add(f'{model}: eps={high:g} within {cfg.within:g} of non-private '
                '(test acc)', _accuracy(runs, model, high),
-               _accuracy(runs, model, None), threshold=-cfg.within)
+               _accuracy(runs, model, None), threshold=-cfg.within,
+               kind='paper')
   return family

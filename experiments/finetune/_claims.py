@@ -25,22 +25,28 @@ def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   main = claims_lib.ClaimFamily('fine-tuning')
   main.add(f'private full fine-tuning beats private training from scratch '
            f'at eps = {float(lo):g} (test acc)', acc('full', lo),
-           acc('scratch', lo))
+           acc('scratch', lo), kind='paper')
   main.add(f'private LoRA (r = {cfg.rank}) fine-tuning beats private '
            f'training from scratch at eps = {float(lo):g} (test acc)',
-           acc('lora', lo), acc('scratch', lo))
+           acc('lora', lo), acc('scratch', lo), kind='paper')
   for eps in (lo, hi):
     main.add(f'LoRA within {cfg.lora_margin:g} of full fine-tuning at eps = '
              f'{float(eps):g} (test acc)', acc('lora', eps), acc('full', eps),
-             threshold=-cfg.lora_margin)
+             threshold=-cfg.lora_margin, kind='paper')
   sanity = claims_lib.ClaimFamily('sanity')
   sanity.add(f'private LoRA fine-tuning at eps = {float(lo):g} improves on '
              'the pretrained model (test acc)',
              list(np.asarray(acc('lora', lo)) -
-                  results.pretrained.test))
+                  results.pretrained.test), kind='sanity',
+             remedy='more fine-tuning steps or a larger epsilon, until '
+             'private LoRA improves on the pretrained model')
   sanity.add(f'non-private fine-tuning beats private full fine-tuning at '
              f'eps = {float(lo):g} (test acc)',
-             results.non_private['full']['selected_test'], acc('full', lo))
+             results.non_private['full']['selected_test'], acc('full', lo),
+             kind='sanity', remedy='a smaller epsilon, until privacy costs '
+             'full fine-tuning accuracy')
   sanity.add(f'full fine-tuning at eps = {float(hi):g} beats eps = '
-             f'{float(lo):g} (test acc)', acc('full', hi), acc('full', lo))
+             f'{float(lo):g} (test acc)', acc('full', hi), acc('full', lo),
+             kind='sanity', remedy='epsilons further apart, until the '
+             'budget shows in the accuracy')
   return [main, sanity]
