@@ -3,6 +3,12 @@
 ``untruncate`` replaces every truncated Poisson event by its Poisson event
 and returns the probability tv that the truncation changed anything, which
 ``epsilon`` and ``delta`` add to delta.
+
+Example:
+  >>> event = dpjax.PoissonSampler(1000, 0.01).dp_event(1.0)  # cap 39
+  >>> poisson, tv = untruncate(event)
+  >>> type(poisson).__name__, tv < 1e-11
+  ('PoissonSampledDpEvent', True)
 """
 
 import math

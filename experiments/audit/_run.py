@@ -99,15 +99,17 @@ def one_run(cfg: Config, seeds) -> list[OneRun]:
   return rows
 
 
-def select(cases, names):
+def select(names):
+  """The registered cases called ``names`` (None: all), building only
+  those (building every case compiles a few hundred programs)."""
   if names is None:
-    return cases
-  known = {c.name: c for c in cases}
+    return audit.audit_cases()
+  known = audit.audit_case_names()
   unknown = [n for n in names if n not in known]
   if unknown:
     raise ValueError(f'unknown audit cases {unknown}; known: '
                      f"{', '.join(known)}")
-  return tuple(known[n] for n in names)
+  return tuple(audit.audit_case(n) for n in names)
 
 
 # Each case's per-seed numbers, kept as arrays (``row_cache``).
@@ -146,9 +148,9 @@ def run(cfg: Config, ctx: runner.Context) -> Results:
   """Every selected case and its broken twin on every seed; one-run audits.
   Each finished case is kept, so that the full audit can run in parts."""
   seeds = cfg.seeds
-  rows, registered = [], audit.audit_cases()
+  rows = []
   done = row_cache.RowCache(ctx.checkpoint_dir('cases'), cfg.to_dict())
-  for i, case in enumerate(select(registered, cfg.cases)):
+  for i, case in enumerate(select(cfg.cases)):
     arrays = done.get(dict(case=case.name, index=i),
                       lambda: _audit_case(i, case, cfg))
     row = Case(name=case.name, epsilon=float(case.epsilon),
@@ -162,5 +164,5 @@ def run(cfg: Config, ctx: runner.Context) -> Results:
     ctx.say(f'{case.name}: stated eps {case.epsilon:.3g}, lower bound median '
             f'{np.median(lbs):.3g}')
   return Results(dataset=dict(name='none: canaries built per mechanism'),
-                 cases=rows, registered=[c.name for c in registered],
+                 cases=rows, registered=list(audit.audit_case_names()),
                  one_run=one_run(cfg, seeds), devices=str(jax.devices()))

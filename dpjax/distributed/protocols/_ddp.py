@@ -294,9 +294,8 @@ def secure_sum_round(config: DistributedDpConfig, key: jax.Array,
     NeurIPS 2021, Alg. 1.
 
   Example:
-    >>> cfg = DistributedDpConfig(mechanism='skellam', l2_norm_clip=1.0,
-    ...                           bits=16, gamma=1e-3, stddev=0.1,
-    ...                           num_clients=4)
+    >>> cfg = DistributedDpConfig(mechanism='ddg', l2_norm_clip=1.0, bits=12,
+    ...                           gamma=0.01, stddev=0.1, num_clients=4)
     >>> r = secure_sum_round(cfg, jax.random.key(0), jnp.ones((4, 3)) / 2)
     >>> r.estimate.shape, bool(r.accepted)
     ((3,), True)
