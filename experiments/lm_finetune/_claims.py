@@ -7,7 +7,8 @@ Fine-tuning of Language Models"): private fine-tuning of a publicly
 pretrained decoder at the largest epsilon comes within ``private_margin``
 of its non-private twin's perplexity, and LoRA comes within
 ``lora_margin`` of full fine-tuning at the smallest and the largest
-epsilon. Sanity: non-private fine-tuning improves on the pretrained model
+epsilon (kind ``paper``: the papers' statements, at this project's
+margins). Sanity: non-private fine-tuning improves on the pretrained model
 (the private split differs from the public one), and a larger epsilon helps
 full fine-tuning.
 """
@@ -29,18 +30,24 @@ def claims(results: Results, cfg: Config) -> list[claims_lib.ClaimFamily]:
   main.add(f'private full fine-tuning at eps = {float(hi):g} within '
            f'{cfg.private_margin:.0%} of the non-private perplexity',
            loss('full', hi), loss('full', NON_PRIVATE),
-           threshold=math.log1p(cfg.private_margin), higher_is_better=False)
+           threshold=math.log1p(cfg.private_margin), higher_is_better=False,
+           kind='paper')
   for eps in (lo, hi):
     main.add(f'LoRA (r = {cfg.rank}) within {cfg.lora_margin:.0%} of full '
              f'fine-tuning\'s perplexity at eps = {float(eps):g}',
              loss('lora', eps), loss('full', eps),
-             threshold=math.log1p(cfg.lora_margin), higher_is_better=False)
+             threshold=math.log1p(cfg.lora_margin), higher_is_better=False,
+             kind='paper')
   sanity = claims_lib.ClaimFamily('sanity')
   sanity.add('non-private full fine-tuning improves on the pretrained '
              'model (test loss)', list(np.asarray(loss('full', NON_PRIVATE))
                                        - results.pretrained_test_loss),
-             higher_is_better=False)
+             higher_is_better=False, kind='sanity',
+             remedy='more fine-tuning steps or a larger step, until the '
+             'non-private twin learns the private domain')
   sanity.add(f'full fine-tuning at eps = {float(hi):g} beats eps = '
              f'{float(lo):g} (test loss)', loss('full', hi), loss('full', lo),
-             higher_is_better=False)
+             higher_is_better=False, kind='sanity',
+             remedy='epsilons further apart or more seeds, until the noise '
+             'level shows in the loss')
   return [main, sanity]
