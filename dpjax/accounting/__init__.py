@@ -18,6 +18,10 @@ from dpjax.accounting._accountants import Epsilon
 from dpjax.accounting._accountants import epsilon_from_rdp
 from dpjax.accounting._accountants import make_accountant
 from dpjax.accounting._accountants import rdp_curve
+from dpjax.accounting._balls_in_bins import BALLS_IN_BINS_MAX_STEPS
+from dpjax.accounting._balls_in_bins import balls_in_bins_event
+from dpjax.accounting._balls_in_bins import balls_in_bins_rdp
+from dpjax.accounting._balls_in_bins import BallsInBinsDpEvent
 from dpjax.accounting._binomial import advanced_composition
 from dpjax.accounting._binomial import binomial_epsilon
 from dpjax.accounting._binomial import binomial_min_trials
@@ -62,6 +66,10 @@ from dpjax.accounting._tradeoff import tradeoff_curve
 __all__ = [
     'ACCOUNTANTS',
     'advanced_composition',
+    'balls_in_bins_event',
+    'BALLS_IN_BINS_MAX_STEPS',
+    'balls_in_bins_rdp',
+    'BallsInBinsDpEvent',
     'basic_composition',
     'binomial_epsilon',
     'binomial_exact_delta',

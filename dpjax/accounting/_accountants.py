@@ -19,6 +19,7 @@ import numpy as np
 
 from dpjax import _solve
 from dpjax import _validate
+from dpjax.accounting import _balls_in_bins
 from dpjax.accounting import _distributed
 from dpjax.accounting import _events
 from dpjax.accounting import _extended_accountants
@@ -96,6 +97,11 @@ def _composed(event, accountant, neighboring_relation, delta):
         'accountant="pld" does not support the distributed discrete Gaussian '
         'or Skellam events (known by an RDP bound only); use '
         'accountant="rdp".')
+  if accountant == 'pld' and any(
+      isinstance(e, _balls_in_bins.BallsInBinsDpEvent)
+      for e in _extended_accountants.walk(event)):
+    raise ValueError('accountant="pld" does not support BallsInBinsDpEvent '
+                     '(known by an RDP bound only); use accountant="rdp".')
   if accountant == 'pld' and any(
       isinstance(e, dp_accounting.ZCDpEvent)
       for e in _extended_accountants.walk(event)):
@@ -188,6 +194,9 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
   delta / 2 (a cap too small for the run), the PLD accountant composes the
   truncated event itself (dp_accounting's exact PLD) and ``note`` says so.
 
+  Balls-in-bins epochs (``BallsInBinsDpEvent``): RDP only; their
+  ``truncation_probability`` is tv as above (RDP at delta - tv).
+
   Speed: the PLD's discretization interval grows with the event's epsilon
   and one step's loss range (``_pld_interval``; pessimistic at any
   interval), and where it would exceed 1 (epsilon in the hundreds of
@@ -233,6 +242,15 @@ def epsilon(event: dp_accounting.DpEvent, delta: float,
       if tv <= delta / 2:
         eps = _composed(untruncated, accountant, neighboring_relation,
                         delta).get_epsilon(delta - tv)
+      elif any(isinstance(e, _balls_in_bins.BallsInBinsDpEvent)
+               for e in _extended_accountants.walk(event)):
+        note = (f'the balls-in-bins truncation probability {tv:.3g} is '
+                f'more than delta/2 = {delta / 2:.3g} (a cap too small '
+                'for the run); answered by RDP at delta - tv')
+        eps = (_composed(untruncated, 'rdp', neighboring_relation,
+                         delta).get_epsilon(delta - tv)
+               if tv < delta else math.inf)
+        accountant = 'rdp'
       else:
         note = ('a step\'s other examples fill the Poisson cap with '
                 f'probability {tv:.3g} over the run, more than delta/2 = '

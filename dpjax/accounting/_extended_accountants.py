@@ -21,6 +21,7 @@ from dp_accounting import pld
 from dp_accounting import rdp
 import numpy as np
 
+from dpjax.accounting import _balls_in_bins
 from dpjax.accounting import _distributed
 from dpjax.accounting import _events
 
@@ -29,11 +30,14 @@ _Errors = dp_accounting.PrivacyAccountant.CompositionErrorDetails
 
 
 class RdpAccountant(rdp.RdpAccountant):
-  """RdpAccountant that also composes pure ``EpsilonDeltaDpEvent``s and the
+  """RdpAccountant that also composes pure ``EpsilonDeltaDpEvent``s, the
   distributed discrete Gaussian and Skellam events (alone or
-  Poisson-subsampled under add/remove-one neighbours)."""
+  Poisson-subsampled under add/remove-one neighbours) and untruncated
+  ``BallsInBinsDpEvent``s (add/remove-one)."""
 
   def _maybe_compose(self, event, count, do_compose):
+    if isinstance(event, _balls_in_bins.BallsInBinsDpEvent):
+      return self._compose_balls_in_bins(event, count, do_compose)
     distributed = self._maybe_compose_distributed(event, count, do_compose)
     if distributed is not False:
       return distributed
@@ -47,6 +51,19 @@ class RdpAccountant(rdp.RdpAccountant):
       self._rdp += count * np.minimum(eps, self._orders * eps**2 / 2)
     return None
 
+
+  def _compose_balls_in_bins(self, event, count, do_compose):
+    if self._neighboring_relation != NeighboringRelation.ADD_OR_REMOVE_ONE:
+      return _Errors(event, 'balls-in-bins epochs are accounted under '
+                     'add/remove-one neighbours only.')
+    if event.truncation_probability > 0:
+      return _Errors(event, 'a truncated balls-in-bins epoch has no RDP; '
+                     'dpjax.accounting.epsilon adds its truncation '
+                     'probability to delta.')
+    if do_compose:
+      self._rdp += count * _balls_in_bins.balls_in_bins_rdp(
+          event.noise_multiplier, event.num_steps, self._orders)
+    return None
 
   def _maybe_compose_distributed(self, event, count, do_compose):
     """None or error details if ``event`` is a distributed event, else False."""

@@ -12,6 +12,7 @@ import numpy as np
 from dpjax import _validate
 from dpjax.accounting import _accountants
 from dpjax.accounting import _distributed
+from dpjax.accounting import _balls_in_bins
 from dpjax.accounting import _events
 from dpjax.accounting import _extended_accountants
 from dpjax.accounting import _step_event
@@ -24,6 +25,7 @@ _EVENT_TYPES = {
 _EVENT_TYPES['EpsilonDeltaDpEvent'] = _events.EpsilonDeltaDpEvent
 _EVENT_TYPES['TruncatedPoissonSampledDpEvent'] = (
     _events.TruncatedPoissonSampledDpEvent)
+_EVENT_TYPES['BallsInBinsDpEvent'] = _balls_in_bins.BallsInBinsDpEvent
 for _cls in _distributed.EVENT_TYPES:
   _EVENT_TYPES[_cls.__name__] = _cls
 
@@ -79,7 +81,8 @@ _SAMPLED = (dp_accounting.PoissonSampledDpEvent,
             dp_accounting.SampledWithoutReplacementDpEvent,
             dp_accounting.SampledWithReplacementDpEvent,
             dp_accounting.TruncatedSubsampledGaussianDpEvent,
-            _events.TruncatedPoissonSampledDpEvent)
+            _events.TruncatedPoissonSampledDpEvent,
+            _balls_in_bins.BallsInBinsDpEvent)
 NeighboringRelation = dp_accounting.NeighboringRelation
 
 

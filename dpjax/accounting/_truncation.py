@@ -16,6 +16,7 @@ import math
 import dp_accounting
 from scipy import stats
 
+from dpjax.accounting import _balls_in_bins
 from dpjax.accounting import _events
 
 
@@ -39,7 +40,15 @@ def untruncate(event: dp_accounting.DpEvent):
   (Zhu, Dong & Wang 2022, Thm. 10): the composition's profile is at most
   deltauntruncated(eps) + tv with tv = 1 - prod (1 - p). Unlike a
   coupling of both outputs, this costs no factor e^eps.
+
+  A ``BallsInBinsDpEvent`` carries its tv (``truncation_probability``, the
+  same argument with the epoch in place of the step) and is returned with
+  tv 0.
   """
+  if isinstance(event, _balls_in_bins.BallsInBinsDpEvent):
+    return (_balls_in_bins.BallsInBinsDpEvent(event.noise_multiplier,
+                                              event.num_steps),
+            event.truncation_probability)
   if isinstance(event, (dp_accounting.TruncatedSubsampledGaussianDpEvent,
                         _events.TruncatedPoissonSampledDpEvent)):
     p = others_fill_cap(event.dataset_size, event.sampling_probability,

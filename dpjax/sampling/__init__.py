@@ -7,6 +7,7 @@ Example:
   True
 """
 
+from dpjax.sampling._balls_in_bins import BallsInBinsSampler
 from dpjax.sampling._cyclic_poisson import CyclicPoissonSampler
 from dpjax.sampling._deadline import DeadlineSampler
 from dpjax.sampling._deadline import Speed
@@ -21,6 +22,7 @@ from dpjax.sampling._user_level import UserBatch
 from dpjax.sampling._user_level import UserPoissonSampler
 
 __all__ = [
+    'BallsInBinsSampler',
     'CyclicPoissonSampler',
     'DeadlineSampler',
     'DEFAULT_OVERFLOW_PROBABILITY',
