@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _names(name: str) -> list[str]:
   if name == 'all':
-    return list(registry.NAMES)
+    return list(registry.MAIN_JOB)
   registry.get(name)  # raises on an unknown name
   return [name]
 
@@ -213,7 +213,7 @@ def _runs_table(dirs) -> str:
     # from before results.json recorded it).
     columns.insert(4, ('device', 'device'))
   ran = {r['experiment'] for r in rows}
-  missing = [n for n in registry.NAMES if n not in ran]
+  missing = [n for n in registry.MAIN_JOB if n not in ran]
   note = (f"\nNot run in this directory: {', '.join(missing)}.\n"
           if missing else '')
   return ('Wall time is each experiment\'s own, in its process (`run all '

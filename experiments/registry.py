@@ -1,6 +1,7 @@
 """The registered experiments and benchmarks, by name.
 
-Experiments (``NAMES``, ``python -m experiments run NAME``): ``get(name)`` is
+Experiments (``NAMES``, ``python -m experiments run NAME``; ``run all``
+runs ``MAIN_JOB``): ``get(name)`` is
 the experiment's ``runner.Experiment`` (its package's ``EXPERIMENT``; see
 experiments/common/runner.py and docs/experiments.md), ``module(name)`` the
 package.
@@ -27,7 +28,12 @@ NAMES = ('dpsgd_baseline', 'rs_tradeoff', 'rs_privacy', 'rs_attack',
          'compressive_regression', 'cpsgd_mechanisms', 'cpsgd_dme',
          'cpsgd_training', 'distributed_dp', 'qdpsgd', 'compgd',
          'nonparametric', 'trees', 'correlated_noise', 'finetune',
-         'audit')
+         'lm_finetune', 'audit')
+
+# What `run all` (the main job) runs: every paper reproduction. lm_finetune,
+# the project's own language-model experiment, runs by name: its quick
+# preset alone takes minutes of the main job's 15 on 2 cores.
+MAIN_JOB = tuple(n for n in NAMES if n != 'lm_finetune')
 
 # The quick runs, longest first (cold, 2 cores, 2026-11-26): `run all --jobs
 # N` starts them in this order so that the longest does not start last.
