@@ -124,9 +124,11 @@ def test_bits_functions_count_an_integer_number_of_bits():
 def test_the_planning_events_are_the_only_accounting_event_factories():
   names = {n for n in dpjax.accounting.__all__ if n.endswith('_event')}
   assert PLANNING_EVENTS <= names
-  # The rest convert or read events, or are a mechanism's own accounting.
+  # The rest convert or read events, or are a mechanism's or a sampler's
+  # own accounting (balls_in_bins_event: BallsInBinsSampler's epoch).
   assert names - PLANNING_EVENTS <= {'step_event', 'replace_one_event',
-                                     'ddg_event', 'skellam_event'}
+                                     'ddg_event', 'skellam_event',
+                                     'balls_in_bins_event'}
 
 
 def test_a_zero_noise_multiplier_is_the_non_private_gaussian():
